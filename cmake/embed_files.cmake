@@ -1,0 +1,10 @@
+# Script mode: writes OUT, a C++ file holding every file of FILES as a raw string literal.
+set(body "// Generated from gpu/shaders by cmake/embed_files.cmake. Do not edit.\n#include <string_view>\n#include \"gpu/embedded_shaders.h\"\nnamespace glimpse::gpu {\nnamespace {\nstruct Entry { std::string_view name; std::string_view text; };\nconstexpr Entry kEntries[] = {\n")
+foreach(f IN LISTS FILES)
+  get_filename_component(name ${f} NAME_WE)
+  file(READ ${f} text)
+  string(APPEND body "  {\"${name}\", R\"glsl_embed(${text})glsl_embed\"},\n")
+endforeach()
+string(APPEND body "};\n}  // namespace\n\nstd::optional<std::string_view> EmbeddedShader(std::string_view name) {\n  for (const Entry& e : kEntries) {\n    if (e.name == name) return e.text;\n  }\n  return std::nullopt;\n}\n\n}  // namespace glimpse::gpu\n")
+file(WRITE ${OUT}.tmp "${body}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the dependencies, builds (Release, warnings as errors in our code), and runs every test
+# with CTest on whatever EGL device is present (llvmpipe on a machine without a GPU).
+#   deploy/test.sh               the normal build in build/
+#   GLIMPSE_SANITIZE=1 deploy/test.sh   AddressSanitizer + UBSan build in build-asan/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./deploy/install-deps.sh
+
+build=build
+flags=(-DCMAKE_BUILD_TYPE=Release -DGLIMPSE_WERROR=ON)
+if [ "${GLIMPSE_SANITIZE:-0}" = 1 ]; then
+  build=build-asan
+  flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLIMPSE_SANITIZE=ON -DGLIMPSE_WERROR=ON)
+  # Mesa's own allocations at exit are not ours to chase.
+  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+fi
+cmake -S . -B "$build" -G Ninja "${flags[@]}"
+cmake --build "$build"
+# llvmpipe uses every core for each dispatch: run test binaries one at a time.
+export LP_NUM_THREADS=${LP_NUM_THREADS:-$(nproc)}
+ctest --test-dir "$build" --output-on-failure --timeout 600

@@ -1,0 +1,324 @@
+#include "gpu/context.h"
+
+#include <glad/egl.h>
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gpu/str.h"
+#include "gpu/embedded_shaders.h"
+
+namespace glimpse::gpu {
+namespace {
+
+std::string EglErrorName(EGLint e) {
+  switch (e) {
+    case EGL_SUCCESS: return "EGL_SUCCESS";
+    case EGL_NOT_INITIALIZED: return "EGL_NOT_INITIALIZED";
+    case EGL_BAD_ACCESS: return "EGL_BAD_ACCESS";
+    case EGL_BAD_ALLOC: return "EGL_BAD_ALLOC";
+    case EGL_BAD_ATTRIBUTE: return "EGL_BAD_ATTRIBUTE";
+    case EGL_BAD_CONFIG: return "EGL_BAD_CONFIG";
+    case EGL_BAD_CONTEXT: return "EGL_BAD_CONTEXT";
+    case EGL_BAD_DISPLAY: return "EGL_BAD_DISPLAY";
+    case EGL_BAD_MATCH: return "EGL_BAD_MATCH";
+    case EGL_BAD_PARAMETER: return "EGL_BAD_PARAMETER";
+    default: return StrCat("EGL error 0x", fmt::format("{:x}", e));
+  }
+}
+
+absl::Status EglFailure(std::string_view what) {
+  return absl::UnavailableError(StrCat(what, " failed: ", EglErrorName(eglGetError())));
+}
+
+bool HasExtension(const char* list, std::string_view ext) {
+  if (list == nullptr) return false;
+  std::string_view all(list);
+  size_t pos = 0;
+  while ((pos = all.find(ext, pos)) != std::string_view::npos) {
+    const size_t end = pos + ext.size();
+    if ((pos == 0 || all[pos - 1] == ' ') && (end == all.size() || all[end] == ' ')) return true;
+    pos = end;
+  }
+  return false;
+}
+
+void GLAD_API_PTR DebugCallback(GLenum /*source*/, GLenum type, GLuint id, GLenum severity,
+                                GLsizei /*length*/, const GLchar* message, const void* /*user*/) {
+  if (severity == GL_DEBUG_SEVERITY_NOTIFICATION) {
+    spdlog::trace("GL: {}", message);
+  } else if (type == GL_DEBUG_TYPE_ERROR) {
+    spdlog::error("GL error {}: {}", id, message);
+  } else {
+    spdlog::debug("GL {}: {}", id, message);
+  }
+}
+
+std::string GlString(GLenum name) {
+  const GLubyte* s = glGetString(name);
+  return s ? reinterpret_cast<const char*>(s) : "";
+}
+
+struct EglDevices {
+  PFNEGLQUERYDEVICESEXTPROC query_devices = nullptr;
+  PFNEGLQUERYDEVICESTRINGEXTPROC query_device_string = nullptr;
+  PFNEGLGETPLATFORMDISPLAYEXTPROC get_platform_display = nullptr;
+};
+
+// Picks the EGL display per options.device; fills info->platform.
+absl::StatusOr<EGLDisplay> OpenDisplay(const ContextOptions& options, DeviceInfo* info) {
+  // Before a display exists glad only has EGL 1.0: fetch the extension entry points by hand.
+  if (gladLoaderLoadEGL(EGL_NO_DISPLAY) == 0) {
+    return absl::UnavailableError("cannot load libEGL (install libegl1 and a driver: Mesa or NVIDIA)");
+  }
+  const char* client_ext = eglQueryString(EGL_NO_DISPLAY, EGL_EXTENSIONS);
+  EglDevices fn;
+  fn.get_platform_display = reinterpret_cast<PFNEGLGETPLATFORMDISPLAYEXTPROC>(
+      eglGetProcAddress("eglGetPlatformDisplayEXT"));
+  if (HasExtension(client_ext, "EGL_EXT_device_enumeration")) {
+    fn.query_devices =
+        reinterpret_cast<PFNEGLQUERYDEVICESEXTPROC>(eglGetProcAddress("eglQueryDevicesEXT"));
+    fn.query_device_string = reinterpret_cast<PFNEGLQUERYDEVICESTRINGEXTPROC>(
+        eglGetProcAddress("eglQueryDeviceStringEXT"));
+  }
+  if (fn.get_platform_display == nullptr) {
+    return absl::UnavailableError("EGL lacks eglGetPlatformDisplayEXT (EGL_EXT_platform_base)");
+  }
+
+  std::vector<EGLDeviceEXT> devices;
+  if (fn.query_devices != nullptr && HasExtension(client_ext, "EGL_EXT_platform_device")) {
+    EGLint n = 0;
+    if (fn.query_devices(0, nullptr, &n) && n > 0) {
+      devices.resize(static_cast<size_t>(n));
+      fn.query_devices(n, devices.data(), &n);
+      devices.resize(static_cast<size_t>(n));
+    }
+  }
+  auto is_software = [&](EGLDeviceEXT d) {
+    const char* ext = fn.query_device_string ? fn.query_device_string(d, EGL_EXTENSIONS) : nullptr;
+    return HasExtension(ext, "EGL_MESA_device_software");
+  };
+  auto open_device = [&](size_t i) -> EGLDisplay {
+    info->platform = StrCat("device ", i);
+    return fn.get_platform_display(EGL_PLATFORM_DEVICE_EXT, devices[i], nullptr);
+  };
+  auto open_surfaceless = [&]() -> absl::StatusOr<EGLDisplay> {
+    if (!HasExtension(client_ext, "EGL_MESA_platform_surfaceless")) {
+      return absl::UnavailableError(
+          "no EGL device and no EGL_MESA_platform_surfaceless: install Mesa (libegl-mesa0 "
+          "libgl1-mesa-dri) or the NVIDIA driver");
+    }
+    info->platform = "surfaceless";
+    return fn.get_platform_display(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY, nullptr);
+  };
+
+  const std::string& want = options.device;
+  if (want == "software") return open_surfaceless();
+  if (want == "auto") {
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (!is_software(devices[i])) return open_device(i);
+    }
+    return open_surfaceless();
+  }
+  size_t index = 0;
+  auto [ptr, ec] = std::from_chars(want.data(), want.data() + want.size(), index);
+  if (ec != std::errc() || ptr != want.data() + want.size()) {
+    return absl::InvalidArgumentError(StrCat(
+        "device must be \"auto\", \"software\" or an EGL device index, got \"", want, "\""));
+  }
+  if (index >= devices.size()) {
+    return absl::InvalidArgumentError(StrCat("device index must be below ", devices.size(),
+                                                   " (EGL devices found), got ", index));
+  }
+  return open_device(index);
+}
+
+DeviceLimits QueryLimits() {
+  DeviceLimits l;
+  glGetIntegerv(GL_MAX_TEXTURE_SIZE, &l.max_texture_size);
+  GLint64 block = 0;
+  glGetInteger64v(GL_MAX_SHADER_STORAGE_BLOCK_SIZE, &block);
+  l.max_storage_block_bytes = block;
+  glGetIntegerv(GL_MAX_COMPUTE_SHARED_MEMORY_SIZE, &l.max_shared_memory_bytes);
+  glGetIntegerv(GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS, &l.max_invocations);
+  for (GLuint i = 0; i < 3; ++i) {
+    glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_COUNT, i, &l.max_group_count[i]);
+    glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_SIZE, i, &l.max_group_size[i]);
+  }
+  glGetIntegerv(GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, &l.storage_buffer_offset_alignment);
+  l.int64 = GLAD_GL_ARB_gpu_shader_int64 != 0;
+  return l;
+}
+
+// The embedded shader `name` with each line `#include "other.glsl"` replaced by that file's
+// text (one level deep; `file` numbers the #line directives that follow).
+absl::StatusOr<std::string> ExpandIncludes(std::string_view name, int file) {
+  std::optional<std::string_view> text = EmbeddedShader(name);
+  if (!text) return absl::NotFoundError(StrCat("no shader named \"", name, "\""));
+  std::string out;
+  int line_no = 0;
+  for (std::string_view rest = *text; !rest.empty();) {
+    size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    ++line_no;
+    constexpr std::string_view kInclude = "#include \"";
+    if (line.substr(0, kInclude.size()) == kInclude) {
+      std::string_view inc = line.substr(kInclude.size());
+      inc = inc.substr(0, inc.find('"'));
+      inc = inc.substr(0, inc.rfind('.'));
+      std::optional<std::string_view> inc_text = EmbeddedShader(inc);
+      if (!inc_text) {
+        return absl::NotFoundError(StrCat("shader ", name, " includes unknown \"", inc, "\""));
+      }
+      StrAppend(&out, "#line 1 ", file + 1000, "\n", *inc_text, "\n#line ", line_no + 1, " ",
+                      file, "\n");
+    } else {
+      StrAppend(&out, line, "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& options) {
+  std::unique_ptr<Context> ctx(new Context());
+  DeviceInfo& info = ctx->info_;
+  absl::StatusOr<EGLDisplay> display = OpenDisplay(options, &info);
+  if (!display.ok()) return display.status();
+  if (*display == EGL_NO_DISPLAY) return EglFailure(StrCat("eglGetPlatformDisplay(", info.platform, ")"));
+  EGLint major = 0, minor = 0;
+  if (!eglInitialize(*display, &major, &minor)) return EglFailure("eglInitialize");
+  ctx->display_ = *display;
+  if (gladLoaderLoadEGL(*display) == 0) return absl::UnavailableError("glad could not load EGL");
+  info.egl_vendor = eglQueryString(*display, EGL_VENDOR);
+  info.egl_version = eglQueryString(*display, EGL_VERSION);
+  const char* display_ext = eglQueryString(*display, EGL_EXTENSIONS);
+  if (!HasExtension(display_ext, "EGL_KHR_surfaceless_context") ||
+      !HasExtension(display_ext, "EGL_KHR_no_config_context")) {
+    return absl::UnavailableError(StrCat(
+        "EGL display (", info.platform, ", ", info.egl_vendor,
+        ") lacks EGL_KHR_surfaceless_context or EGL_KHR_no_config_context"));
+  }
+  if (!eglBindAPI(EGL_OPENGL_API)) return EglFailure("eglBindAPI(EGL_OPENGL_API)");
+  const EGLint attribs[] = {EGL_CONTEXT_MAJOR_VERSION, 4,
+                            EGL_CONTEXT_MINOR_VERSION, 3,
+                            EGL_CONTEXT_OPENGL_PROFILE_MASK, EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT,
+                            EGL_CONTEXT_OPENGL_DEBUG, options.debug_output ? EGL_TRUE : EGL_FALSE,
+                            EGL_NONE};
+  EGLContext context = eglCreateContext(*display, EGL_NO_CONFIG_KHR, EGL_NO_CONTEXT, attribs);
+  if (context == EGL_NO_CONTEXT) return EglFailure("eglCreateContext (OpenGL 4.3 core)");
+  ctx->context_ = context;
+  if (!eglMakeCurrent(*display, EGL_NO_SURFACE, EGL_NO_SURFACE, context)) {
+    return EglFailure("eglMakeCurrent");
+  }
+  if (gladLoadGL(reinterpret_cast<GLADloadfunc>(eglGetProcAddress)) == 0) {
+    return absl::UnavailableError("glad could not load OpenGL 4.3 entry points");
+  }
+  info.vendor = GlString(GL_VENDOR);
+  info.renderer = GlString(GL_RENDERER);
+  info.version = GlString(GL_VERSION);
+  info.glsl_version = GlString(GL_SHADING_LANGUAGE_VERSION);
+  info.software = info.renderer.find("llvmpipe") != std::string::npos ||
+                  info.renderer.find("softpipe") != std::string::npos;
+  info.limits = QueryLimits();
+  if (options.debug_output && GLAD_GL_KHR_debug) {
+    glEnable(GL_DEBUG_OUTPUT);
+    glDebugMessageCallback(DebugCallback, nullptr);
+  }
+  // Pixel rows of any width are tightly packed.
+  glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  spdlog::info("GL context: {} | {} | {} (EGL {} {}, {})", info.vendor, info.renderer,
+               info.version, info.egl_vendor, info.egl_version, info.platform);
+  return ctx;
+}
+
+Context::~Context() {
+  programs_.clear();
+  if (display_ != nullptr) {
+    eglMakeCurrent(display_, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
+    if (context_ != nullptr) eglDestroyContext(display_, context_);
+    eglTerminate(display_);
+  }
+}
+
+absl::StatusOr<GLuint> Context::Program(std::string_view name, std::string_view defines) {
+  std::string key = StrCat(name, "\n", defines);
+  if (auto it = programs_.find(key); it != programs_.end()) return it->second.get();
+
+  absl::StatusOr<std::string> body = ExpandIncludes(name, 2);
+  if (!body.ok()) return body.status();
+  absl::StatusOr<std::string> prelude = ExpandIncludes("prelude", 1);
+  if (!prelude.ok()) return prelude.status();
+  std::string source = StrCat(
+      "#version 430 core\n",
+      info_.limits.int64 ? "#extension GL_ARB_gpu_shader_int64 : enable\n#define HAVE_INT64 1\n"
+                         : "",
+      defines, "\n#line 1 1\n", *prelude, "\n#line 1 2\n", *body);
+
+  GlShader shader = GlShader::Create();
+  const char* src = source.c_str();
+  glShaderSource(shader.get(), 1, &src, nullptr);
+  glCompileShader(shader.get());
+  GLint ok = 0;
+  glGetShaderiv(shader.get(), GL_COMPILE_STATUS, &ok);
+  auto info_log = [](GLuint obj, bool is_program) {
+    GLint len = 0;
+    (is_program ? glGetProgramiv : glGetShaderiv)(obj, GL_INFO_LOG_LENGTH, &len);
+    std::string log(static_cast<size_t>(std::max(len, 1)), '\0');
+    (is_program ? glGetProgramInfoLog : glGetShaderInfoLog)(obj, len, nullptr, log.data());
+    return log;
+  };
+  if (!ok) {
+    return absl::InternalError(StrCat("compiling shader ", name, " (defines: ", defines,
+                                            ") failed (file 1 = prelude, 2 = shader):\n",
+                                            info_log(shader.get(), false)));
+  }
+  GlProgram program = GlProgram::Create();
+  glAttachShader(program.get(), shader.get());
+  glLinkProgram(program.get());
+  glGetProgramiv(program.get(), GL_LINK_STATUS, &ok);
+  if (!ok) {
+    return absl::InternalError(
+        StrCat("linking shader ", name, " failed:\n", info_log(program.get(), true)));
+  }
+  GLuint id = program.get();
+  programs_.emplace(std::move(key), std::move(program));
+  return id;
+}
+
+absl::Status Context::CheckGlError(std::string_view where) const {
+  GLenum e = glGetError();
+  if (e == GL_NO_ERROR) return absl::OkStatus();
+  while (glGetError() != GL_NO_ERROR) {
+  }
+  if (e == GL_OUT_OF_MEMORY) {
+    return absl::ResourceExhaustedError(StrCat(where, ": the GPU is out of memory"));
+  }
+  return absl::InternalError(StrCat(where, ": GL error 0x", fmt::format("{:x}", e)));
+}
+
+GpuTimer::GpuTimer() : query_(GlQuery::Create()), running_(true) {
+  glBeginQuery(GL_TIME_ELAPSED, query_.get());
+}
+
+GpuTimer::~GpuTimer() {
+  if (running_) glEndQuery(GL_TIME_ELAPSED);
+}
+
+uint64_t GpuTimer::StopAndRead() {
+  if (running_) {
+    glEndQuery(GL_TIME_ELAPSED);
+    running_ = false;
+  }
+  GLuint64 ns = 0;
+  glGetQueryObjectui64v(query_.get(), GL_QUERY_RESULT, &ns);
+  return ns;
+}
+
+}  // namespace glimpse::gpu

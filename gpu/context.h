@@ -1,0 +1,99 @@
+// The headless OpenGL 4.3 core context that every kernel runs in, and what it reports.
+#ifndef GLIMPSE_GPU_CONTEXT_H_
+#define GLIMPSE_GPU_CONTEXT_H_
+
+#include <glad/gl.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "gpu/gl_handles.h"
+
+namespace glimpse::gpu {
+
+struct ContextOptions {
+  // "auto": the first hardware EGL device, else Mesa's software renderer (llvmpipe);
+  // "software": Mesa's surfaceless platform (llvmpipe); "0", "1", ...: that EGL device.
+  std::string device = "auto";
+  // Routes GL debug messages (errors, performance warnings) to the log.
+  bool debug_output = true;
+};
+
+struct DeviceLimits {
+  int max_texture_size = 0;             // widest and tallest image the device takes
+  int64_t max_storage_block_bytes = 0;  // GL_MAX_SHADER_STORAGE_BLOCK_SIZE: one SSBO binding
+  int max_shared_memory_bytes = 0;      // GL_MAX_COMPUTE_SHARED_MEMORY_SIZE
+  int max_invocations = 0;              // GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS
+  std::array<int, 3> max_group_count{};
+  std::array<int, 3> max_group_size{};
+  int storage_buffer_offset_alignment = 0;
+  bool int64 = false;  // GL_ARB_gpu_shader_int64
+};
+
+struct DeviceInfo {
+  std::string platform;  // "device N" or "surfaceless"
+  std::string egl_vendor, egl_version;
+  std::string vendor, renderer, version, glsl_version;
+  bool software = false;  // llvmpipe/softpipe: a CPU renderer
+  DeviceLimits limits;
+};
+
+// One EGL display + GL context, current on the thread that created it.
+// REQUIRES: every method, and the destructor, run on the creating thread.
+class Context {
+ public:
+  static absl::StatusOr<std::unique_ptr<Context>> Create(const ContextOptions& options = {});
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+  const DeviceLimits& limits() const { return info_.limits; }
+
+  // The program built from gpu/shaders/<name>.comp with `defines` ("#define X 1\n" lines) and the
+  // shared prelude prepended; compiled once, then cached. Errors carry the GLSL info log.
+  // A line `#include "x.glsl"` in a shader pulls in gpu/shaders/x.glsl (one level deep). In the
+  // info log, file 1 is the prelude, 2 the shader, 1002 a file it included.
+  absl::StatusOr<GLuint> Program(std::string_view name, std::string_view defines = {});
+
+  // Waits until the GPU has finished all work submitted so far.
+  void Finish() const { glFinish(); }
+
+  // A GL error raised since the last check, as a status (INTERNAL), else OK.
+  absl::Status CheckGlError(std::string_view where) const;
+
+ private:
+  Context() = default;
+  DeviceInfo info_;
+  void* display_ = nullptr;  // EGLDisplay
+  void* context_ = nullptr;  // EGLContext
+  std::map<std::string, GlProgram, std::less<>> programs_;
+};
+
+// Measures GPU time of the commands issued between construction and Stop() with a
+// GL_TIME_ELAPSED query. Not nestable (GL allows one active elapsed-time query).
+class GpuTimer {
+ public:
+  GpuTimer();
+  ~GpuTimer();
+  GpuTimer(const GpuTimer&) = delete;
+  GpuTimer& operator=(const GpuTimer&) = delete;
+  // Ends the measurement (idempotent) and returns the elapsed GPU nanoseconds; waits for the GPU.
+  uint64_t StopAndRead();
+
+ private:
+  GlQuery query_;
+  bool running_ = false;
+};
+
+// ceil(a / b) for positive values.
+constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace glimpse::gpu
+
+#endif  // GLIMPSE_GPU_CONTEXT_H_

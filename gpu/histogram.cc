@@ -1,0 +1,263 @@
+#include "gpu/histogram.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "gpu/str.h"
+
+namespace glimpse::gpu {
+namespace {
+
+constexpr HistogramVariant kConcreteVariants[] = {
+    HistogramVariant::kGlobalAtomics, HistogramVariant::kSharedAtomics,
+    HistogramVariant::kSharedPerThread, HistogramVariant::kPrivateRows};
+constexpr int kTile = 64;        // pixels per side of the tiled variants' workgroup
+constexpr int kGroupSide = 16;   // invocations per side of the one-pixel-per-thread variants
+constexpr int kMaxPrivateRows = 32;
+constexpr int kMinPrivateRows = 8;
+
+int NumHists(const ImageDesc& d, const HistogramOptions& o) {
+  return o.source == HistogramSource::kAllChannels ? d.channels : 1;
+}
+
+// How a variant lays out its shared memory: bins per dispatch (slice) and private rows.
+struct SharedPlan {
+  int slice = 0;
+  int rows = 0;
+  int passes = 1;
+};
+
+SharedPlan PlanShared(HistogramVariant v, const DeviceLimits& limits, int hists, int bins) {
+  const int words = limits.max_shared_memory_bytes / 4;
+  SharedPlan plan;
+  if (v == HistogramVariant::kPrivateRows) {
+    plan.rows = kMaxPrivateRows;
+    while (plan.rows > kMinPrivateRows && plan.rows * hists * bins > words) plan.rows /= 2;
+    plan.slice = std::min(bins, words / (plan.rows * hists));
+  } else {
+    plan.slice = std::min(bins, words / hists);
+  }
+  plan.passes = int(CeilDiv(bins, plan.slice));
+  return plan;
+}
+
+std::string SourceDefine(HistogramSource s) {
+  switch (s) {
+    case HistogramSource::kChannel: return "#define SOURCE_CHANNEL 1\n";
+    case HistogramSource::kAllChannels: return "#define SOURCE_ALL 1\n";
+    case HistogramSource::kLuma: return "#define SOURCE_LUMA 1\n";
+    case HistogramSource::kRgbMean: break;
+  }
+  return "#define SOURCE_MEAN 1\n";
+}
+
+std::string ProgramName(HistogramVariant v) {
+  return StrCat("histogram_", HistogramVariantName(v));
+}
+
+std::string Defines(const ImageDesc& d, const HistogramOptions& o, HistogramVariant v,
+                    const SharedPlan& plan) {
+  std::string defs = StrCat(ImageDefines(d), SourceDefine(o.source),
+                                  "#define NUM_HISTS ", NumHists(d, o), "\n");
+  if (v != HistogramVariant::kGlobalAtomics) StrAppend(&defs, "#define SLICE ", plan.slice, "\n");
+  if (v == HistogramVariant::kPrivateRows) StrAppend(&defs, "#define ROWS ", plan.rows, "\n");
+  return defs;
+}
+
+// Exact floor((num) / den) for den > 0.
+int64_t FloorDiv(int64_t num, int64_t den) {
+  int64_t q = num / den;
+  return (num % den != 0 && num < 0) ? q - 1 : q;
+}
+
+}  // namespace
+
+std::string_view HistogramVariantName(HistogramVariant v) {
+  switch (v) {
+    case HistogramVariant::kAuto: return "auto";
+    case HistogramVariant::kGlobalAtomics: return "global_atomics";
+    case HistogramVariant::kSharedAtomics: return "shared_atomics";
+    case HistogramVariant::kSharedPerThread: return "shared_per_thread";
+    case HistogramVariant::kPrivateRows: return "private_rows";
+  }
+  return "unknown";
+}
+
+std::optional<HistogramVariant> ParseHistogramVariant(std::string_view name) {
+  if (name.empty() || name == "auto") return HistogramVariant::kAuto;
+  for (HistogramVariant v : kConcreteVariants) {
+    if (HistogramVariantName(v) == name) return v;
+  }
+  return std::nullopt;
+}
+
+std::string_view HistogramSourceName(HistogramSource s) {
+  switch (s) {
+    case HistogramSource::kChannel: return "channel";
+    case HistogramSource::kAllChannels: return "all";
+    case HistogramSource::kLuma: return "luma";
+    case HistogramSource::kRgbMean: return "rgb_mean";
+  }
+  return "unknown";
+}
+
+std::optional<HistogramSource> ParseHistogramSource(std::string_view name) {
+  for (HistogramSource s : {HistogramSource::kChannel, HistogramSource::kAllChannels,
+                            HistogramSource::kLuma, HistogramSource::kRgbMean}) {
+    if (HistogramSourceName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<HistogramOptions> ResolveHistogramOptions(const ImageDesc& desc,
+                                                         const HistogramOptions& options) {
+  HistogramOptions o = options;
+  if (o.bins < 1 || o.bins > kMaxHistogramBins) {
+    return absl::InvalidArgumentError(
+        StrCat("bins must be in [1, ", kMaxHistogramBins, "], got ", o.bins));
+  }
+  const double full_hi = desc.type == SampleType::kUint8    ? 256.0
+                         : desc.type == SampleType::kUint16 ? 65536.0
+                                                            : 1.0;
+  if (!o.lo) o.lo = 0.0;
+  if (!o.hi) o.hi = full_hi;
+  if (!std::isfinite(*o.lo)) return absl::InvalidArgumentError(StrCat("lo must be finite, got ", *o.lo));
+  if (!std::isfinite(*o.hi)) return absl::InvalidArgumentError(StrCat("hi must be finite, got ", *o.hi));
+  if (!(*o.lo < *o.hi)) {
+    return absl::InvalidArgumentError(
+        StrCat("lo must be below hi, got lo = ", *o.lo, ", hi = ", *o.hi));
+  }
+  if (o.source == HistogramSource::kChannel && (o.channel < 0 || o.channel >= desc.channels)) {
+    return absl::InvalidArgumentError(StrCat("channel must be in [0, ", desc.channels - 1,
+                                                   "] for a ", desc.channels,
+                                                   "-channel image, got ", o.channel));
+  }
+  if ((o.source == HistogramSource::kLuma || o.source == HistogramSource::kRgbMean) &&
+      desc.channels < 3) {
+    return absl::InvalidArgumentError(StrCat("source ", HistogramSourceName(o.source),
+                                                   " needs 3 or 4 channels, the image has ",
+                                                   desc.channels));
+  }
+  return o;
+}
+
+HistogramVariant ResolveHistogramVariant(const DeviceInfo& device, const ImageDesc& desc,
+                                         const HistogramOptions& o) {
+  if (o.variant != HistogramVariant::kAuto) return o.variant;
+  const int hists = NumHists(desc, o);
+  if (device.software &&
+      PlanShared(HistogramVariant::kPrivateRows, device.limits, hists, o.bins).passes == 1) {
+    return HistogramVariant::kPrivateRows;
+  }
+  if (PlanShared(HistogramVariant::kSharedPerThread, device.limits, hists, o.bins).passes == 1) {
+    return HistogramVariant::kSharedPerThread;
+  }
+  // Re-reading the image once per slice of bins costs more than global atomics on many bins.
+  return HistogramVariant::kGlobalAtomics;
+}
+
+std::vector<int32_t> BuildIntegerBinTable(const ImageDesc& desc, const HistogramOptions& o) {
+  const int64_t max_sample = desc.type == SampleType::kUint8 ? 255 : 65535;
+  const bool mean = o.source == HistogramSource::kRgbMean;
+  // For kRgbMean the key is R+G+B and the value key / 3: scale everything by 3.
+  const int64_t scale = mean ? 3 : 1;
+  const int64_t keys = (mean ? 3 * max_sample : max_sample) + 1;
+  std::vector<int32_t> table(size_t(keys), -1);
+  const double lo = *o.lo, hi = *o.hi;
+  const bool integral_bounds = lo == std::floor(lo) && hi == std::floor(hi) &&
+                               std::abs(lo) < 1e12 && std::abs(hi) < 1e12;
+  for (int64_t key = 0; key < keys; ++key) {
+    if (integral_bounds) {
+      const int64_t l = int64_t(lo) * scale, h = int64_t(hi) * scale;
+      if (key < l || key >= h) continue;
+      table[size_t(key)] = int32_t(FloorDiv((key - l) * o.bins, h - l));
+    } else {
+      const long double v = (long double)key / scale;
+      if (v < lo || v >= hi) continue;
+      long double t = (v - lo) * o.bins / ((long double)hi - lo);
+      table[size_t(key)] = int32_t(std::min<long double>(std::floor(t), o.bins - 1));
+    }
+  }
+  return table;
+}
+
+absl::Status HistogramKernel::Prepare(SampleType type) {
+  ImageDesc desc{.width = 1, .height = 1, .channels = 4, .type = type};
+  for (HistogramSource s : {HistogramSource::kChannel, HistogramSource::kAllChannels,
+                            HistogramSource::kLuma, HistogramSource::kRgbMean}) {
+    HistogramOptions o;
+    o.source = s;
+    for (HistogramVariant v : kConcreteVariants) {
+      SharedPlan plan = PlanShared(v, ctx_.limits(), NumHists(desc, o), o.bins);
+      absl::StatusOr<GLuint> p = ctx_.Program(ProgramName(v), Defines(desc, o, v, plan));
+      if (!p.ok()) return p.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HistogramResult> HistogramKernel::Run(const Image& image,
+                                                     const HistogramOptions& options) {
+  const ImageDesc& desc = image.desc();
+  absl::StatusOr<HistogramOptions> resolved = ResolveHistogramOptions(desc, options);
+  if (!resolved.ok()) return resolved.status();
+  const HistogramOptions& o = *resolved;
+  if (desc.pixels() >= (int64_t{1} << 32)) {
+    return absl::InvalidArgumentError("images of 2^32 pixels or more overflow the 32-bit bin counters");
+  }
+  const HistogramVariant variant = ResolveHistogramVariant(ctx_.info(), desc, o);
+  const int hists = NumHists(desc, o);
+  const SharedPlan plan = PlanShared(variant, ctx_.limits(), hists, o.bins);
+  absl::StatusOr<GLuint> program = ctx_.Program(ProgramName(variant), Defines(desc, o, variant, plan));
+  if (!program.ok()) return program.status();
+
+  Buffer counts = Buffer::Create(size_t(hists) * o.bins * sizeof(uint32_t));
+  counts.Zero();
+  counts.BindBase(0);
+  Buffer table;
+  if (desc.type != SampleType::kFloat32) {
+    std::vector<int32_t> t = BuildIntegerBinTable(desc, o);
+    table = Buffer::Create(t.size() * sizeof(int32_t), t.data());
+    table.BindBase(1);
+  }
+  image.Bind(0);
+  glUseProgram(*program);
+  const GLuint prog = *program;
+  glUniform2i(glGetUniformLocation(prog, "u_size"), desc.width, desc.height);
+  glUniform1i(glGetUniformLocation(prog, "u_bins"), o.bins);
+  glUniform1i(glGetUniformLocation(prog, "u_channel"), o.channel);
+  glUniform1d(glGetUniformLocation(prog, "u_lo"), *o.lo);
+  glUniform1d(glGetUniformLocation(prog, "u_hi"), *o.hi);
+  glUniform1d(glGetUniformLocation(prog, "u_scale"), double(o.bins) / (*o.hi - *o.lo));
+  const GLint bin_base = glGetUniformLocation(prog, "u_bin_base");
+
+  const int side = variant == HistogramVariant::kGlobalAtomics ? kGroupSide
+                   : variant == HistogramVariant::kSharedAtomics ? kGroupSide
+                                                                 : kTile;
+  const GLuint gx = GLuint(CeilDiv(desc.width, side)), gy = GLuint(CeilDiv(desc.height, side));
+  GpuTimer timer;
+  for (int pass = 0; pass < plan.passes; ++pass) {
+    if (bin_base >= 0) glUniform1i(bin_base, pass * plan.slice);
+    glDispatchCompute(gx, gy, 1);
+  }
+  glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+  HistogramResult result;
+  result.gpu_ns = timer.StopAndRead();
+  glUseProgram(0);
+
+  std::vector<uint32_t> raw(size_t(hists) * o.bins);
+  counts.Read(0, raw.size() * sizeof(uint32_t), raw.data());
+  if (absl::Status s = ctx_.CheckGlError("histogram"); !s.ok()) return s;
+  result.bins = o.bins;
+  result.lo = *o.lo;
+  result.hi = *o.hi;
+  result.variant = variant;
+  result.counts.resize(size_t(hists));
+  for (int h = 0; h < hists; ++h) {
+    result.counts[size_t(h)].assign(raw.begin() + h * o.bins, raw.begin() + (h + 1) * o.bins);
+  }
+  return result;
+}
+
+}  // namespace glimpse::gpu

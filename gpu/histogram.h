@@ -1,0 +1,88 @@
+// Histograms of an image on the GPU: exact 64-bit counts, OpenCV calcHist range semantics.
+#ifndef GLIMPSE_GPU_HISTOGRAM_H_
+#define GLIMPSE_GPU_HISTOGRAM_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gpu/context.h"
+#include "gpu/image.h"
+
+namespace glimpse::gpu {
+
+// Which values are counted.
+enum class HistogramSource {
+  kChannel,      // one channel (HistogramOptions::channel)
+  kAllChannels,  // every channel, one histogram each
+  kLuma,         // Y of RGB (3 or 4 channels); 8/16-bit: OpenCV COLOR_RGB2GRAY, exactly
+  kRgbMean,      // (R + G + B) / 3 (3 or 4 channels), the seed's grey
+};
+
+// The kernel variants; kAuto picks the fastest for the device (see ResolveHistogramVariant).
+enum class HistogramVariant {
+  kAuto,
+  kGlobalAtomics,    // one atomicAdd per pixel on the global histogram
+  kSharedAtomics,    // per-workgroup histogram in shared memory, one pixel per thread
+  kSharedPerThread,  // shared histogram, a 4x4 block of pixels per thread, per-thread run merging
+  kPrivateRows,      // one private shared-memory row per invocation, plain increments, rows summed
+};
+
+inline constexpr int kMaxHistogramBins = 65536;
+
+struct HistogramOptions {
+  int bins = 256;             // [1, 65536]
+  std::optional<double> lo;   // inclusive; default 0 (integers) or 0.0 (float)
+  std::optional<double> hi;   // exclusive; default 256 / 65536 / 1.0 for uint8 / uint16 / float32
+  HistogramSource source = HistogramSource::kAllChannels;
+  int channel = 0;            // for kChannel
+  HistogramVariant variant = HistogramVariant::kAuto;
+};
+
+struct HistogramResult {
+  int bins = 0;
+  double lo = 0, hi = 0;  // the range used (defaults filled in)
+  // counts[h][b]: histogram h (one per channel for kAllChannels, else one), bin b.
+  std::vector<std::vector<uint64_t>> counts;
+  HistogramVariant variant = HistogramVariant::kAuto;  // the variant that ran
+  uint64_t gpu_ns = 0;                                 // GPU time of the kernel dispatches
+};
+
+std::string_view HistogramVariantName(HistogramVariant v);  // "global_atomics", ...
+std::optional<HistogramVariant> ParseHistogramVariant(std::string_view name);
+std::string_view HistogramSourceName(HistogramSource s);  // "channel", "all", "luma", "rgb_mean"
+std::optional<HistogramSource> ParseHistogramSource(std::string_view name);
+
+// Checks options against the image and fills in the defaults; errors name the field and value.
+absl::StatusOr<HistogramOptions> ResolveHistogramOptions(const ImageDesc& desc,
+                                                         const HistogramOptions& options);
+
+// The variant kAuto runs on this device for these options: on CPU renderers (llvmpipe) private
+// rows while the bins fit, on GPUs shared memory with several pixels per thread (the seed's
+// fastest); global atomics where neither fits in shared memory.
+HistogramVariant ResolveHistogramVariant(const DeviceInfo& device, const ImageDesc& desc,
+                                         const HistogramOptions& resolved);
+
+// The rule that maps an 8/16-bit key (channel value, luma, or R+G+B for kRgbMean) to a bin, or -1:
+// lo <= v < hi, bin = floor((v - lo) * bins / (hi - lo)), exact for integer lo and hi.
+// Shared with the CPU reference so both count the same.
+std::vector<int32_t> BuildIntegerBinTable(const ImageDesc& desc, const HistogramOptions& resolved);
+
+// REQUIRES: ctx's thread; `image` was made in ctx.
+class HistogramKernel {
+ public:
+  explicit HistogramKernel(Context& ctx) : ctx_(ctx) {}
+  // Compiles every program the kernel may use for images of this sample type (start-up check).
+  absl::Status Prepare(SampleType type);
+  absl::StatusOr<HistogramResult> Run(const Image& image, const HistogramOptions& options);
+
+ private:
+  Context& ctx_;
+};
+
+}  // namespace glimpse::gpu
+
+#endif  // GLIMPSE_GPU_HISTOGRAM_H_

@@ -1,0 +1,150 @@
+#include "gpu/image.h"
+
+#include "absl/status/status.h"
+#include "gpu/str.h"
+
+namespace glimpse::gpu {
+namespace {
+
+struct GlFormat {
+  GLenum internal_format;
+  GLenum format;
+  GLenum type;
+};
+
+GlFormat GlFormatFor(const ImageDesc& d) {
+  static constexpr GLenum kInt[] = {GL_RED_INTEGER, GL_RG_INTEGER, GL_RGB_INTEGER, GL_RGBA_INTEGER};
+  static constexpr GLenum kFloat[] = {GL_RED, GL_RG, GL_RGB, GL_RGBA};
+  static constexpr GLenum kU8[] = {GL_R8UI, GL_RG8UI, GL_RGB8UI, GL_RGBA8UI};
+  static constexpr GLenum kU16[] = {GL_R16UI, GL_RG16UI, GL_RGB16UI, GL_RGBA16UI};
+  static constexpr GLenum kF32[] = {GL_R32F, GL_RG32F, GL_RGB32F, GL_RGBA32F};
+  const int i = d.channels - 1;
+  switch (d.type) {
+    case SampleType::kUint8: return {kU8[i], kInt[i], GL_UNSIGNED_BYTE};
+    case SampleType::kUint16: return {kU16[i], kInt[i], GL_UNSIGNED_SHORT};
+    case SampleType::kFloat32: break;
+  }
+  return {kF32[i], kFloat[i], GL_FLOAT};
+}
+
+}  // namespace
+
+int BytesPerSample(SampleType type) {
+  switch (type) {
+    case SampleType::kUint8: return 1;
+    case SampleType::kUint16: return 2;
+    case SampleType::kFloat32: return 4;
+  }
+  return 1;
+}
+
+std::string_view SampleTypeName(SampleType type) {
+  switch (type) {
+    case SampleType::kUint8: return "uint8";
+    case SampleType::kUint16: return "uint16";
+    case SampleType::kFloat32: return "float32";
+  }
+  return "unknown";
+}
+
+std::string DescribeImage(const ImageDesc& d) {
+  return StrCat(d.width, "x", d.height, " ", d.channels, "-channel ", SampleTypeName(d.type));
+}
+
+absl::Status ValidateImageDesc(const ImageDesc& d, const DeviceLimits& limits) {
+  if (d.channels < 1 || d.channels > 4) {
+    return absl::InvalidArgumentError(StrCat("channels must be in [1, 4], got ", d.channels));
+  }
+  const int max = limits.max_texture_size;
+  if (d.width < 1 || d.width > max) {
+    return absl::InvalidArgumentError(
+        StrCat("width must be in [1, ", max, "] (the device's texture limit), got ", d.width));
+  }
+  if (d.height < 1 || d.height > max) {
+    return absl::InvalidArgumentError(StrCat(
+        "height must be in [1, ", max, "] (the device's texture limit), got ", d.height));
+  }
+  return absl::OkStatus();
+}
+
+double HostImage::value(int x, int y, int c) const {
+  switch (desc.type) {
+    case SampleType::kUint8: return at<uint8_t>(x, y, c);
+    case SampleType::kUint16: return at<uint16_t>(x, y, c);
+    case SampleType::kFloat32: break;
+  }
+  return at<float>(x, y, c);
+}
+
+absl::StatusOr<Image> Image::Allocate(Context& ctx, const ImageDesc& desc) {
+  if (absl::Status s = ValidateImageDesc(desc, ctx.limits()); !s.ok()) return s;
+  (void)ctx.CheckGlError("before allocating an image");
+  Image image;
+  image.desc_ = desc;
+  image.texture_ = GlTexture::Create();
+  glBindTexture(GL_TEXTURE_2D, image.texture_.get());
+  glTexStorage2D(GL_TEXTURE_2D, 1, GlFormatFor(desc).internal_format, desc.width, desc.height);
+  // Integer textures are incomplete with linear filtering; the kernels use texelFetch anyway.
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+  glBindTexture(GL_TEXTURE_2D, 0);
+  if (absl::Status s = ctx.CheckGlError(StrCat("allocating a ", DescribeImage(desc), " image"));
+      !s.ok()) {
+    return s;
+  }
+  return image;
+}
+
+absl::StatusOr<Image> Image::Upload(Context& ctx, const ImageDesc& desc,
+                                    std::span<const uint8_t> pixels) {
+  absl::StatusOr<Image> image = Allocate(ctx, desc);
+  if (!image.ok()) return image.status();
+  if (pixels.size() != desc.bytes()) {
+    return absl::InvalidArgumentError(StrCat("pixels must hold ", desc.bytes(), " bytes for a ",
+                                                   DescribeImage(desc), " image, got ", pixels.size()));
+  }
+  const GlFormat f = GlFormatFor(desc);
+  glBindTexture(GL_TEXTURE_2D, image->texture());
+  glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, desc.width, desc.height, f.format, f.type, pixels.data());
+  glBindTexture(GL_TEXTURE_2D, 0);
+  if (absl::Status s = ctx.CheckGlError("uploading an image"); !s.ok()) return s;
+  return image;
+}
+
+absl::Status Image::CopyFromBuffer(Context& ctx, const Buffer& buffer, size_t offset) {
+  if (offset + desc_.bytes() > buffer.bytes()) {
+    return absl::InternalError("CopyFromBuffer: the buffer is smaller than the image");
+  }
+  const GlFormat f = GlFormatFor(desc_);
+  glMemoryBarrier(GL_PIXEL_BUFFER_BARRIER_BIT | GL_TEXTURE_UPDATE_BARRIER_BIT);
+  glBindBuffer(GL_PIXEL_UNPACK_BUFFER, buffer.get());
+  glBindTexture(GL_TEXTURE_2D, texture());
+  glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, desc_.width, desc_.height, f.format, f.type,
+                  reinterpret_cast<const void*>(offset));
+  glBindTexture(GL_TEXTURE_2D, 0);
+  glBindBuffer(GL_PIXEL_UNPACK_BUFFER, 0);
+  return ctx.CheckGlError("copying a buffer into an image");
+}
+
+HostImage Image::Download() const {
+  HostImage host = HostImage::Zeros(desc_);
+  const GlFormat f = GlFormatFor(desc_);
+  glMemoryBarrier(GL_TEXTURE_UPDATE_BARRIER_BIT);
+  glBindTexture(GL_TEXTURE_2D, texture());
+  glGetTexImage(GL_TEXTURE_2D, 0, f.format, f.type, host.data.data());
+  glBindTexture(GL_TEXTURE_2D, 0);
+  return host;
+}
+
+void Image::Bind(GLuint unit) const {
+  glActiveTexture(GL_TEXTURE0 + unit);
+  glBindTexture(GL_TEXTURE_2D, texture());
+}
+
+std::string ImageDefines(const ImageDesc& d) {
+  return StrCat(d.type == SampleType::kFloat32 ? "#define FMT_FLOAT 1\n" : "#define FMT_UINT 1\n",
+                      "#define CHANNELS ", d.channels, "\n#define SAMPLE_BITS ",
+                      8 * BytesPerSample(d.type), "\n");
+}
+
+}  // namespace glimpse::gpu

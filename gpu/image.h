@@ -1,0 +1,101 @@
+// Images: their description, host-side pixels, and the GPU-resident form the kernels read.
+#ifndef GLIMPSE_GPU_IMAGE_H_
+#define GLIMPSE_GPU_IMAGE_H_
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gpu/context.h"
+#include "gpu/gl_handles.h"
+
+namespace glimpse::gpu {
+
+enum class SampleType { kUint8, kUint16, kFloat32 };
+
+int BytesPerSample(SampleType type);
+std::string_view SampleTypeName(SampleType type);  // "uint8", "uint16", "float32"
+
+// Row-major pixels, channels interleaved, samples little-endian, rows tightly packed.
+struct ImageDesc {
+  int width = 0;
+  int height = 0;
+  int channels = 0;  // 1 to 4
+  SampleType type = SampleType::kUint8;
+
+  int64_t pixels() const { return int64_t{width} * height; }
+  size_t row_bytes() const { return size_t(width) * channels * BytesPerSample(type); }
+  size_t bytes() const { return row_bytes() * size_t(height); }
+  bool operator==(const ImageDesc&) const = default;
+};
+
+std::string DescribeImage(const ImageDesc& desc);  // "640x480 3-channel uint8"
+
+// OK if the device can hold an image so described, else INVALID_ARGUMENT naming the field, the
+// value and the limit.
+absl::Status ValidateImageDesc(const ImageDesc& desc, const DeviceLimits& limits);
+
+// Pixels in host memory (the layout of ImageDesc).
+struct HostImage {
+  ImageDesc desc;
+  std::vector<uint8_t> data;
+
+  static HostImage Zeros(const ImageDesc& desc) { return {desc, std::vector<uint8_t>(desc.bytes())}; }
+  size_t index(int x, int y, int c) const {
+    return (size_t(y) * desc.width + x) * desc.channels + c;
+  }
+  template <typename T>
+  T at(int x, int y, int c) const {
+    T v;
+    std::memcpy(&v, data.data() + index(x, y, c) * sizeof(T), sizeof(T));
+    return v;
+  }
+  template <typename T>
+  void set(int x, int y, int c, T v) {
+    std::memcpy(data.data() + index(x, y, c) * sizeof(T), &v, sizeof(T));
+  }
+  // The sample as a double, whatever the type.
+  double value(int x, int y, int c) const;
+};
+
+// An image on the GPU: a 2D texture of a sized integer (8/16-bit) or float format, read by the
+// kernels with texelFetch from texture unit 0. Move-only. REQUIRES: the context's thread.
+class Image {
+ public:
+  Image() = default;
+  // Uploads `pixels` (exactly desc.bytes() of them, ImageDesc layout).
+  static absl::StatusOr<Image> Upload(Context& ctx, const ImageDesc& desc,
+                                      std::span<const uint8_t> pixels);
+  static absl::StatusOr<Image> Upload(Context& ctx, const HostImage& host) {
+    return Upload(ctx, host.desc, host.data);
+  }
+  // An image with undefined contents, to be written by a kernel (see CopyFromBuffer).
+  static absl::StatusOr<Image> Allocate(Context& ctx, const ImageDesc& desc);
+
+  // Replaces the contents with `buffer`'s bytes from `offset` on, in ImageDesc layout.
+  absl::Status CopyFromBuffer(Context& ctx, const Buffer& buffer, size_t offset = 0);
+  // Reads the pixels back (waits for the GPU).
+  HostImage Download() const;
+
+  const ImageDesc& desc() const { return desc_; }
+  GLuint texture() const { return texture_.get(); }
+  size_t gpu_bytes() const { return desc_.bytes(); }
+  // Binds the texture to texture unit `unit` (the shared prelude reads unit 0).
+  void Bind(GLuint unit = 0) const;
+
+ private:
+  ImageDesc desc_;
+  GlTexture texture_;
+};
+
+// "#define" lines telling the shader prelude how to read this image: FMT_UINT or FMT_FLOAT,
+// CHANNELS, SAMPLE_BITS.
+std::string ImageDefines(const ImageDesc& desc);
+
+}  // namespace glimpse::gpu
+
+#endif  // GLIMPSE_GPU_IMAGE_H_

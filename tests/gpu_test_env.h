@@ -1,0 +1,81 @@
+// Test helpers shared by the gpu/ tests: the shared context, seeds, random images.
+#ifndef GLIMPSE_TESTS_GPU_TEST_ENV_H_
+#define GLIMPSE_TESTS_GPU_TEST_ENV_H_
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "gpu/context.h"
+#include "gpu/image.h"
+
+namespace glimpse::testing {
+
+// The context made by the test main, or nullptr when none could be opened.
+gpu::Context* SharedContext();
+const std::string& SharedContextError();
+// True when the environment demands a context (GLIMPSE_REQUIRE_GPU_CONTEXT=1).
+bool RequireContext();
+
+// A fresh seed per run (GLIMPSE_SEED=N to replay), printed so a failure can be reproduced.
+inline uint64_t TestSeed() {
+  static const uint64_t seed = [] {
+    const char* s = std::getenv("GLIMPSE_SEED");
+    uint64_t v = s ? std::strtoull(s, nullptr, 10) : std::random_device{}();
+    return v;
+  }();
+  return seed;
+}
+
+// Fills every sample uniformly: integers over their full range (or [0, max_value] when given),
+// floats in [-1, 2) plus a few exact edge values.
+inline gpu::HostImage RandomImage(const gpu::ImageDesc& desc, std::mt19937_64& rng,
+                                  double max_value = -1) {
+  gpu::HostImage img = gpu::HostImage::Zeros(desc);
+  for (int y = 0; y < desc.height; ++y) {
+    for (int x = 0; x < desc.width; ++x) {
+      for (int c = 0; c < desc.channels; ++c) {
+        switch (desc.type) {
+          case gpu::SampleType::kUint8: {
+            uint32_t hi = max_value >= 0 ? uint32_t(max_value) : 255u;
+            img.set<uint8_t>(x, y, c, uint8_t(std::uniform_int_distribution<uint32_t>(0, hi)(rng)));
+            break;
+          }
+          case gpu::SampleType::kUint16: {
+            uint32_t hi = max_value >= 0 ? uint32_t(max_value) : 65535u;
+            img.set<uint16_t>(x, y, c, uint16_t(std::uniform_int_distribution<uint32_t>(0, hi)(rng)));
+            break;
+          }
+          case gpu::SampleType::kFloat32: {
+            float v = std::uniform_real_distribution<float>(-1.0f, 2.0f)(rng);
+            if (rng() % 16 == 0) v = float(rng() % 5) * 0.25f;  // values exactly on bin edges
+            img.set<float>(x, y, c, v);
+            break;
+          }
+        }
+      }
+    }
+  }
+  return img;
+}
+
+}  // namespace glimpse::testing
+
+// Skips the test (with the reason) where no EGL context could be opened, fails instead where the
+// environment requires one. Defines `ctx` (gpu::Context&).
+#define GLIMPSE_REQUIRE_CONTEXT(ctx)                                                   \
+  if (::glimpse::testing::SharedContext() == nullptr) {                                \
+    if (::glimpse::testing::RequireContext()) {                                        \
+      FAIL() << "no EGL context: " << ::glimpse::testing::SharedContextError();        \
+    }                                                                                  \
+    GTEST_SKIP() << "no EGL context: " << ::glimpse::testing::SharedContextError();    \
+  }                                                                                    \
+  ::glimpse::gpu::Context& ctx = *::glimpse::testing::SharedContext()
+
+#define GLIMPSE_SEED_TRACE() \
+  SCOPED_TRACE(::testing::Message() << "seed " << ::glimpse::testing::TestSeed() << " (GLIMPSE_SEED to replay)")
+
+#endif  // GLIMPSE_TESTS_GPU_TEST_ENV_H_
