@@ -75,20 +75,27 @@ class Context {
   std::map<std::string, GlProgram, std::less<>> programs_;
 };
 
-// Measures GPU time of the commands issued between construction and Stop() with a
-// GL_TIME_ELAPSED query. Not nestable (GL allows one active elapsed-time query).
+// Measures GPU time of the commands issued between construction and StopAndRead() with a
+// GL_TIME_ELAPSED query. Not nestable (GL allows one active elapsed-time query). On CPU renderers
+// (llvmpipe) the query does not cover shader execution, so there it times wall-clock from
+// construction to the end of glFinish() instead; Context::Create sets which.
 class GpuTimer {
  public:
   GpuTimer();
   ~GpuTimer();
   GpuTimer(const GpuTimer&) = delete;
   GpuTimer& operator=(const GpuTimer&) = delete;
-  // Ends the measurement (idempotent) and returns the elapsed GPU nanoseconds; waits for the GPU.
+  // Ends the measurement (idempotent) and returns the elapsed nanoseconds; waits for the GPU.
   uint64_t StopAndRead();
+
+  // Process-wide: time with glFinish + the CPU clock instead of timer queries.
+  static void UseWallClock(bool wall_clock);
 
  private:
   GlQuery query_;
   bool running_ = false;
+  int64_t start_ns_ = 0;
+  uint64_t result_ns_ = 0;
 };
 
 // ceil(a / b) for positive values.

@@ -35,34 +35,36 @@ SharedPlan PlanShared(HistogramVariant v, const DeviceLimits& limits, int hists,
     plan.rows = kMaxPrivateRows;
     while (plan.rows > kMinPrivateRows && plan.rows * hists * bins > words) plan.rows /= 2;
     plan.slice = std::min(bins, words / (plan.rows * hists));
-  } else {
+    plan.passes = int(CeilDiv(bins, plan.slice));
+  } else if (v != HistogramVariant::kGlobalAtomics) {
     plan.slice = std::min(bins, words / hists);
+    plan.passes = int(CeilDiv(bins, plan.slice));
   }
-  plan.passes = int(CeilDiv(bins, plan.slice));
   return plan;
-}
-
-std::string SourceDefine(HistogramSource s) {
-  switch (s) {
-    case HistogramSource::kChannel: return "#define SOURCE_CHANNEL 1\n";
-    case HistogramSource::kAllChannels: return "#define SOURCE_ALL 1\n";
-    case HistogramSource::kLuma: return "#define SOURCE_LUMA 1\n";
-    case HistogramSource::kRgbMean: break;
-  }
-  return "#define SOURCE_MEAN 1\n";
 }
 
 std::string ProgramName(HistogramVariant v) {
   return StrCat("histogram_", HistogramVariantName(v));
 }
 
-std::string Defines(const ImageDesc& d, const HistogramOptions& o, HistogramVariant v,
+// Only what must be compile-time: the sample kind, the shared array size, the private row count.
+// The source, channel count and bin slice are uniforms, so few programs serve every request.
+std::string Defines(SampleType type, const DeviceLimits& limits, HistogramVariant v,
                     const SharedPlan& plan) {
-  std::string defs = StrCat(ImageDefines(d), SourceDefine(o.source),
-                                  "#define NUM_HISTS ", NumHists(d, o), "\n");
-  if (v != HistogramVariant::kGlobalAtomics) StrAppend(&defs, "#define SLICE ", plan.slice, "\n");
+  std::string defs = type == SampleType::kFloat32 ? "#define FMT_FLOAT 1\n" : "#define FMT_UINT 1\n";
+  StrAppend(&defs, "#define SHARED_WORDS ", limits.max_shared_memory_bytes / 4, "\n");
   if (v == HistogramVariant::kPrivateRows) StrAppend(&defs, "#define ROWS ", plan.rows, "\n");
   return defs;
+}
+
+int SourceIndex(HistogramSource s) {
+  switch (s) {
+    case HistogramSource::kChannel: return 0;
+    case HistogramSource::kAllChannels: return 1;
+    case HistogramSource::kLuma: return 2;
+    case HistogramSource::kRgbMean: break;
+  }
+  return 3;
 }
 
 // Exact floor((num) / den) for den > 0.
@@ -183,14 +185,11 @@ std::vector<int32_t> BuildIntegerBinTable(const ImageDesc& desc, const Histogram
 }
 
 absl::Status HistogramKernel::Prepare(SampleType type) {
-  ImageDesc desc{.width = 1, .height = 1, .channels = 4, .type = type};
-  for (HistogramSource s : {HistogramSource::kChannel, HistogramSource::kAllChannels,
-                            HistogramSource::kLuma, HistogramSource::kRgbMean}) {
-    HistogramOptions o;
-    o.source = s;
-    for (HistogramVariant v : kConcreteVariants) {
-      SharedPlan plan = PlanShared(v, ctx_.limits(), NumHists(desc, o), o.bins);
-      absl::StatusOr<GLuint> p = ctx_.Program(ProgramName(v), Defines(desc, o, v, plan));
+  // Every program a request can need: each variant, and each private row count.
+  for (HistogramVariant v : kConcreteVariants) {
+    for (int hists_bins : {256, 4 * 256, 4 * kMaxHistogramBins}) {
+      SharedPlan plan = PlanShared(v, ctx_.limits(), 1, hists_bins);
+      absl::StatusOr<GLuint> p = ctx_.Program(ProgramName(v), Defines(type, ctx_.limits(), v, plan));
       if (!p.ok()) return p.status();
     }
   }
@@ -209,7 +208,8 @@ absl::StatusOr<HistogramResult> HistogramKernel::Run(const Image& image,
   const HistogramVariant variant = ResolveHistogramVariant(ctx_.info(), desc, o);
   const int hists = NumHists(desc, o);
   const SharedPlan plan = PlanShared(variant, ctx_.limits(), hists, o.bins);
-  absl::StatusOr<GLuint> program = ctx_.Program(ProgramName(variant), Defines(desc, o, variant, plan));
+  absl::StatusOr<GLuint> program =
+      ctx_.Program(ProgramName(variant), Defines(desc.type, ctx_.limits(), variant, plan));
   if (!program.ok()) return program.status();
 
   Buffer counts = Buffer::Create(size_t(hists) * o.bins * sizeof(uint32_t));
@@ -227,6 +227,9 @@ absl::StatusOr<HistogramResult> HistogramKernel::Run(const Image& image,
   glUniform2i(glGetUniformLocation(prog, "u_size"), desc.width, desc.height);
   glUniform1i(glGetUniformLocation(prog, "u_bins"), o.bins);
   glUniform1i(glGetUniformLocation(prog, "u_channel"), o.channel);
+  glUniform1i(glGetUniformLocation(prog, "u_source"), SourceIndex(o.source));
+  glUniform1i(glGetUniformLocation(prog, "u_hists"), hists);
+  glUniform1i(glGetUniformLocation(prog, "u_slice"), plan.slice);
   glUniform1d(glGetUniformLocation(prog, "u_lo"), *o.lo);
   glUniform1d(glGetUniformLocation(prog, "u_hi"), *o.hi);
   glUniform1d(glGetUniformLocation(prog, "u_scale"), double(o.bins) / (*o.hi - *o.lo));

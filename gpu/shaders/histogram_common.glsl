@@ -1,9 +1,10 @@
-// Shared by the histogram variants. Defines from the C++ side:
-//   SOURCE_CHANNEL | SOURCE_ALL | SOURCE_LUMA | SOURCE_MEAN, NUM_HISTS (histograms per pixel).
+// Shared by the histogram variants. Uniforms select the source (one program serves every channel
+// count and source, which keeps the number of compiled programs small): u_source 0 = one
+// channel, 1 = every channel, 2 = luma, 3 = (R+G+B)/3; u_hists histograms per pixel (1 to 4).
 // Integer images map a key (sample, luma or R+G+B) through a bin table built on the CPU, so the
 // binning is exact; float images bin in double: floor((v - lo) * scale), lo <= v < hi.
 
-layout(std430, binding = 0) buffer Counts { uint counts[]; };  // [NUM_HISTS][u_bins]
+layout(std430, binding = 0) buffer Counts { uint counts[]; };  // [u_hists][u_bins]
 #if defined(FMT_UINT)
 layout(std430, binding = 1) readonly buffer BinTable { int bin_table[]; };
 #endif
@@ -11,6 +12,8 @@ layout(std430, binding = 1) readonly buffer BinTable { int bin_table[]; };
 uniform ivec2 u_size;
 uniform int u_bins;
 uniform int u_channel;
+uniform int u_source;
+uniform int u_hists;
 uniform double u_lo;
 uniform double u_hi;
 uniform double u_scale;  // bins / (hi - lo)
@@ -34,27 +37,19 @@ int bin_of_value(precise float v) {
 
 // The bin of histogram h for texel t, or -1 when it is not counted.
 int bin_of_texel(TEXEL t, int h) {
-  #if defined(FMT_UINT)
-    #if defined(SOURCE_CHANNEL)
-  return bin_of_key(t[u_channel]);
-    #elif defined(SOURCE_ALL)
-  return bin_of_key(t[h]);
-    #elif defined(SOURCE_LUMA)
-  return bin_of_key(luma_u(t.rgb));
-    #else
+#if defined(FMT_UINT)
+  if (u_source == 0) return bin_of_key(t[u_channel]);
+  if (u_source == 1) return bin_of_key(t[h]);
+  if (u_source == 2) return bin_of_key(luma_u(t.rgb));
   return bin_of_key(t.r + t.g + t.b);
-    #endif
-  #else
-    #if defined(SOURCE_CHANNEL)
-  return bin_of_value(t[u_channel]);
-    #elif defined(SOURCE_ALL)
-  return bin_of_value(t[h]);
-    #elif defined(SOURCE_LUMA)
-  precise float y = 0.299 * t.r + 0.587 * t.g + 0.114 * t.b;
-  return bin_of_value(y);
-    #else
+#else
+  if (u_source == 0) return bin_of_value(t[u_channel]);
+  if (u_source == 1) return bin_of_value(t[h]);
+  if (u_source == 2) {
+    precise float y = 0.299 * t.r + 0.587 * t.g + 0.114 * t.b;
+    return bin_of_value(y);
+  }
   precise float m = (t.r + t.g + t.b) * (1.0 / 3.0);
   return bin_of_value(m);
-    #endif
-  #endif
+#endif
 }

@@ -8,7 +8,7 @@ void main() {
   ivec2 p = ivec2(gl_GlobalInvocationID.xy);
   if (any(greaterThanEqual(p, u_size))) return;
   TEXEL t = load_texel(p);
-  for (int h = 0; h < NUM_HISTS; ++h) {
+  for (int h = 0; h < u_hists; ++h) {
     int b = bin_of_texel(t, h);
     if (b >= 0) atomicAdd(counts[h * u_bins + b], 1u);
   }

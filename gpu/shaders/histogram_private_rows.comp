@@ -5,33 +5,33 @@
 #include "histogram_common.glsl"
 
 layout(local_size_x = ROWS) in;
-const int kRow = NUM_HISTS * SLICE;
-
 uniform int u_bin_base;
-shared uint s_rows[ROWS * kRow];
+uniform int u_slice;  // bins held in shared memory per dispatch
+shared uint s_rows[SHARED_WORDS];
 
 void main() {
   uint me = gl_LocalInvocationIndex;
-  for (uint i = me; i < uint(ROWS * kRow); i += uint(ROWS)) s_rows[i] = 0u;
+  int row_words = u_hists * u_slice;
+  for (uint i = me; i < uint(ROWS * row_words); i += uint(ROWS)) s_rows[i] = 0u;
   barrier();
 
   ivec2 origin = ivec2(gl_WorkGroupID.xy) * 64;
-  int row = int(me) * kRow;
+  int row = int(me) * row_words;
   for (int i = int(me); i < 64 * 64; i += ROWS) {
     ivec2 p = origin + ivec2(i % 64, i / 64);
     if (any(greaterThanEqual(p, u_size))) continue;
     TEXEL t = load_texel(p);
-    for (int h = 0; h < NUM_HISTS; ++h) {
+    for (int h = 0; h < u_hists; ++h) {
       int b = bin_of_texel(t, h) - u_bin_base;
-      if (b >= 0 && b < SLICE) s_rows[row + h * SLICE + b] += 1u;
+      if (b >= 0 && b < u_slice) s_rows[row + h * u_slice + b] += 1u;
     }
   }
   barrier();
 
-  for (int i = int(me); i < kRow; i += ROWS) {
+  for (int i = int(me); i < row_words; i += ROWS) {
     uint n = 0u;
-    for (int r = 0; r < ROWS; ++r) n += s_rows[r * kRow + i];
-    int h = i / SLICE, b = u_bin_base + i % SLICE;
+    for (int r = 0; r < ROWS; ++r) n += s_rows[r * row_words + i];
+    int h = i / u_slice, b = u_bin_base + i % u_slice;
     if (n != 0u && b < u_bins) atomicAdd(counts[h * u_bins + b], n);
   }
 }
