@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""Checks deploy/Dockerfile, deploy/compose.yaml and deploy/k8s/*.yaml against each other and
+against the server's own defaults, read from `glimpse-server --help`: the port (--listen), the drain
+time (--shutdown-grace-s), the connection-age limit, the health service names (proto/), the GPU
+requests and the NVIDIA variables EGL needs.
+
+  check_manifests.py --server build/server/glimpse-server [--client build/client/glimpse]
+"""
+
+import argparse
+import fnmatch
+import glob
+import json
+import os
+import subprocess
+
+import yaml
+
+import deploy_common as dc
+
+IMAGE_BIN = "/usr/local/bin"
+VENDOR_FILE = "/usr/share/glvnd/egl_vendor.d/10_nvidia.json"
+
+
+def check_capabilities(c, where, value):
+  caps = {x.strip() for x in str(value or "").split(",")}
+  c.check("graphics" in caps or "all" in caps,
+          f"{where}: NVIDIA_DRIVER_CAPABILITIES={value!r} lacks graphics (EGL needs it)")
+  c.check("compute" in caps or "all" in caps,
+          f"{where}: NVIDIA_DRIVER_CAPABILITIES={value!r} lacks compute")
+
+
+def check_server_args(c, where, args, known):
+  for flag in dc.flags_in(args):
+    c.check(flag in known, f"{where}: server flag --{flag} is not in glimpse-server --help")
+  for a in args:
+    if a.startswith("--max-connection-age-s="):
+      c.check(a.split("=", 1)[1] != "0",
+              f"{where}: --max-connection-age-s=0 keeps clients on old pods forever")
+
+
+def dockerignore_excludes(patterns, path):
+  """Docker's rule: the last pattern matching the path or one of its parent folders wins."""
+  parts = path.split("/")
+  prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+  excluded = False
+  for pattern in patterns:
+    negate = pattern.startswith("!")
+    pat = pattern[1:] if negate else pattern
+    pat = pat.strip("/")
+    if pat.startswith("**/"):
+      hit = any(fnmatch.fnmatchcase(p.split("/")[-1], pat[3:]) for p in prefixes)
+    else:
+      hit = any(fnmatch.fnmatchcase(p, pat) for p in prefixes)
+    if hit:
+      excluded = not negate
+  return excluded
+
+
+def check_dockerfile(c, defaults, port, services):
+  stages = dc.parse_dockerfile()
+  c.check(len(stages) >= 2, "Dockerfile: multi-stage (a build stage and a runtime stage)")
+  build, runtime = stages[0], stages[-1]
+  c.check(build.base.startswith("debian:12") and runtime.base.startswith("debian:12"),
+          f"Dockerfile: Debian 12 bases, got {build.base} and {runtime.base}")
+  build_runs = " ".join(i.args for i in build.all("RUN"))
+  c.check("deploy/install-deps.sh" in build_runs and "--runtime" not in build_runs,
+          "Dockerfile build stage: installs with deploy/install-deps.sh (the CI script)")
+  c.check("-DCMAKE_BUILD_TYPE=Release" in build_runs, "Dockerfile build stage: Release build")
+  c.check("glimpse-server" in build_runs and "glimpse" in build_runs.replace("glimpse-server", ""),
+          "Dockerfile build stage: builds glimpse-server and glimpse")
+  runtime_runs = " ".join(i.args for i in runtime.all("RUN"))
+  c.check("install-deps.sh --runtime" in runtime_runs,
+          "Dockerfile runtime stage: installs the runtime list (install-deps.sh --runtime)")
+  c.check(not any(w in runtime_runs for w in ("cmake", "g++", "-dev")),
+          "Dockerfile runtime stage: no build tools")
+
+  copies = [i.args.split() for i in runtime.all("COPY")]
+  from_build = [w for w in copies if w and w[0].startswith("--from=")]
+  c.check(any(f"--from={build.name}" == w[0] and w[-1].rstrip("/") == IMAGE_BIN
+              and any(x.endswith("/glimpse-server") for x in w[1:-1])
+              and any(x.endswith("/glimpse") for x in w[1:-1]) for w in from_build),
+          f"Dockerfile: glimpse-server and glimpse copied from the build stage to {IMAGE_BIN}")
+  c.check(["deploy/10_nvidia.json", VENDOR_FILE] in copies,
+          f"Dockerfile: ships deploy/10_nvidia.json as {VENDOR_FILE}")
+  vendor = json.load(open(os.path.join(dc.REPO, "deploy", "10_nvidia.json")))
+  c.check(vendor.get("file_format_version") == "1.0.0"
+          and vendor.get("ICD", {}).get("library_path") == "libEGL_nvidia.so.0",
+          f"deploy/10_nvidia.json: glvnd ICD for libEGL_nvidia.so.0, got {vendor}")
+
+  env = runtime.env()
+  c.check(env.get("NVIDIA_VISIBLE_DEVICES") == "all", f"Dockerfile ENV NVIDIA_VISIBLE_DEVICES=all, got {env.get('NVIDIA_VISIBLE_DEVICES')!r}")
+  caps = env.get("NVIDIA_DRIVER_CAPABILITIES")
+  c.check(caps is not None and {x for x in caps.split(",")} == {"graphics", "compute", "utility"},
+          f"Dockerfile ENV NVIDIA_DRIVER_CAPABILITIES=graphics,compute,utility, got {caps!r}")
+  if "GLIMPSE_LISTEN" in env:
+    c.check(dc.port_of(env["GLIMPSE_LISTEN"]) == port,
+            f"Dockerfile ENV GLIMPSE_LISTEN={env['GLIMPSE_LISTEN']} port != server's {port}")
+
+  user = runtime.last("USER")
+  uid = user.args.split(":")[0] if user else "root"
+  c.check(uid.isdigit() and int(uid) != 0,
+          f"Dockerfile: runs as a numeric non-root USER (so runAsNonRoot can verify it), got {uid!r}")
+  exposed = [int(p.split("/")[0]) for i in runtime.all("EXPOSE") for p in i.args.split()]
+  c.check(port in exposed, f"Dockerfile: EXPOSE {port} (server's --listen default), got {exposed}")
+
+  entry = runtime.last("ENTRYPOINT")
+  entry_cmd = entry.exec_form() if entry else None
+  c.check(entry_cmd is not None and entry_cmd[0] == f"{IMAGE_BIN}/glimpse-server",
+          f"Dockerfile: exec-form ENTRYPOINT starts {IMAGE_BIN}/glimpse-server (PID 1 gets SIGTERM)")
+  cmd = runtime.last("CMD")
+  cmd_args = cmd.exec_form() if cmd else []
+  c.check(cmd_args is not None, "Dockerfile: CMD in exec form")
+  check_server_args(c, "Dockerfile ENTRYPOINT/CMD", (entry_cmd or [])[1:] + (cmd_args or []),
+                    defaults)
+  c.check(runtime.last("STOPSIGNAL") is None or runtime.last("STOPSIGNAL").args in ("SIGTERM", "15"),
+          "Dockerfile: STOPSIGNAL is SIGTERM (the server drains on it)")
+
+  hc = runtime.last("HEALTHCHECK")
+  c.check(hc is not None, "Dockerfile: HEALTHCHECK")
+  if hc:
+    options, command = dc.healthcheck(hc)
+    known = {"--interval", "--timeout", "--start-period", "--start-interval", "--retries"}
+    c.check(set(options) <= known, f"Dockerfile HEALTHCHECK: options {sorted(options)} not all in {sorted(known)}")
+    c.check(command[0] == f"{IMAGE_BIN}/glimpse" and command[-1] == "health",
+            f"Dockerfile HEALTHCHECK: `glimpse ... health` (the gRPC health service), got {command}")
+    servers = [a.split("=", 1)[1] for a in command if a.startswith("--server=")]
+    c.check(len(servers) == 1 and dc.port_of(servers[0]) == port,
+            f"Dockerfile HEALTHCHECK: --server on port {port}, got {servers}")
+    timeouts = [float(a.split("=", 1)[1]) for a in command if a.startswith("--timeout-s=")]
+    c.check(len(timeouts) == 1 and timeouts[0] < dc.duration_s(options.get("--timeout", "30s")),
+            "Dockerfile HEALTHCHECK: the client's --timeout-s is set and shorter than --timeout")
+
+  # The build context is the repository root: .dockerignore must let through every COPY source
+  # and every tracked file the build reads, and keep build folders out.
+  patterns = [l.strip() for l in open(os.path.join(dc.REPO, ".dockerignore"))
+              if l.strip() and not l.startswith("#")]
+  sources = [w for stage in stages for i in stage.all("COPY") for w in i.args.split()[:-1]
+             if not w.startswith("--") and not any(x.startswith("--from") for x in i.args.split())]
+  for src in sources:
+    if src != ".":
+      c.check(not dockerignore_excludes(patterns, src), f".dockerignore excludes COPY source {src}")
+  try:
+    tracked = subprocess.run(["git", "-C", dc.REPO, "ls-files"], capture_output=True, text=True,
+                             check=True).stdout.split()
+  except (OSError, subprocess.CalledProcessError):
+    tracked = []
+  needed_dirs = ("cmake/", "proto/", "gpu/", "server/", "client/", "tests/", "bench/")
+  needed = [f for f in tracked if f == "CMakeLists.txt" or
+            (f.startswith(needed_dirs) and not f.startswith("bench/results/"))]
+  dropped = [f for f in needed if dockerignore_excludes(patterns, f)]
+  c.check(not dropped, f".dockerignore drops files the build needs: {dropped[:10]}")
+  c.check(dockerignore_excludes(patterns, "build/CMakeCache.txt")
+          and dockerignore_excludes(patterns, ".git/HEAD"),
+          ".dockerignore keeps build/ and .git out of the context")
+  return int(uid) if uid.isdigit() else None
+
+
+def check_compose(c, defaults, port, grace_s):
+  path = os.path.join(dc.REPO, "deploy", "compose.yaml")
+  doc = yaml.safe_load(open(path))
+  services = doc.get("services", {})
+  server = services.get("server", {})
+  build = server.get("build", {})
+  c.check(os.path.realpath(os.path.join(dc.REPO, "deploy", build.get("context", ""))) ==
+          os.path.realpath(dc.REPO) and build.get("dockerfile") == "deploy/Dockerfile",
+          f"compose server: builds deploy/Dockerfile with the repository root as context, got {build}")
+  published = [str(p).split(":")[-1].split("/")[0] for p in server.get("ports", [])]
+  c.check(str(port) in published, f"compose server: publishes container port {port}, got {published}")
+  env = server.get("environment", {})
+  if isinstance(env, list):
+    env = dict(e.split("=", 1) for e in env)
+  check_capabilities(c, "compose server", env.get("NVIDIA_DRIVER_CAPABILITIES"))
+  if "GLIMPSE_LISTEN" in env:
+    c.check(dc.port_of(env["GLIMPSE_LISTEN"]) == port, f"compose server: GLIMPSE_LISTEN port {port}")
+  devices = (server.get("deploy", {}).get("resources", {}).get("reservations", {})
+             .get("devices", []))
+  c.check(any(d.get("driver") == "nvidia" and "gpu" in d.get("capabilities", []) for d in devices),
+          f"compose server: deploy.resources.reservations.devices with driver nvidia and "
+          f"capabilities [gpu], got {devices}")
+  stop = dc.duration_s(server.get("stop_grace_period", "10s"))
+  c.check(stop > grace_s, f"compose server: stop_grace_period {stop}s > --shutdown-grace-s {grace_s}s")
+  check_server_args(c, "compose server command", server.get("command") or [], defaults)
+
+  client = services.get("client", {})
+  c.check(bool(client), "compose: a client service")
+  dep = client.get("depends_on", {})
+  c.check(isinstance(dep, dict) and dep.get("server", {}).get("condition") == "service_healthy",
+          "compose client: depends_on server with condition service_healthy")
+  c.check(client.get("image") == server.get("image"), "compose client: the server's image")
+  cenv = client.get("environment", {})
+  args = client.get("command") or []
+  targets = [a.split("=", 1)[1] for a in args if a.startswith("--server=")]
+  targets += [cenv["GLIMPSE_SERVER"]] if "GLIMPSE_SERVER" in cenv else []
+  c.check(targets and all(t.rsplit(":", 1)[0] == "server" and dc.port_of(t) == port for t in targets),
+          f"compose client: targets server:{port}, got {targets}")
+  return args
+
+
+def check_k8s(c, defaults, port, grace_s, services, image_uid):
+  docs = []
+  for path in sorted(glob.glob(os.path.join(dc.REPO, "deploy", "k8s", "*.yaml"))):
+    for doc in yaml.safe_load_all(open(path)):
+      if doc is None:
+        continue
+      name = os.path.relpath(path, dc.REPO)
+      c.check(all(k in doc for k in ("apiVersion", "kind", "metadata")) and
+              doc["metadata"].get("name"), f"{name}: apiVersion, kind, metadata.name")
+      docs.append((name, doc))
+  deployments = [(n, d) for n, d in docs if d.get("kind") == "Deployment"]
+  k8s_services = [(n, d) for n, d in docs if d.get("kind") == "Service"]
+  c.check(len(deployments) == 1, f"deploy/k8s: one Deployment, got {len(deployments)}")
+  if not deployments:
+    return
+  name, dep = deployments[0]
+  spec = dep["spec"]
+  pod = spec["template"]["spec"]
+  labels = spec["template"]["metadata"].get("labels", {})
+  selector = spec["selector"].get("matchLabels", {})
+  c.check(selector and all(labels.get(k) == v for k, v in selector.items()),
+          f"{name}: selector matches the pod labels")
+  containers = pod["containers"]
+  server = containers[0]
+  ports = {p.get("name"): p["containerPort"] for p in server.get("ports", [])}
+  c.check(port in ports.values(), f"{name}: containerPort {port}, got {ports}")
+
+  resources = server.get("resources", {})
+  gpu_limit = resources.get("limits", {}).get("nvidia.com/gpu")
+  c.check(isinstance(gpu_limit, int) and gpu_limit >= 1, f"{name}: nvidia.com/gpu limit, got {gpu_limit!r}")
+  gpu_req = resources.get("requests", {}).get("nvidia.com/gpu", gpu_limit)
+  c.check(gpu_req == gpu_limit, f"{name}: nvidia.com/gpu request equals limit (extended resource)")
+  c.check(all(k in resources.get("requests", {}) for k in ("cpu", "memory")),
+          f"{name}: cpu and memory requests")
+
+  env = {e["name"]: e.get("value") for e in server.get("env", [])}
+  check_capabilities(c, name, env.get("NVIDIA_DRIVER_CAPABILITIES"))
+  c.check("NVIDIA_VISIBLE_DEVICES" not in env,
+          f"{name}: leaves NVIDIA_VISIBLE_DEVICES to the device plugin (it names the allocated GPU)")
+  if "GLIMPSE_LISTEN" in env:
+    c.check(dc.port_of(env["GLIMPSE_LISTEN"]) == port, f"{name}: GLIMPSE_LISTEN port {port}")
+  c.check(not server.get("command"), f"{name}: keeps the image's ENTRYPOINT")
+  check_server_args(c, f"{name} args", server.get("args", []), defaults)
+
+  allowed = {""} | set(services)
+  for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
+    probe = server.get(probe_name)
+    if probe is None:
+      c.check(probe_name == "startupProbe", f"{name}: {probe_name}")
+      continue
+    grpc = probe.get("grpc")
+    c.check(grpc is not None and grpc.get("port") == port,
+            f"{name}: {probe_name} is a native grpc probe on port {port}, got {probe}")
+    if grpc is not None:
+      c.check(grpc.get("service", "") in allowed,
+              f"{name}: {probe_name} service {grpc.get('service')!r} is '' or one of {services}")
+  ready = (server.get("readinessProbe") or {}).get("grpc") or {}
+  c.check(ready.get("service") in services,
+          f"{name}: readiness asks for the API service (SERVING once the GL context is up)")
+
+  sleep_s = 0
+  pre = server.get("lifecycle", {}).get("preStop", {})
+  if "exec" in pre:
+    cmd = pre["exec"]["command"]
+    if cmd[0] == "sleep":
+      sleep_s = float(cmd[1])
+  elif "sleep" in pre:
+    sleep_s = float(pre["sleep"]["seconds"])
+  tgp = pod.get("terminationGracePeriodSeconds", 30)
+  c.check(tgp > grace_s + sleep_s,
+          f"{name}: terminationGracePeriodSeconds {tgp} > preStop {sleep_s}s + --shutdown-grace-s {grace_s}s")
+
+  sec = pod.get("securityContext", {})
+  c.check(sec.get("runAsNonRoot") is True, f"{name}: runAsNonRoot")
+  if image_uid is not None and "runAsUser" in sec:
+    c.check(sec["runAsUser"] == image_uid, f"{name}: runAsUser {sec['runAsUser']} is the image's USER {image_uid}")
+
+  headless = [(n, s) for n, s in k8s_services if s["spec"].get("clusterIP") == "None"]
+  cluster = [(n, s) for n, s in k8s_services
+             if s["spec"].get("clusterIP") != "None" and s["spec"].get("type", "ClusterIP") == "ClusterIP"]
+  c.check(len(headless) == 1, f"deploy/k8s: one headless Service (clusterIP: None), got {len(headless)}")
+  c.check(len(cluster) == 1, f"deploy/k8s: one ClusterIP Service, got {len(cluster)}")
+  for sname, svc in k8s_services:
+    sel = svc["spec"].get("selector", {})
+    c.check(sel and all(labels.get(k) == v for k, v in sel.items()), f"{sname}: selects the server pods")
+    for p in svc["spec"].get("ports", []):
+      target = p.get("targetPort", p["port"])
+      resolved = ports.get(target) if isinstance(target, str) else target
+      c.check(p["port"] == port and resolved == port,
+              f"{sname}: port {p['port']} -> targetPort {target!r} reaches container port {port}")
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--server", required=True, help="the built glimpse-server")
+  parser.add_argument("--client", help="the built glimpse client")
+  args = parser.parse_args()
+
+  c = dc.Checker()
+  defaults, _ = dc.flag_defaults(args.server)
+  for flag in ("listen", "shutdown-grace-s", "max-connection-age-s"):
+    if not c.check(flag in defaults, f"glimpse-server --help lists --{flag} with its default"):
+      return c.finish("check_manifests")
+  port = dc.port_of(defaults["listen"])
+  grace_s = float(defaults["shutdown-grace-s"])
+  c.check(float(defaults["max-connection-age-s"]) > 0,
+          "server default --max-connection-age-s > 0 (clients reconnect and reach new pods)")
+  print(f"server defaults: port {port}, shutdown grace {grace_s}s, "
+        f"max connection age {defaults['max-connection-age-s']}s")
+  services = dc.proto_services()
+  c.check(services, "proto/ declares the gRPC service the probes ask for")
+
+  uid = check_dockerfile(c, defaults, port, services)
+  client_args = check_compose(c, defaults, port, grace_s)
+  check_k8s(c, defaults, port, grace_s, services, uid)
+
+  if args.client:
+    cdefaults, help_text = dc.flag_defaults(args.client)
+    for flag in dc.flags_in(client_args):
+      c.check(flag in cdefaults, f"compose client: flag --{flag} is in glimpse --help")
+    hc = dc.parse_dockerfile()[-1].last("HEALTHCHECK")
+    _, command = dc.healthcheck(hc)
+    for flag in dc.flags_in(command[1:]):
+      c.check(flag in cdefaults, f"Dockerfile HEALTHCHECK: flag --{flag} is in glimpse --help")
+  return c.finish("check_manifests")
+
+
+if __name__ == "__main__":
+  dc.main_guard(main)
