@@ -1,0 +1,412 @@
+#include "gpu/integral_image.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "absl/status/status.h"
+#include "gpu/str.h"
+
+namespace glimpse::gpu {
+namespace {
+
+constexpr IntegralVariant kConcreteVariants[] = {
+    IntegralVariant::kNaive, IntegralVariant::kWorkEfficient, IntegralVariant::kScanTransposeScan};
+constexpr int kRowBlock = 512;  // pixels per work-efficient row block (integral_rows_scan.comp)
+constexpr int kColBlock = 64;   // rows per work-efficient column block (integral_cols_scan.comp)
+constexpr int kElem = 8;        // bytes per table element
+
+void SetInt(GLuint program, const char* name, int v) {
+  glUniform1i(glGetUniformLocation(program, name), v);
+}
+void SetUint(GLuint program, const char* name, uint64_t v) {
+  glUniform1ui(glGetUniformLocation(program, name), GLuint(v));
+}
+
+// Tile side of the transpose: the largest of 32/16/8 whose padded tile fits shared memory.
+int TransposeTile(int channels, const DeviceLimits& limits) {
+  for (int t : {32, 16, 8}) {
+    if (int64_t{channels} * t * (t + 1) * kElem <= limits.max_shared_memory_bytes) return t;
+  }
+  return 4;
+}
+
+std::string AccDefines(SampleType type, bool two_word) {
+  std::string d;
+  if (type == SampleType::kFloat32) d += "#define ACC_DOUBLE 1\n";
+  if (two_word) d += "#define FORCE_TWO_WORD 1\n";
+  return d;
+}
+
+bool ValidSampleType(SampleType t) {
+  return t == SampleType::kUint8 || t == SampleType::kUint16 || t == SampleType::kFloat32;
+}
+
+}  // namespace
+
+std::string_view IntegralVariantName(IntegralVariant v) {
+  switch (v) {
+    case IntegralVariant::kAuto:
+      return "auto";
+    case IntegralVariant::kNaive:
+      return "naive";
+    case IntegralVariant::kWorkEfficient:
+      return "work_efficient";
+    case IntegralVariant::kScanTransposeScan:
+      return "scan_transpose_scan";
+  }
+  return "unknown";
+}
+
+std::optional<IntegralVariant> ParseIntegralVariant(std::string_view name) {
+  if (name.empty() || name == "auto") return IntegralVariant::kAuto;
+  for (IntegralVariant v : kConcreteVariants) {
+    if (IntegralVariantName(v) == name) return v;
+  }
+  return std::nullopt;
+}
+
+IntegralElement IntegralElementFor(SampleType type) {
+  return type == SampleType::kFloat32 ? IntegralElement::kFloat64 : IntegralElement::kUint64;
+}
+
+absl::Status ValidateIntegralOptions(const IntegralOptions& o) {
+  if (o.band_bytes < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("band_bytes must be >= 0 (0: the device limit), got ", o.band_bytes));
+  }
+  if (IntegralVariantName(o.variant) == "unknown") {
+    return absl::InvalidArgumentError(
+        StrCat("variant must be auto, naive, work_efficient or scan_transpose_scan, got #",
+               static_cast<int>(o.variant)));
+  }
+  return absl::OkStatus();
+}
+
+IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, IntegralVariant requested) {
+  if (requested != IntegralVariant::kAuto) return requested;
+  return device.software ? IntegralVariant::kNaive : IntegralVariant::kWorkEfficient;
+}
+
+// Everything one table computation needs: programs, buffers, geometry.
+struct IntegralImageKernel::Workspace {
+  const Image* image = nullptr;
+  int x0 = 0, y0 = 0;  // the rectangle's origin in the image
+  int width = 0;       // pixels per row
+  int channels = 0;
+  int rows_max = 0;  // rows per band
+  IntegralVariant variant = IntegralVariant::kNaive;
+  // Programs (0 where the variant does not use them).
+  GLuint rows_naive = 0, cols_naive = 0, rows_scan_tex = 0, rows_scan_buf = 0, cols_scan = 0,
+         block_sums = 0, add_rows = 0, add_cols = 0, transpose = 0;
+  int tile = 32;
+  Buffer owned_table;
+  const Buffer* table = nullptr;  // the band's table (output)
+  Buffer scratch;                 // scan-transpose-scan: the transposed band
+  Buffer carry[2];
+  Buffer sums;
+};
+
+absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspace(
+    const Image& image, int x0, int y0, int w, int rows_max, IntegralVariant variant, bool squared,
+    bool two_word) {
+  const ImageDesc& desc = image.desc();
+  Workspace ws;
+  ws.image = &image;
+  ws.x0 = x0;
+  ws.y0 = y0;
+  ws.width = w;
+  ws.channels = desc.channels;
+  ws.rows_max = rows_max;
+  ws.variant = variant;
+  ws.tile = TransposeTile(desc.channels, ctx_.limits());
+
+  const std::string acc = AccDefines(desc.type, two_word);
+  const std::string tex = StrCat(ImageDefines(desc), acc, squared ? "#define SQUARED 1\n" : "");
+  const std::string chan = StrCat("#define CHANNELS ", desc.channels, "\n");
+  auto program = [&](std::string_view name, const std::string& defines,
+                     GLuint* out) -> absl::Status {
+    absl::StatusOr<GLuint> p = ctx_.Program(name, defines);
+    if (!p.ok()) return p.status();
+    *out = *p;
+    return absl::OkStatus();
+  };
+  absl::Status s;
+  if (variant == IntegralVariant::kNaive) {
+    if (s = program("integral_rows_naive", tex, &ws.rows_naive); !s.ok()) return s;
+    if (s = program("integral_cols_naive", acc, &ws.cols_naive); !s.ok()) return s;
+  } else {
+    const std::string block =
+        StrCat("#define BLOCK ", kRowBlock, "\n#define CBLOCK ", kColBlock, "\n");
+    if (s = program("integral_rows_scan", StrCat(tex, "#define SRC_TEXTURE 1\n"),
+                    &ws.rows_scan_tex);
+        !s.ok()) {
+      return s;
+    }
+    if (s = program("integral_block_sums", acc, &ws.block_sums); !s.ok()) return s;
+    if (s = program("integral_add_offsets", StrCat(acc, chan, block), &ws.add_rows); !s.ok()) {
+      return s;
+    }
+    if (variant == IntegralVariant::kWorkEfficient) {
+      if (s = program("integral_cols_scan", acc, &ws.cols_scan); !s.ok()) return s;
+      if (s = program("integral_add_offsets", StrCat(acc, block, "#define COLUMNS 1\n"),
+                      &ws.add_cols);
+          !s.ok()) {
+        return s;
+      }
+    } else {
+      if (s = program("integral_rows_scan", StrCat(acc, chan), &ws.rows_scan_buf); !s.ok()) {
+        return s;
+      }
+      if (s = program("integral_transpose", StrCat(chan, "#define TILE ", ws.tile, "\n"),
+                      &ws.transpose);
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+
+  const size_t row_elems = size_t(w) * desc.channels;
+  const size_t band_elems = row_elems * size_t(rows_max);
+  for (Buffer& c : ws.carry) c = Buffer::Create(row_elems * kElem);
+  if (variant != IntegralVariant::kNaive) {
+    const size_t nb_w = size_t(CeilDiv(w, kRowBlock));
+    const size_t nb_r = size_t(CeilDiv(rows_max, kRowBlock));
+    const size_t nb_c = size_t(CeilDiv(rows_max, kColBlock));
+    size_t sums = std::max(
+        {size_t(rows_max) * nb_w * desc.channels, row_elems * nb_r, row_elems * nb_c, size_t{1}});
+    ws.sums = Buffer::Create(sums * kElem);
+  }
+  if (variant == IntegralVariant::kScanTransposeScan) {
+    ws.scratch = Buffer::Create(band_elems * kElem);
+  }
+  return ws;
+}
+
+absl::Status IntegralImageKernel::RunBand(const Workspace& ws, int band_y0, int rows,
+                                          bool first_band) {
+  const int w = ws.width, ch = ws.channels;
+  const int64_t cols = int64_t{w} * ch;
+  const int band = band_y0 / ws.rows_max;  // carries alternate between the two buffers
+  const Buffer& carry_in = ws.carry[band % 2];
+  const Buffer& carry_out = ws.carry[(band + 1) % 2];
+  ws.table->BindBase(0);
+  carry_in.BindBase(1);
+  carry_out.BindBase(2);
+  if (ws.sums) ws.sums.BindBase(3);
+  const int origin_y = ws.y0 + band_y0;
+
+  if (ws.variant == IntegralVariant::kNaive) {
+    glUseProgram(ws.rows_naive);
+    glUniform2i(glGetUniformLocation(ws.rows_naive, "u_origin"), ws.x0, origin_y);
+    SetInt(ws.rows_naive, "u_width", w);
+    SetInt(ws.rows_naive, "u_rows", rows);
+    glDispatchCompute(GLuint(CeilDiv(rows, 64)), 1, 1);
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    glUseProgram(ws.cols_naive);
+    SetInt(ws.cols_naive, "u_cols", int(cols));
+    SetInt(ws.cols_naive, "u_rows", rows);
+    SetInt(ws.cols_naive, "u_use_carry", first_band ? 0 : 1);
+    glDispatchCompute(GLuint(CeilDiv(cols, 64)), 1, 1);
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    return absl::OkStatus();
+  }
+
+  // Scans `lines` lines of `len` pixels in table (bound at 0) with block sums; `carry`: start
+  // each line from carry_in and leave its total in carry_out.
+  auto scan_lines = [&](GLuint scan, int lines, int len, bool carry, bool use_carry) {
+    const int nb = int(CeilDiv(len, kRowBlock));
+    glUseProgram(scan);
+    if (scan == ws.rows_scan_tex) {
+      glUniform2i(glGetUniformLocation(scan, "u_origin"), ws.x0, origin_y);
+    }
+    SetInt(scan, "u_line_len", len);
+    SetInt(scan, "u_nblocks", nb);
+    glDispatchCompute(GLuint(nb), GLuint(lines), 1);
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    if (nb == 1 && !carry) return;
+    glUseProgram(ws.block_sums);
+    SetUint(ws.block_sums, "u_lines", uint64_t(lines) * ch);
+    SetUint(ws.block_sums, "u_div", uint64_t(ch));
+    SetUint(ws.block_sums, "u_mul", uint64_t(nb) * ch);
+    SetUint(ws.block_sums, "u_stride", uint64_t(ch));
+    SetInt(ws.block_sums, "u_nblocks", nb);
+    SetInt(ws.block_sums, "u_use_carry", use_carry ? 1 : 0);
+    SetInt(ws.block_sums, "u_write_carry", carry ? 1 : 0);
+    glDispatchCompute(GLuint(CeilDiv(int64_t{lines} * ch, 64)), 1, 1);
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    const int64_t elems = int64_t{len} * ch;
+    const int64_t first = use_carry ? 0 : int64_t{kRowBlock} * ch;  // block 0 adds zero
+    if (first >= elems) return;
+    glUseProgram(ws.add_rows);
+    SetUint(ws.add_rows, "u_elems", uint64_t(elems));
+    SetUint(ws.add_rows, "u_first", uint64_t(first));
+    SetInt(ws.add_rows, "u_nblocks", nb);
+    SetUint(ws.add_rows, "u_line0", 0);
+    glDispatchCompute(GLuint(CeilDiv(elems - first, 256)), GLuint(lines), 1);
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+  };
+
+  // Rows of the band, from the image.
+  scan_lines(ws.rows_scan_tex, rows, w, false, false);
+
+  if (ws.variant == IntegralVariant::kWorkEfficient) {
+    const int nb = int(CeilDiv(rows, kColBlock));
+    glUseProgram(ws.cols_scan);
+    SetInt(ws.cols_scan, "u_cols", int(cols));
+    SetInt(ws.cols_scan, "u_rows", rows);
+    glDispatchCompute(GLuint(CeilDiv(cols, 32)), GLuint(nb), 1);
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    glUseProgram(ws.block_sums);
+    SetUint(ws.block_sums, "u_lines", uint64_t(cols));
+    SetUint(ws.block_sums, "u_div", uint64_t(cols));
+    SetUint(ws.block_sums, "u_mul", 0);
+    SetUint(ws.block_sums, "u_stride", uint64_t(cols));
+    SetInt(ws.block_sums, "u_nblocks", nb);
+    SetInt(ws.block_sums, "u_use_carry", first_band ? 0 : 1);
+    SetInt(ws.block_sums, "u_write_carry", 1);
+    glDispatchCompute(GLuint(CeilDiv(cols, 64)), 1, 1);
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    const int first_row = first_band ? kColBlock : 0;  // block 0 of band 0 adds zero
+    if (first_row < rows) {
+      glUseProgram(ws.add_cols);
+      SetUint(ws.add_cols, "u_elems", uint64_t(cols));
+      SetUint(ws.add_cols, "u_first", 0);
+      SetUint(ws.add_cols, "u_line0", uint64_t(first_row));
+      glDispatchCompute(GLuint(CeilDiv(cols, 256)), GLuint(rows - first_row), 1);
+      glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    }
+    return absl::OkStatus();
+  }
+
+  // Scan-transpose-scan: transpose the row-scanned band (rows x w) into scratch (w x rows), scan
+  // its rows (the band's columns) with the carry, transpose back.
+  auto transpose = [&](const Buffer& src, const Buffer& dst, int src_rows, int src_cols) {
+    glUseProgram(ws.transpose);
+    src.BindBase(0);
+    dst.BindBase(1);
+    SetInt(ws.transpose, "u_rows", src_rows);
+    SetInt(ws.transpose, "u_cols", src_cols);
+    glDispatchCompute(GLuint(CeilDiv(src_cols, ws.tile)), GLuint(CeilDiv(src_rows, ws.tile)), 1);
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+  };
+  transpose(*ws.table, ws.scratch, rows, w);
+  ws.scratch.BindBase(0);
+  carry_in.BindBase(1);
+  carry_out.BindBase(2);
+  scan_lines(ws.rows_scan_buf, w, rows, true, !first_band);
+  transpose(ws.scratch, *ws.table, w, rows);
+  return absl::OkStatus();
+}
+
+absl::Status IntegralImageKernel::Prepare(SampleType type) {
+  if (!ValidSampleType(type)) {
+    return absl::InvalidArgumentError(StrCat("unsupported sample type #", static_cast<int>(type)));
+  }
+  for (int c = 1; c <= 4; ++c) {
+    absl::StatusOr<Image> probe = Image::Allocate(ctx_, {1, 1, c, type});
+    if (!probe.ok()) return probe.status();
+    for (IntegralVariant v : kConcreteVariants) {
+      for (bool squared : {false, true}) {
+        absl::StatusOr<Workspace> ws = MakeWorkspace(*probe, 0, 0, 1, 1, v, squared, false);
+        if (!ws.ok()) return ws.status();
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<IntegralResult> IntegralImageKernel::Run(
+    const Image& image, const IntegralOptions& options,
+    const std::function<absl::Status(const IntegralBand&)>& sink) {
+  const ImageDesc& desc = image.desc();
+  if (!ValidSampleType(desc.type)) {
+    return absl::InvalidArgumentError(
+        StrCat("unsupported sample type #", static_cast<int>(desc.type)));
+  }
+  if (absl::Status s = ValidateImageDesc(desc, ctx_.limits()); !s.ok()) return s;
+  if (absl::Status s = ValidateIntegralOptions(options); !s.ok()) return s;
+  const IntegralVariant variant = ResolveIntegralVariant(ctx_.info(), options.variant);
+
+  const int64_t row_bytes = int64_t{desc.width} * desc.channels * kElem;
+  int64_t band_limit = ctx_.limits().max_storage_block_bytes;
+  if (options.band_bytes > 0) band_limit = std::min(band_limit, options.band_bytes);
+  if (row_bytes > band_limit) {
+    return absl::InvalidArgumentError(StrCat("band_bytes must hold one table row (", row_bytes,
+                                             " bytes for a ", DescribeImage(desc), " image), got ",
+                                             band_limit));
+  }
+  const int rows_max = int(std::min<int64_t>(desc.height, band_limit / row_bytes));
+
+  IntegralResult result;
+  result.variant = variant;
+  result.element = IntegralElementFor(desc.type);
+  std::vector<uint8_t> host(size_t(rows_max) * size_t(row_bytes));
+  for (bool squared : {false, true}) {
+    if (squared && !options.squared) break;
+    absl::StatusOr<Workspace> ws =
+        MakeWorkspace(image, 0, 0, desc.width, rows_max, variant, squared, options.force_two_word);
+    if (!ws.ok()) return ws.status();
+    ws->owned_table = Buffer::Create(size_t(rows_max) * size_t(row_bytes));
+    ws->table = &ws->owned_table;
+    image.Bind(0);
+    for (int y0 = 0; y0 < desc.height; y0 += rows_max) {
+      const int rows = std::min(rows_max, desc.height - y0);
+      GpuTimer timer;
+      if (absl::Status s = RunBand(*ws, y0, rows, y0 == 0); !s.ok()) return s;
+      result.gpu_ns += timer.StopAndRead();
+      glUseProgram(0);
+      const size_t bytes = size_t(rows) * size_t(row_bytes);
+      ws->table->Read(0, bytes, host.data());
+      if (absl::Status s = ctx_.CheckGlError("integral image"); !s.ok()) return s;
+      IntegralBand band{squared, y0, rows, std::span<const uint8_t>(host.data(), bytes)};
+      if (absl::Status s = sink(band); !s.ok()) return s;
+    }
+  }
+  return result;
+}
+
+absl::Status IntegralImageKernel::ComputeOnDevice(const Image& image, int x0, int y0, int w, int h,
+                                                  IntegralVariant variant, const Buffer& table,
+                                                  uint64_t* gpu_ns) {
+  variant = ResolveIntegralVariant(ctx_.info(), variant);
+  absl::StatusOr<Workspace> ws = MakeWorkspace(image, x0, y0, w, h, variant, false, false);
+  if (!ws.ok()) return ws.status();
+  ws->table = &table;
+  image.Bind(0);
+  GpuTimer timer;
+  absl::Status s = RunBand(*ws, 0, h, true);
+  *gpu_ns += timer.StopAndRead();
+  glUseProgram(0);
+  if (!s.ok()) return s;
+  return ctx_.CheckGlError("integral image (device)");
+}
+
+absl::StatusOr<IntegralTables> ComputeIntegralImage(IntegralImageKernel& kernel, const Image& image,
+                                                    const IntegralOptions& options) {
+  const ImageDesc& d = image.desc();
+  const size_t n = size_t(d.width) * size_t(d.height) * size_t(d.channels);
+  const size_t row = size_t(d.width) * size_t(d.channels);
+  IntegralTables t;
+  const bool f = d.type == SampleType::kFloat32;
+  auto sink = [&](const IntegralBand& band) -> absl::Status {
+    void* dst = nullptr;
+    if (f) {
+      std::vector<double>& v = band.squared ? t.sq_f : t.sum_f;
+      if (v.empty()) v.resize(n);
+      dst = v.data() + size_t(band.y0) * row;
+    } else {
+      std::vector<uint64_t>& v = band.squared ? t.sq_u : t.sum_u;
+      if (v.empty()) v.resize(n);
+      dst = v.data() + size_t(band.y0) * row;
+    }
+    std::memcpy(dst, band.bytes.data(), band.bytes.size());
+    return absl::OkStatus();
+  };
+  absl::StatusOr<IntegralResult> r = kernel.Run(image, options, sink);
+  if (!r.ok()) return r.status();
+  t.info = *r;
+  return t;
+}
+
+}  // namespace glimpse::gpu

@@ -1,0 +1,111 @@
+// Integral images (summed-area tables) on the GPU: exact 64-bit sums for 8/16-bit images, double
+// for float images, streamed in row bands so tables larger than one storage binding still work.
+//
+// Float error bound: every variant forms S[y][x] by additions of the exact double values of the
+// samples (or of their exact squares), each term passing through at most W + H + 16 additions, so
+//   |S_gpu[y][x] - S[y][x]| <= 1.01 * (W + H + 16) * 2^-53 * sum_{j<=y, i<=x} |v[j][i]|
+// (v*v for the squared table). The naive variant adds in the CPU reference's order: bit-equal.
+#ifndef GLIMPSE_GPU_INTEGRAL_IMAGE_H_
+#define GLIMPSE_GPU_INTEGRAL_IMAGE_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gpu/context.h"
+#include "gpu/image.h"
+
+namespace glimpse::gpu {
+
+enum class IntegralVariant {
+  kAuto,
+  kNaive,              // one invocation per row scans it, then one per column scans it
+  kWorkEfficient,      // up-sweep/down-sweep scans in shared memory, rows then columns, block sums
+  kScanTransposeScan,  // work-efficient row scan, tiled transpose, row scan, transpose back
+};
+
+std::string_view IntegralVariantName(IntegralVariant v);  // "naive", "work_efficient", ...
+std::optional<IntegralVariant> ParseIntegralVariant(std::string_view name);  // "" or "auto": kAuto
+
+struct IntegralOptions {
+  bool squared = false;  // also compute the table of squared values (sum of v*v)
+  IntegralVariant variant = IntegralVariant::kAuto;
+  // Cap on one band's bytes; 0: the device's storage-binding limit. Tests use small bands.
+  int64_t band_bytes = 0;
+  // Uses the two-word (uvec2 with carry) 64-bit arithmetic even where GL_ARB_gpu_shader_int64
+  // exists, so that the fallback path is tested.
+  bool force_two_word = false;
+};
+
+// Element type of the tables: uint64 for uint8/uint16 inputs (exact), double for float32 inputs.
+enum class IntegralElement { kUint64, kFloat64 };
+IntegralElement IntegralElementFor(SampleType type);
+
+// Inclusive table S[y][x][c] = sum over j<=y, i<=x of v[j][i][c], H x W x channels, channels
+// interleaved like the image, row-major, little-endian 8-byte elements.
+struct IntegralBand {  // rows [y0, y0 + rows) of one table
+  bool squared;        // false: the sum table; true: the squared-sum table
+  int y0, rows;
+  std::span<const uint8_t> bytes;  // rows * width * channels * 8 bytes
+};
+
+struct IntegralResult {
+  IntegralVariant variant = IntegralVariant::kAuto;  // the variant that ran
+  uint64_t gpu_ns = 0;                               // GPU time of the dispatches (all bands)
+  IntegralElement element = IntegralElement::kUint64;
+};
+
+// Checks the options (band_bytes >= 0, a known variant); errors name the field and value.
+absl::Status ValidateIntegralOptions(const IntegralOptions& options);
+
+// The variant kAuto runs: on CPU renderers (llvmpipe) the naive scans, whose sequential loops
+// run as SIMD lanes without barriers (measured fastest at every size, see
+// bench/results/integral_image_llvmpipe.md); on GPUs the work-efficient scans, whose row and
+// column passes both read and write coalesced and keep the partial sums in shared memory (the
+// naive row pass reads with a row-length stride between neighbouring invocations).
+IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, IntegralVariant requested);
+
+// REQUIRES: ctx's thread; images were made in ctx.
+class IntegralImageKernel {
+ public:
+  explicit IntegralImageKernel(Context& ctx) : ctx_(ctx) {}
+  // Compiles every program the kernel may use for images of this sample type.
+  absl::Status Prepare(SampleType type);
+  // Streams the table(s) to `sink` in row bands, top to bottom (sum table first, then the squared
+  // table if asked), so results larger than memory limits/one SSBO binding never exist whole.
+  // A sink error stops the run and is returned.
+  absl::StatusOr<IntegralResult> Run(const Image& image, const IntegralOptions& options,
+                                     const std::function<absl::Status(const IntegralBand&)>& sink);
+
+  // The table of the w x h rectangle at (x0, y0) of `image` (the rectangle's own origin), left in
+  // `table` from byte 0 on the device. REQUIRES: w * h * channels * 8 <= the binding limit and
+  // table.bytes(). Adds the GPU time to *gpu_ns. Used by the box filter.
+  absl::Status ComputeOnDevice(const Image& image, int x0, int y0, int w, int h,
+                               IntegralVariant variant, const Buffer& table, uint64_t* gpu_ns);
+
+ private:
+  struct Workspace;
+  absl::Status RunBand(const Workspace& ws, int band_y0, int rows, bool first_band);
+  absl::StatusOr<Workspace> MakeWorkspace(const Image& image, int x0, int y0, int w, int rows_max,
+                                          IntegralVariant variant, bool squared, bool two_word);
+
+  Context& ctx_;
+};
+
+// Convenience for tests/bench: collects whole tables (uint64 for integer images, double for
+// float images; the squared table only when asked).
+struct IntegralTables {
+  IntegralResult info;
+  std::vector<uint64_t> sum_u, sq_u;
+  std::vector<double> sum_f, sq_f;
+};
+absl::StatusOr<IntegralTables> ComputeIntegralImage(IntegralImageKernel& kernel, const Image& image,
+                                                    const IntegralOptions& options);
+
+}  // namespace glimpse::gpu
+
+#endif  // GLIMPSE_GPU_INTEGRAL_IMAGE_H_

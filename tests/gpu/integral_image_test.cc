@@ -1,0 +1,338 @@
+#include "gpu/integral_image.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/reference/integral_image.h"
+#include "gpu/str.h"
+#include "tests/gpu_test_env.h"
+
+namespace glimpse::gpu {
+namespace {
+
+constexpr IntegralVariant kVariants[] = {IntegralVariant::kNaive, IntegralVariant::kWorkEfficient,
+                                         IntegralVariant::kScanTransposeScan};
+constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
+
+std::string Describe(const ImageDesc& d, const IntegralOptions& o) {
+  return StrCat(DescribeImage(d), ", variant ", IntegralVariantName(o.variant), ", band_bytes ",
+                o.band_bytes, o.force_two_word ? ", two-word" : "");
+}
+
+// The stated bound of gpu/integral_image.h for one table: |gpu - exact| <= 1.01 (W + H + 16)
+// 2^-53 sum |v| over the prefix. `abs` is the table of |v| (exact enough in double for a bound).
+void ExpectWithinFloatBound(const std::vector<double>& gpu, const std::vector<double>& ref,
+                            const std::vector<double>& abs, const ImageDesc& d,
+                            const std::string& what) {
+  ASSERT_EQ(gpu.size(), ref.size()) << what;
+  const double k = 1.01 * (d.width + d.height + 16) * std::ldexp(1.0, -53);
+  int bad = 0;
+  for (size_t i = 0; i < gpu.size() && bad < 5; ++i) {
+    // The reference itself is within the same bound of the exact value: allow both.
+    const double tol = 2 * k * abs[i];
+    if (!(std::abs(gpu[i] - ref[i]) <= tol)) {
+      ADD_FAILURE() << what << ": element " << i << " gpu " << gpu[i] << " ref " << ref[i]
+                    << " tol " << tol;
+      ++bad;
+    }
+  }
+}
+
+// Checks every table of `options` against the CPU reference: integers exactly, floats within the
+// stated bound (the naive variant bit-exactly: it adds in the reference's order).
+void CheckAgainstReference(IntegralImageKernel& kernel, Context& ctx, const HostImage& host,
+                           const IntegralOptions& options) {
+  const std::string what = Describe(host.desc, options);
+  absl::StatusOr<Image> img = Image::Upload(ctx, host);
+  ASSERT_TRUE(img.ok()) << img.status();
+  absl::StatusOr<IntegralTables> gpu = ComputeIntegralImage(kernel, *img, options);
+  ASSERT_TRUE(gpu.ok()) << what << ": " << gpu.status();
+  absl::StatusOr<IntegralTables> ref = reference::IntegralImage(host, options);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(gpu->info.variant, options.variant) << what;
+  if (host.desc.type != SampleType::kFloat32) {
+    EXPECT_EQ(gpu->info.element, IntegralElement::kUint64);
+    EXPECT_EQ(gpu->sum_u, ref->sum_u) << what;
+    EXPECT_EQ(gpu->sq_u, ref->sq_u) << what;
+    EXPECT_EQ(gpu->sq_u.empty(), !options.squared) << what;
+    return;
+  }
+  EXPECT_EQ(gpu->info.element, IntegralElement::kFloat64);
+  if (options.variant == IntegralVariant::kNaive) {
+    EXPECT_EQ(gpu->sum_f, ref->sum_f) << what;
+    EXPECT_EQ(gpu->sq_f, ref->sq_f) << what;
+    return;
+  }
+  HostImage abs_img = host;
+  for (size_t i = 0; i < abs_img.data.size(); i += 4) {
+    float v;
+    std::memcpy(&v, &abs_img.data[i], 4);
+    v = std::abs(v);
+    std::memcpy(&abs_img.data[i], &v, 4);
+  }
+  absl::StatusOr<IntegralTables> abs = reference::IntegralImage(abs_img, {.squared = true});
+  ASSERT_TRUE(abs.ok());
+  ExpectWithinFloatBound(gpu->sum_f, ref->sum_f, abs->sum_f, host.desc, what + " sum");
+  if (options.squared) {
+    ExpectWithinFloatBound(gpu->sq_f, ref->sq_f, abs->sq_f, host.desc, what + " squared");
+  }
+}
+
+TEST(IntegralImageTest, MatchesReferenceEveryFormatChannelCountAndVariant) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  IntegralImageKernel kernel(ctx);
+  // Awkward sizes: 1x1, one row, one column, primes, a row block (512) + 1, a column block
+  // (64) + 1, one past a transpose tile (32).
+  const std::pair<int, int> sizes[] = {{1, 1},   {1, 37},  {53, 1}, {13, 7},
+                                       {513, 3}, {31, 65}, {33, 97}};
+  for (SampleType t : kTypes) {
+    for (int c = 1; c <= 4; ++c) {
+      for (auto [w, h] : sizes) {
+        ImageDesc d{w, h, c, t};
+        HostImage host = testing::RandomImage(d, rng);
+        for (IntegralVariant v : kVariants) {
+          CheckAgainstReference(kernel, ctx, host, {.squared = true, .variant = v});
+        }
+      }
+    }
+  }
+}
+
+TEST(IntegralImageTest, BandsCarryTheColumnSumsAcross) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  IntegralImageKernel kernel(ctx);
+  for (SampleType t : kTypes) {
+    ImageDesc d{67, 131, 2, t};
+    HostImage host = testing::RandomImage(d, rng);
+    const int64_t row = int64_t{d.width} * d.channels * 8;
+    // One row per band, 3 rows, a column block + 1 (65), and a band that is not a multiple of a
+    // row (rounded down to whole rows).
+    for (int64_t band : {row, 3 * row, 65 * row, 10 * row + 7}) {
+      for (IntegralVariant v : kVariants) {
+        CheckAgainstReference(kernel, ctx, host,
+                              {.squared = true, .variant = v, .band_bytes = band});
+      }
+    }
+  }
+}
+
+TEST(IntegralImageTest, BandsArriveInOrderWithTheirRows) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  IntegralImageKernel kernel(ctx);
+  ImageDesc d{5, 11, 1, SampleType::kUint8};
+  HostImage host = HostImage::Zeros(d);
+  absl::StatusOr<Image> img = Image::Upload(ctx, host);
+  ASSERT_TRUE(img.ok());
+  std::vector<std::string> seen;
+  auto sink = [&](const IntegralBand& b) {
+    seen.push_back(StrCat(b.squared ? "sq" : "sum", ":", b.y0, "+", b.rows, "=", b.bytes.size()));
+    return absl::OkStatus();
+  };
+  absl::StatusOr<IntegralResult> r =
+      kernel.Run(*img, {.squared = true, .band_bytes = 4 * 5 * 8}, sink);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(seen, (std::vector<std::string>{"sum:0+4=160", "sum:4+4=160", "sum:8+3=120",
+                                            "sq:0+4=160", "sq:4+4=160", "sq:8+3=120"}));
+}
+
+TEST(IntegralImageTest, SinkErrorStopsTheRun) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  IntegralImageKernel kernel(ctx);
+  ImageDesc d{5, 11, 1, SampleType::kUint8};
+  absl::StatusOr<Image> img = Image::Upload(ctx, HostImage::Zeros(d));
+  ASSERT_TRUE(img.ok());
+  int calls = 0;
+  auto sink = [&](const IntegralBand&) {
+    ++calls;
+    return absl::CancelledError("client went away");
+  };
+  absl::StatusOr<IntegralResult> r = kernel.Run(*img, {.band_bytes = 40}, sink);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(IntegralImageTest, TwoWordFallbackMatchesReference) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  IntegralImageKernel kernel(ctx);
+  for (SampleType t : {SampleType::kUint8, SampleType::kUint16}) {
+    for (int c : {1, 3, 4}) {
+      ImageDesc d{97, 70, c, t};
+      HostImage host = testing::RandomImage(d, rng);
+      for (IntegralVariant v : kVariants) {
+        CheckAgainstReference(
+            kernel, ctx, host,
+            {.squared = true, .variant = v, .band_bytes = 33 * 97 * c * 8, .force_two_word = true});
+      }
+    }
+  }
+}
+
+// 16-bit all-65535 sums pass 2^32 at 300 x 300 (65535 * 90000 > 2^32): every variant and both
+// 64-bit paths, checked everywhere against the closed form 65535 (x+1)(y+1).
+TEST(IntegralImageTest, SixteenBitSumsPast2To32AreExact) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  IntegralImageKernel kernel(ctx);
+  ImageDesc d{300, 300, 2, SampleType::kUint16};
+  HostImage host = HostImage::Zeros(d);
+  for (size_t i = 0; i < host.data.size(); ++i) host.data[i] = 0xff;
+  absl::StatusOr<Image> img = Image::Upload(ctx, host);
+  ASSERT_TRUE(img.ok());
+  for (bool two_word : {false, true}) {
+    for (IntegralVariant v : kVariants) {
+      IntegralOptions o{.squared = true,
+                        .variant = v,
+                        .band_bytes = 70 * 300 * 2 * 8,
+                        .force_two_word = two_word};
+      absl::StatusOr<IntegralTables> t = ComputeIntegralImage(kernel, *img, o);
+      ASSERT_TRUE(t.ok()) << t.status();
+      int bad = 0;
+      for (int y = 0; y < d.height && bad < 3; ++y) {
+        for (int x = 0; x < d.width && bad < 3; ++x) {
+          const uint64_t n = uint64_t(x + 1) * uint64_t(y + 1);
+          for (int c = 0; c < 2; ++c) {
+            const size_t i = (size_t(y) * d.width + x) * 2 + c;
+            if (t->sum_u[i] != 65535 * n || t->sq_u[i] != 65535ull * 65535ull * n) {
+              ADD_FAILURE() << Describe(d, o) << " at " << x << "," << y << ": " << t->sum_u[i]
+                            << " / " << t->sq_u[i];
+              ++bad;
+            }
+          }
+        }
+      }
+      EXPECT_GT(t->sum_u.back(), uint64_t{1} << 32);
+    }
+  }
+}
+
+// Checks the rows of `band` listed in `rows` (and its first and last) against k (x+1)(y+1).
+absl::Status CheckClosedFormRows(const IntegralBand& band, int width, uint64_t k,
+                                 const std::vector<int>& rows, int* checked) {
+  auto check_row = [&](int y) -> absl::Status {
+    if (y < band.y0 || y >= band.y0 + band.rows) return absl::OkStatus();
+    const uint8_t* p = band.bytes.data() + size_t(y - band.y0) * size_t(width) * 8;
+    for (int x = 0; x < width; ++x) {
+      uint64_t v;
+      std::memcpy(&v, p + size_t(x) * 8, 8);
+      const uint64_t want = k * uint64_t(x + 1) * uint64_t(y + 1);
+      if (v != want) {
+        return absl::InternalError(StrCat(band.squared ? "squared" : "sum", " table at (", x, ", ",
+                                          y, "): ", v, ", want ", want));
+      }
+    }
+    ++*checked;
+    return absl::OkStatus();
+  };
+  for (int y : {band.y0, band.y0 + band.rows - 1}) {
+    if (absl::Status s = check_row(y); !s.ok()) return s;
+  }
+  for (int y : rows) {
+    if (absl::Status s = check_row(y); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// 8-bit all-255 at 4100 x 4200: the sums reach 255 * 4100 * 4200 > 2^32 and the 138 MB table
+// splits into bands at llvmpipe's 128 MiB binding limit. Checked against 255 (x+1)(y+1) on the
+// first and last row of every band and a few more, default variant (and the squared table).
+TEST(IntegralImageTest, EightBitSumsPast2To32AtFullSizeAreExact) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  IntegralImageKernel kernel(ctx);
+  ImageDesc d{4100, 4200, 1, SampleType::kUint8};
+  HostImage host = HostImage::Zeros(d);
+  std::fill(host.data.begin(), host.data.end(), 255);
+  absl::StatusOr<Image> img = Image::Upload(ctx, host);
+  ASSERT_TRUE(img.ok());
+  int checked = 0, bands = 0;
+  const std::vector<int> rows = {1, 2, 1000, 4198};
+  auto sink = [&](const IntegralBand& b) {
+    ++bands;
+    return CheckClosedFormRows(b, d.width, b.squared ? 255 * 255 : 255, rows, &checked);
+  };
+  absl::StatusOr<IntegralResult> r = kernel.Run(*img, {.squared = true}, sink);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GE(checked, 2 * 6);
+  if (ctx.limits().max_storage_block_bytes <= (int64_t{128} << 20)) {
+    EXPECT_GE(bands, 4);
+  }
+}
+
+// The device maximum (16384 x 16384 on llvmpipe: a 2 GiB table) takes a minute on two cores;
+// run with GLIMPSE_LARGE_TESTS=1.
+TEST(IntegralImageTest, LargestEightBitImageIsExact) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  const char* large = std::getenv("GLIMPSE_LARGE_TESTS");
+  if (large == nullptr || std::string(large) != "1") {
+    GTEST_SKIP() << "GLIMPSE_LARGE_TESTS=1 runs it";
+  }
+  IntegralImageKernel kernel(ctx);
+  const int side = ctx.limits().max_texture_size;
+  ImageDesc d{side, side, 1, SampleType::kUint8};
+  HostImage host = HostImage::Zeros(d);
+  std::fill(host.data.begin(), host.data.end(), 255);
+  absl::StatusOr<Image> img = Image::Upload(ctx, host);
+  ASSERT_TRUE(img.ok());
+  host.data = {};
+  int checked = 0;
+  auto sink = [&](const IntegralBand& b) {
+    return CheckClosedFormRows(b, d.width, 255, {side / 2}, &checked);
+  };
+  absl::StatusOr<IntegralResult> r = kernel.Run(*img, {}, sink);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(checked, 2);
+}
+
+TEST(IntegralImageTest, BadOptionsAreRefusedByName) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  IntegralImageKernel kernel(ctx);
+  ImageDesc d{40, 3, 2, SampleType::kUint8};
+  absl::StatusOr<Image> img = Image::Upload(ctx, HostImage::Zeros(d));
+  ASSERT_TRUE(img.ok());
+  auto sink = [](const IntegralBand&) { return absl::OkStatus(); };
+  struct Case {
+    IntegralOptions options;
+    std::string expect;
+  } cases[] = {
+      {{.band_bytes = -1}, "band_bytes must be >= 0 (0: the device limit), got -1"},
+      {{.band_bytes = 100}, "band_bytes must hold one table row (640 bytes for a 40x3"},
+      {{.variant = static_cast<IntegralVariant>(42)}, "variant must be auto, naive"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<IntegralResult> r = kernel.Run(*img, c.options, sink);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status();
+  }
+  absl::Status p = kernel.Prepare(static_cast<SampleType>(9));
+  EXPECT_EQ(p.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(p.message().find("unsupported sample type"), std::string::npos) << p;
+}
+
+TEST(IntegralImageTest, VariantNamesRoundTrip) {
+  for (IntegralVariant v : kVariants) EXPECT_EQ(ParseIntegralVariant(IntegralVariantName(v)), v);
+  EXPECT_EQ(ParseIntegralVariant(""), IntegralVariant::kAuto);
+  EXPECT_EQ(ParseIntegralVariant("auto"), IntegralVariant::kAuto);
+  EXPECT_EQ(ParseIntegralVariant("fast"), std::nullopt);
+  EXPECT_EQ(IntegralElementFor(SampleType::kUint16), IntegralElement::kUint64);
+  EXPECT_EQ(IntegralElementFor(SampleType::kFloat32), IntegralElement::kFloat64);
+}
+
+TEST(IntegralImageTest, PrepareCompilesEveryProgram) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  IntegralImageKernel kernel(ctx);
+  for (SampleType t : kTypes) EXPECT_TRUE(kernel.Prepare(t).ok()) << SampleTypeName(t);
+}
+
+}  // namespace
+}  // namespace glimpse::gpu
