@@ -1,0 +1,480 @@
+#include "gpu/compaction.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "absl/status/status.h"
+#include "gpu/str.h"
+
+namespace glimpse::gpu {
+namespace {
+
+constexpr CompactVariant kConcreteVariants[] = {CompactVariant::kAtomicPerPixel,
+                                                CompactVariant::kWorkgroupAggregated,
+                                                CompactVariant::kOrderedScan};
+constexpr int kThreads = 256;         // invocations per workgroup, every shader
+constexpr int kTileSide = 16;         // the atomic variants' 16x16 workgroups
+constexpr int kPixelsPerThread = 32;  // ordered scan: one 32-bit word of pass bits per invocation
+constexpr int64_t kBlockPixels = int64_t{kThreads} * kPixelsPerThread;
+constexpr int64_t kScanRun = int64_t{kThreads} * 4;  // values per workgroup of the scan passes
+
+// Binding points (the shaders' layout(binding = N)).
+constexpr GLuint kCountersBinding = 0, kIndicesBinding = 1, kDataBinding = 2, kBitsBinding = 3,
+                 kSumsBinding = 4, kXyBinding = 5, kValuesBinding = 6;
+
+// The predicate as the shaders evaluate it: an inclusive range of 32-bit keys (lo > hi: empty).
+struct KeyRange {
+  uint32_t lo = 1, hi = 0;
+};
+
+// The unsigned key whose order is the order of the float values (-0 folded onto +0); the same
+// mapping as ordered_key() in compaction_common.glsl.
+uint32_t OrderedKey(float v) {
+  uint32_t b = std::bit_cast<uint32_t>(v);
+  if (b == 0x80000000u) b = 0;
+  return (b & 0x80000000u) != 0 ? ~b : (b | 0x80000000u);
+}
+
+// The smallest float >= d (d not NaN): v >= d <=> v >= RoundUpToFloat(d) for every float v.
+float RoundUpToFloat(double d) {
+  constexpr double kMax = std::numeric_limits<float>::max();
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  if (d == -std::numeric_limits<double>::infinity()) return -kInf;
+  if (d < -kMax) return -std::numeric_limits<float>::max();
+  if (d > kMax) return kInf;
+  float f = static_cast<float>(d);
+  if (double(f) < d) f = std::nextafter(f, kInf);
+  return f;
+}
+
+// The largest float <= d (d not NaN).
+float RoundDownToFloat(double d) {
+  constexpr double kMax = std::numeric_limits<float>::max();
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  if (d == std::numeric_limits<double>::infinity()) return kInf;
+  if (d > kMax) return std::numeric_limits<float>::max();
+  if (d < -kMax) return -kInf;
+  float f = static_cast<float>(d);
+  if (double(f) > d) f = std::nextafter(f, -kInf);
+  return f;
+}
+
+KeyRange BuildKeyRange(const ImageDesc& desc, const CompactOptions& o) {
+  KeyRange r;
+  if (desc.type == SampleType::kFloat32) {
+    const float lo = RoundUpToFloat(o.lo), hi = RoundDownToFloat(o.hi);
+    if (lo <= hi) r = {OrderedKey(lo), OrderedKey(hi)};
+    return r;
+  }
+  // Integer keys (samples or luma) lie in [0, max]; round the bounds inward, then clip.
+  const double max = desc.type == SampleType::kUint8 ? 255.0 : 65535.0;
+  const double lo = std::max(0.0, std::ceil(o.lo)), hi = std::min(max, std::floor(o.hi));
+  if (lo <= hi) r = {uint32_t(lo), uint32_t(hi)};
+  return r;
+}
+
+std::string FormatDefines(SampleType type) {
+  return StrCat(type == SampleType::kFloat32 ? "#define FMT_FLOAT 1\n" : "#define FMT_UINT 1\n",
+                "#define SAMPLE_BITS ", 8 * BytesPerSample(type), "\n");
+}
+
+std::string PredicateDefines(SampleType type, CompactSource source, bool count_only) {
+  return StrCat(
+      FormatDefines(type),
+      source == CompactSource::kLuma ? "#define SOURCE_LUMA 1\n" : "#define SOURCE_CHANNEL 1\n",
+      count_only ? "#define COUNT_ONLY 1\n" : "", "#define PIXELS_PER_THREAD ", kPixelsPerThread,
+      "\n");
+}
+
+// The program that finds the passing pixels of a band for `variant`.
+std::string_view FindProgram(CompactVariant variant) {
+  switch (variant) {
+    case CompactVariant::kAtomicPerPixel:
+      return "compaction_atomic_per_pixel";
+    case CompactVariant::kWorkgroupAggregated:
+      return "compaction_workgroup_aggregated";
+    default:
+      break;
+  }
+  return "compaction_block_count";
+}
+
+std::string ScanDefines() { return StrCat("#define PIXELS_PER_THREAD ", kPixelsPerThread, "\n"); }
+
+// Uniform setters that ignore names the program does not use.
+void SetInt(GLuint p, const char* name, int v) {
+  if (GLint l = glGetUniformLocation(p, name); l >= 0) glProgramUniform1i(p, l, v);
+}
+void SetUint(GLuint p, const char* name, uint64_t v) {
+  if (GLint l = glGetUniformLocation(p, name); l >= 0) glProgramUniform1ui(p, l, GLuint(v));
+}
+
+// Dispatches `groups` workgroups of a flat 1D shader, folded into 2D past the per-dimension limit.
+void DispatchFlat(GLuint program, const DeviceLimits& limits, int64_t groups) {
+  SetUint(program, "u_num_groups", uint64_t(groups));
+  const int64_t gx = std::min<int64_t>(groups, limits.max_group_count[0]);
+  glUseProgram(program);
+  glDispatchCompute(GLuint(gx), GLuint(CeilDiv(groups, gx)), 1);
+}
+
+// Sums GPU time over several timed sections (GL allows one elapsed-time query at a time).
+class GpuClock {
+ public:
+  void Start() { timer_.emplace(); }
+  void Stop() {
+    if (timer_) total_ns_ += timer_->StopAndRead();
+    timer_.reset();
+  }
+  uint64_t total_ns() const { return total_ns_; }
+
+ private:
+  std::optional<GpuTimer> timer_;
+  uint64_t total_ns_ = 0;
+};
+
+// Orders the distinct linear indices of one band (all in [first, first + band_pixels)) and keeps
+// the first `keep`: a bitmap of the band read in order, linear in the band's size.
+std::vector<uint32_t> OrderBandIndices(const std::vector<uint32_t>& indices, uint32_t first,
+                                       int64_t band_pixels, int64_t keep) {
+  std::vector<uint64_t> bitmap(size_t(CeilDiv(band_pixels, 64)), 0);
+  for (uint32_t i : indices) {
+    const uint32_t r = i - first;
+    bitmap[r >> 6] |= uint64_t{1} << (r & 63);
+  }
+  std::vector<uint32_t> out;
+  out.reserve(size_t(keep));
+  for (size_t w = 0; w < bitmap.size() && int64_t(out.size()) < keep; ++w) {
+    for (uint64_t bits = bitmap[w]; bits != 0 && int64_t(out.size()) < keep; bits &= bits - 1) {
+      out.push_back(first + uint32_t(w * 64 + size_t(std::countr_zero(bits))));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view CompactSourceName(CompactSource s) {
+  switch (s) {
+    case CompactSource::kChannel:
+      return "channel";
+    case CompactSource::kLuma:
+      return "luma";
+  }
+  return "unknown";
+}
+
+std::optional<CompactSource> ParseCompactSource(std::string_view name) {
+  for (CompactSource s : {CompactSource::kChannel, CompactSource::kLuma}) {
+    if (CompactSourceName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+std::string_view CompactVariantName(CompactVariant v) {
+  switch (v) {
+    case CompactVariant::kAuto:
+      return "auto";
+    case CompactVariant::kAtomicPerPixel:
+      return "atomic_per_pixel";
+    case CompactVariant::kWorkgroupAggregated:
+      return "workgroup_aggregated";
+    case CompactVariant::kOrderedScan:
+      return "ordered_scan";
+  }
+  return "unknown";
+}
+
+std::optional<CompactVariant> ParseCompactVariant(std::string_view name) {
+  if (name.empty() || name == "auto") return CompactVariant::kAuto;
+  for (CompactVariant v : kConcreteVariants) {
+    if (CompactVariantName(v) == name) return v;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<CompactOptions> ResolveCompactOptions(const ImageDesc& desc,
+                                                     const CompactOptions& options) {
+  const CompactOptions& o = options;
+  if (desc.pixels() >= (int64_t{1} << 32)) {
+    return absl::InvalidArgumentError(
+        StrCat("image pixels must be below 2^32 (32-bit indices), got ", desc.pixels()));
+  }
+  switch (o.source) {
+    case CompactSource::kChannel:
+      if (o.channel < 0 || o.channel >= desc.channels) {
+        return absl::InvalidArgumentError(StrCat("channel must be in [0, ", desc.channels - 1,
+                                                 "] for a ", desc.channels, "-channel image, got ",
+                                                 o.channel));
+      }
+      break;
+    case CompactSource::kLuma:
+      if (desc.channels < 3) {
+        return absl::InvalidArgumentError(
+            StrCat("source luma needs 3 or 4 channels, the image has ", desc.channels));
+      }
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          StrCat("source must be channel or luma, got ", static_cast<int>(o.source)));
+  }
+  if (std::isnan(o.lo)) return absl::InvalidArgumentError("lo must be a number or +-inf, got nan");
+  if (std::isnan(o.hi)) return absl::InvalidArgumentError("hi must be a number or +-inf, got nan");
+  if (o.lo > o.hi) {
+    return absl::InvalidArgumentError(
+        StrCat("lo must not exceed hi, got lo = ", o.lo, ", hi = ", o.hi));
+  }
+  if (o.max_results < 0 || o.max_results > kMaxCompactResults) {
+    return absl::InvalidArgumentError(
+        StrCat("max_results must be in [0, ", kMaxCompactResults, "], got ", o.max_results));
+  }
+  if (o.variant != CompactVariant::kAuto &&
+      std::find(std::begin(kConcreteVariants), std::end(kConcreteVariants), o.variant) ==
+          std::end(kConcreteVariants)) {
+    return absl::InvalidArgumentError(
+        StrCat("variant must be auto, atomic_per_pixel, workgroup_aggregated or ordered_scan, got ",
+               static_cast<int>(o.variant)));
+  }
+  return o;
+}
+
+CompactVariant ResolveCompactVariant(const DeviceInfo& /*device*/, const ImageDesc& /*desc*/,
+                                     const CompactOptions& resolved) {
+  if (resolved.variant != CompactVariant::kAuto) return resolved.variant;
+  return CompactVariant::kOrderedScan;
+}
+
+absl::Status CompactionKernel::Prepare(SampleType type) {
+  for (CompactSource s : {CompactSource::kChannel, CompactSource::kLuma}) {
+    for (bool count_only : {false, true}) {
+      for (CompactVariant v : kConcreteVariants) {
+        absl::StatusOr<GLuint> p =
+            ctx_.Program(FindProgram(v), PredicateDefines(type, s, count_only));
+        if (!p.ok()) return p.status();
+      }
+    }
+  }
+  for (std::string_view name : {"compaction_scan", "compaction_scan_add", "compaction_scatter"}) {
+    absl::StatusOr<GLuint> p = ctx_.Program(name, ScanDefines());
+    if (!p.ok()) return p.status();
+  }
+  return ctx_.Program("compaction_gather", FormatDefines(type)).status();
+}
+
+absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
+                                                    const CompactOptions& options) {
+  const ImageDesc& desc = image.desc();
+  absl::StatusOr<CompactOptions> resolved = ResolveCompactOptions(desc, options);
+  if (!resolved.ok()) return resolved.status();
+  const CompactOptions& o = *resolved;
+  const CompactVariant variant = ResolveCompactVariant(ctx_.info(), desc, o);
+  const bool ordered = variant == CompactVariant::kOrderedScan;
+  const DeviceLimits& limits = ctx_.limits();
+
+  absl::StatusOr<GLuint> find_list =
+      ctx_.Program(FindProgram(variant), PredicateDefines(desc.type, o.source, false));
+  if (!find_list.ok()) return find_list.status();
+  absl::StatusOr<GLuint> find_count =
+      ctx_.Program(FindProgram(variant), PredicateDefines(desc.type, o.source, true));
+  if (!find_count.ok()) return find_count.status();
+  absl::StatusOr<GLuint> scan = ctx_.Program("compaction_scan", ScanDefines());
+  if (!scan.ok()) return scan.status();
+  absl::StatusOr<GLuint> scan_add = ctx_.Program("compaction_scan_add", ScanDefines());
+  if (!scan_add.ok()) return scan_add.status();
+  absl::StatusOr<GLuint> scatter = ctx_.Program("compaction_scatter", ScanDefines());
+  if (!scatter.ok()) return scatter.status();
+  absl::StatusOr<GLuint> gather = ctx_.Program("compaction_gather", FormatDefines(desc.type));
+  if (!gather.ok()) return gather.status();
+
+  // Bands of whole rows whose list of indices fits one binding (every later buffer is smaller).
+  const int64_t binding_limit =
+      binding_limit_override_ > 0 ? binding_limit_override_ : limits.max_storage_block_bytes;
+  const int band_rows = int(std::clamp<int64_t>(binding_limit / 4 / desc.width, 1, desc.height));
+  const int num_bands = int(CeilDiv(desc.height, band_rows));
+  const int64_t max_band_pixels = int64_t{band_rows} * desc.width;
+
+  const KeyRange keys = BuildKeyRange(desc, o);
+  for (GLuint p : {*find_list, *find_count}) {
+    glProgramUniform2i(p, glGetUniformLocation(p, "u_size"), desc.width, desc.height);
+    SetInt(p, "u_channel", o.channel);
+    glProgramUniform2ui(p, glGetUniformLocation(p, "u_keys"), keys.lo, keys.hi);
+    SetInt(p, "u_inside", o.inside ? 1 : 0);
+  }
+  image.Bind(0);
+
+  Buffer counters = Buffer::Create(size_t(num_bands) * sizeof(uint32_t));
+  counters.Zero();
+  counters.BindBase(kCountersBinding);
+
+  CompactResult result;
+  result.variant = variant;
+  GpuClock clock;
+  int64_t wanted = o.count_only ? 0 : o.max_results;  // list entries still to return
+
+  // Runs the count-only program over a band: its counter, nothing else.
+  auto count_band = [&](int band, int row0, int rows) {
+    const GLuint p = *find_count;
+    SetInt(p, "u_band", band);
+    SetInt(p, "u_row0", row0);
+    SetInt(p, "u_rows", rows);
+    if (ordered) {
+      DispatchFlat(p, limits, CeilDiv(int64_t{rows} * desc.width, kBlockPixels));
+    } else {
+      glUseProgram(p);
+      glDispatchCompute(GLuint(CeilDiv(desc.width, kTileSide)), GLuint(CeilDiv(rows, kTileSide)),
+                        1);
+    }
+  };
+
+  // Buffers for the bands that return a list, made on first use at the largest band's size.
+  Buffer indices, block_counts, pass_bits;
+  std::vector<Buffer> scan_sums;    // one per scan level above the block counts
+  std::vector<int64_t> scan_sizes;  // values per level, level 0 = blocks
+  Buffer xy_chunk, values_chunk;
+  const int64_t pixel_bytes = int64_t{desc.channels} * BytesPerSample(desc.type);
+  // Entries per gather dispatch: the xy and value chunks fit a binding, and a chunk's offset in
+  // the index list meets the device's binding-offset alignment.
+  const int64_t chunk_unit = std::max<int64_t>(4, limits.storage_buffer_offset_alignment / 4);
+  const int64_t chunk_entries = std::max(
+      chunk_unit, binding_limit / std::max<int64_t>(8, pixel_bytes) / chunk_unit * chunk_unit);
+
+  for (int band = 0; band < num_bands; ++band) {
+    const int row0 = band * band_rows;
+    const int rows = std::min(band_rows, desc.height - row0);
+    const int64_t band_pixels = int64_t{rows} * desc.width;
+    if (wanted == 0) {
+      clock.Start();
+      count_band(band, row0, rows);
+      clock.Stop();
+      continue;
+    }
+    const GLuint p = *find_list;
+    SetInt(p, "u_band", band);
+    SetInt(p, "u_row0", row0);
+    SetInt(p, "u_rows", rows);
+    const uint32_t first_index = uint32_t(int64_t{row0} * desc.width);
+    uint32_t count = 0;
+    int64_t keep = 0;
+    if (ordered) {
+      const int64_t blocks = CeilDiv(band_pixels, kBlockPixels);
+      if (!block_counts) {
+        const int64_t max_blocks = CeilDiv(max_band_pixels, kBlockPixels);
+        block_counts = Buffer::Create(size_t(max_blocks) * 4);
+        pass_bits = Buffer::Create(size_t(max_blocks * kThreads) * 4);
+        indices = Buffer::Create(size_t(std::min(max_band_pixels, wanted)) * 4);
+        for (int64_t n = max_blocks; n > 1;) {
+          n = CeilDiv(n, kScanRun);
+          scan_sums.push_back(Buffer::Create(size_t(n) * 4));
+        }
+        if (scan_sums.empty()) scan_sums.push_back(Buffer::Create(4));
+      }
+      scan_sizes.assign(1, blocks);
+      do {
+        scan_sizes.push_back(CeilDiv(scan_sizes.back(), kScanRun));
+      } while (scan_sizes.back() > 1);
+      clock.Start();
+      block_counts.BindBase(kDataBinding);
+      pass_bits.BindBase(kBitsBinding);
+      DispatchFlat(p, limits, blocks);
+      glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+      // Exclusive scan of the block counts, level by level, then the sums added back down.
+      const size_t levels = scan_sizes.size();
+      auto level_buffer = [&](size_t level) -> const Buffer& {
+        return level == 0 ? block_counts : scan_sums[level - 1];
+      };
+      for (size_t l = 0; l + 1 < levels; ++l) {
+        level_buffer(l).BindBase(kDataBinding);
+        level_buffer(l + 1).BindBase(kSumsBinding);
+        SetUint(*scan, "u_count", uint64_t(scan_sizes[l]));
+        DispatchFlat(*scan, limits, scan_sizes[l + 1]);
+        glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+      }
+      // Level l + 1 holds the scanned totals of level l's runs; the top level is one value.
+      for (int l = int(levels) - 3; l >= 0; --l) {
+        level_buffer(size_t(l)).BindBase(kDataBinding);
+        level_buffer(size_t(l) + 1).BindBase(kSumsBinding);
+        SetUint(*scan_add, "u_count", uint64_t(scan_sizes[size_t(l)]));
+        DispatchFlat(*scan_add, limits, scan_sizes[size_t(l) + 1]);
+        glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+      }
+      glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+      clock.Stop();
+      counters.Read(size_t(band) * 4, 4, &count);
+      keep = std::min<int64_t>(count, wanted);
+      if (keep > 0) {
+        clock.Start();
+        indices.BindBase(kIndicesBinding);
+        block_counts.BindBase(kDataBinding);
+        pass_bits.BindBase(kBitsBinding);
+        SetUint(*scatter, "u_first_index", first_index);
+        SetUint(*scatter, "u_cap", uint64_t(keep));
+        DispatchFlat(*scatter, limits, blocks);
+        glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+        clock.Stop();
+      }
+    } else {
+      if (!indices) indices = Buffer::Create(size_t(max_band_pixels) * 4);
+      clock.Start();
+      indices.BindBase(kIndicesBinding);
+      glUseProgram(p);
+      glDispatchCompute(GLuint(CeilDiv(desc.width, kTileSide)), GLuint(CeilDiv(rows, kTileSide)),
+                        1);
+      glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+      clock.Stop();
+      counters.Read(size_t(band) * 4, 4, &count);
+      keep = std::min<int64_t>(count, wanted);
+      if (keep > 0) {
+        // The list is unordered: read all of it back, order it on the host, and put the first
+        // `keep` back for the gather pass.
+        std::vector<uint32_t> unordered(count);
+        indices.Read(0, size_t(count) * 4, unordered.data());
+        std::vector<uint32_t> sorted = OrderBandIndices(unordered, first_index, band_pixels, keep);
+        indices.Upload(0, sorted.size() * 4, sorted.data());
+      }
+    }
+
+    // Gather (x, y) and the samples of the band's first `keep` entries, chunk by chunk.
+    for (int64_t done = 0; done < keep;) {
+      const int64_t n = std::min(chunk_entries, keep - done);
+      const int64_t words = CeilDiv(n * pixel_bytes, 4);
+      if (!xy_chunk) {
+        const int64_t most = std::min(chunk_entries, wanted);
+        xy_chunk = Buffer::Create(size_t(most) * 8);
+        values_chunk = Buffer::Create(size_t(CeilDiv(most * pixel_bytes, 4)) * 4);
+      }
+      clock.Start();
+      indices.BindRange(kIndicesBinding, size_t(done) * 4, size_t(n) * 4);
+      xy_chunk.BindBase(kXyBinding);
+      values_chunk.BindBase(kValuesBinding);
+      const GLuint g = *gather;
+      SetUint(g, "u_count", uint64_t(n));
+      SetUint(g, "u_words", uint64_t(words));
+      SetInt(g, "u_width", desc.width);
+      SetUint(g, "u_channels", uint64_t(desc.channels));
+      DispatchFlat(g, limits, CeilDiv(std::max(n, words), kThreads));
+      glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+      clock.Stop();
+      const size_t returned = result.returned();
+      result.xy.resize(result.xy.size() + size_t(n) * 2);
+      result.values.resize(result.values.size() + size_t(n * pixel_bytes));
+      xy_chunk.Read(0, size_t(n) * 8, result.xy.data() + returned * 2);
+      values_chunk.Read(0, size_t(n * pixel_bytes), result.values.data() + returned * pixel_bytes);
+      done += n;
+    }
+    wanted -= keep;
+  }
+  glUseProgram(0);
+  glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+  std::vector<uint32_t> band_counts(static_cast<size_t>(num_bands));
+  counters.Read(0, band_counts.size() * 4, band_counts.data());
+  if (absl::Status s = ctx_.CheckGlError("compaction"); !s.ok()) return s;
+  for (uint32_t c : band_counts) result.total += c;
+  result.truncated = result.total > result.returned();
+  result.gpu_ns = clock.total_ns();
+  return result;
+}
+
+}  // namespace glimpse::gpu

@@ -1,0 +1,98 @@
+// Stream compaction as a pixel filter: the pixels whose channel value (or luma) lies inside (or
+// outside) [lo, hi], as (x, y) and their samples, always in row-major order (y, then x: the order
+// of numpy's argwhere and OpenCV's findNonZero), with the exact total.
+#ifndef GLIMPSE_GPU_COMPACTION_H_
+#define GLIMPSE_GPU_COMPACTION_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gpu/context.h"
+#include "gpu/image.h"
+
+namespace glimpse::gpu {
+
+// Which value the predicate tests.
+enum class CompactSource {
+  kChannel,  // one channel (CompactOptions::channel)
+  kLuma,     // Y of RGB (3 or 4 channels), the histogram's formulas: 8/16-bit OpenCV RGB2GRAY
+             // exactly, float32 y = 0.299 r + 0.587 g + 0.114 b in float, no fused multiply-add
+};
+std::string_view CompactSourceName(CompactSource s);  // "channel", "luma"
+std::optional<CompactSource> ParseCompactSource(std::string_view name);
+
+// How the kernel finds each passing pixel's place in the output. Whatever runs, the result is in
+// row-major order: the atomic variants produce an unordered list of linear indices (y * width +
+// x) that the host orders (a bitmap of the band, read in order: linear time for distinct keys)
+// before the values are gathered; the ordered scan needs no ordering step.
+enum class CompactVariant {
+  kAuto,                 // the fastest correct one (ResolveCompactVariant)
+  kAtomicPerPixel,       // one global atomicAdd per passing pixel
+  kWorkgroupAggregated,  // a shared counter per workgroup, one global atomicAdd per workgroup
+  kOrderedScan,          // per-block counts, a multi-level exclusive scan, in-block scan + scatter
+};
+std::string_view CompactVariantName(CompactVariant v);  // "atomic_per_pixel", ...
+std::optional<CompactVariant> ParseCompactVariant(std::string_view name);  // "" or "auto": kAuto
+
+inline constexpr int64_t kDefaultCompactMaxResults = 1 << 20;
+inline constexpr int64_t kMaxCompactResults = int64_t{1} << 31;
+
+// The predicate: lo <= v <= hi (inside) or v < lo || v > hi (outside). lo and hi may be infinite,
+// never NaN, and lo <= hi. A NaN sample (float32) passes neither way. Comparisons are exact: the
+// float sample (or float luma) is compared with the double bounds as doubles.
+struct CompactOptions {
+  CompactSource source = CompactSource::kChannel;
+  int channel = 0;        // for kChannel: [0, channels)
+  double lo = 0, hi = 0;  // both inclusive
+  bool inside = true;
+  // The most pixels returned, [0, kMaxCompactResults]; the first ones in row-major order. The
+  // total stays exact whatever the cap.
+  int64_t max_results = kDefaultCompactMaxResults;
+  bool count_only = false;  // only the total: no pixel list is allocated, written or read
+  CompactVariant variant = CompactVariant::kAuto;
+};
+
+struct CompactResult {
+  uint64_t total = 0;           // exact number of passing pixels
+  bool truncated = false;       // true when total > returned
+  std::vector<uint32_t> xy;     // returned pixels, x0,y0,x1,y1,... in row-major order (y, then x)
+  std::vector<uint8_t> values;  // their samples, all channels, image's sample type, little-endian
+  CompactVariant variant = CompactVariant::kAuto;  // the variant that ran
+  uint64_t gpu_ns = 0;  // GPU time of every dispatch (the host ordering step is not included)
+
+  size_t returned() const { return xy.size() / 2; }
+};
+
+// Checks options against the image; errors name the field, the value and the limit.
+absl::StatusOr<CompactOptions> ResolveCompactOptions(const ImageDesc& desc,
+                                                     const CompactOptions& options);
+
+// The variant kAuto runs: the ordered scan everywhere (measured fastest on llvmpipe with and
+// without count_only, see bench/results/compaction_llvmpipe.md; the atomic variants also pay
+// for reading back and ordering every passing index, even under a small cap).
+CompactVariant ResolveCompactVariant(const DeviceInfo& device, const ImageDesc& desc,
+                                     const CompactOptions& resolved);
+
+// REQUIRES: ctx's thread; `image` was made in ctx.
+class CompactionKernel {
+ public:
+  explicit CompactionKernel(Context& ctx) : ctx_(ctx) {}
+  // Compiles every program the kernel may use for images of this sample type (start-up check).
+  absl::Status Prepare(SampleType type);
+  absl::StatusOr<CompactResult> Run(const Image& image, const CompactOptions& options);
+
+  // Lowers the bytes the kernel puts in one buffer binding below the device's limit, so tests can
+  // exercise the band and chunk splitting on small images. 0 restores the device limit.
+  void SetBindingLimitForTesting(int64_t bytes) { binding_limit_override_ = bytes; }
+
+ private:
+  Context& ctx_;
+  int64_t binding_limit_override_ = 0;
+};
+
+}  // namespace glimpse::gpu
+
+#endif  // GLIMPSE_GPU_COMPACTION_H_

@@ -1,0 +1,61 @@
+#include "gpu/reference/compaction.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace glimpse::reference {
+
+using gpu::CompactSource;
+using gpu::SampleType;
+
+absl::StatusOr<gpu::CompactResult> Compact(const gpu::HostImage& image,
+                                           const gpu::CompactOptions& options) {
+  const gpu::ImageDesc& d = image.desc;
+  absl::StatusOr<gpu::CompactOptions> resolved = gpu::ResolveCompactOptions(d, options);
+  if (!resolved.ok()) return resolved.status();
+  const gpu::CompactOptions& o = *resolved;
+  const bool luma = o.source == CompactSource::kLuma;
+
+  // The tested value as a double (exact for every sample and for the float luma).
+  auto value = [&](int x, int y) -> double {
+    switch (d.type) {
+      case SampleType::kUint8:
+      case SampleType::kUint16: {
+        auto s = [&](int c) -> uint32_t {
+          return d.type == SampleType::kUint8 ? image.at<uint8_t>(x, y, c)
+                                              : image.at<uint16_t>(x, y, c);
+        };
+        if (!luma) return s(o.channel);
+        return (9798u * s(0) + 19235u * s(1) + 3735u * s(2) + 16384u) >> 15;
+      }
+      case SampleType::kFloat32: {
+        auto s = [&](int c) { return image.at<float>(x, y, c); };
+        if (!luma) return s(o.channel);
+        const float v = 0.299f * s(0) + 0.587f * s(1) + 0.114f * s(2);
+        return v;
+      }
+    }
+    return 0;
+  };
+
+  gpu::CompactResult r;
+  const size_t pixel_bytes = size_t(d.channels) * size_t(gpu::BytesPerSample(d.type));
+  for (int y = 0; y < d.height; ++y) {
+    for (int x = 0; x < d.width; ++x) {
+      const double v = value(x, y);
+      if (std::isnan(v)) continue;  // a NaN passes neither inside nor outside
+      const bool in = v >= o.lo && v <= o.hi;
+      if (in != o.inside) continue;
+      ++r.total;
+      if (o.count_only || int64_t(r.returned()) >= o.max_results) continue;
+      r.xy.push_back(uint32_t(x));
+      r.xy.push_back(uint32_t(y));
+      const uint8_t* p = image.data.data() + image.index(x, y, 0) * gpu::BytesPerSample(d.type);
+      r.values.insert(r.values.end(), p, p + pixel_bytes);
+    }
+  }
+  r.truncated = r.total > r.returned();
+  return r;
+}
+
+}  // namespace glimpse::reference

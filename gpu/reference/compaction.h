@@ -1,0 +1,18 @@
+// CPU reference of gpu/compaction.h: the same predicate and output, one pixel at a time.
+#ifndef GLIMPSE_GPU_REFERENCE_COMPACTION_H_
+#define GLIMPSE_GPU_REFERENCE_COMPACTION_H_
+
+#include "absl/status/statusor.h"
+#include "gpu/compaction.h"
+#include "gpu/image.h"
+
+namespace glimpse::reference {
+
+// Same options, errors and result as gpu::CompactionKernel::Run; the variant is ignored (the
+// result's variant stays kAuto and gpu_ns 0).
+absl::StatusOr<gpu::CompactResult> Compact(const gpu::HostImage& image,
+                                           const gpu::CompactOptions& options);
+
+}  // namespace glimpse::reference
+
+#endif  // GLIMPSE_GPU_REFERENCE_COMPACTION_H_
