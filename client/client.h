@@ -1,0 +1,80 @@
+// Shared pieces of the glimpse CLI: options, exit codes, the connection.
+#ifndef GLIMPSE_CLIENT_CLIENT_H_
+#define GLIMPSE_CLIENT_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "glimpse/v1/image_analytics.grpc.pb.h"
+
+namespace glimpse::client {
+
+// Exit codes.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;       // the server answered with an error, or not SERVING
+inline constexpr int kExitUsage = 2;        // bad command line
+inline constexpr int kExitUnreachable = 3;  // no server at the address (or it timed out)
+inline constexpr int kExitLocalIo = 4;      // a local file could not be read or written
+
+// Prints "glimpse: <message>" to stderr and exits with `code`.
+[[noreturn]] void Die(int code, const std::string& message);
+// Dies with the exit code that fits the status, naming the call.
+[[noreturn]] void DieRpc(const std::string& what, const grpc::Status& status);
+
+struct Options {
+  std::string server = "localhost:50051";
+  std::string tls_ca;
+  int timeout_s = 300;
+  std::string command;
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> flags;  // --name=value after the command ("true" if bare)
+
+  bool Has(const std::string& name) const { return flags.count(name) > 0; }
+  std::string Get(const std::string& name, const std::string& fallback = "") const;
+  int64_t GetInt(const std::string& name, int64_t fallback, int64_t min, int64_t max) const;
+  double GetDouble(const std::string& name, double fallback) const;
+  bool GetBool(const std::string& name) const;
+};
+
+struct Connection {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::ImageAnalytics::Stub> stub;
+  int timeout_s = 0;
+  // A context with the call deadline (none when timeout_s is 0).
+  void Prepare(grpc::ClientContext* context) const;
+};
+
+Connection Connect(const Options& options);
+
+// The file's bytes, or Die(kExitLocalIo).
+std::string ReadFileOrDie(const std::string& path);
+
+// Progress on stderr for long transfers when stderr is a terminal.
+class Progress {
+ public:
+  Progress(std::string what, uint64_t total);
+  void Update(uint64_t done);
+  void Done();
+
+ private:
+  std::string what_;
+  uint64_t total_;
+  bool active_;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+// Uploads `data` (an encoded file, or raw pixels when header has raw set) in 1 MiB chunks.
+grpc::Status UploadBytes(const Connection& c, const std::string& data, v1::UploadHeader header,
+                         v1::UploadImageResponse* response, bool show_progress);
+
+// The load mode: `glimpse load ...`.
+int RunLoad(const Options& options, const Connection& c);
+
+}  // namespace glimpse::client
+
+#endif  // GLIMPSE_CLIENT_CLIENT_H_

@@ -1,0 +1,238 @@
+// `glimpse load`: closed-loop load against a server, per RPC and image size: requests/s,
+// latency percentiles, and the service overhead (client latency minus the server's GPU time).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+
+namespace glimpse::client {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Sample {
+  double latency_ms;
+  double gpu_ms;
+  double queue_ms;
+};
+
+struct Outcome {
+  bool ok = false;
+  grpc::Status status;
+  v1::Timing timing;
+};
+
+// One call of `rpc` on the stored image `id`.
+Outcome Call(const Connection& c, const std::string& rpc, const std::string& id) {
+  grpc::ClientContext context;
+  c.Prepare(&context);
+  Outcome out;
+  v1::ImageRef ref;
+  ref.set_image_id(id);
+  if (rpc == "histogram") {
+    v1::HistogramRequest request;
+    *request.mutable_image() = ref;
+    v1::HistogramResponse response;
+    out.status = c.stub->Histogram(&context, request, &response);
+    out.timing = response.timing();
+  } else if (rpc == "integral") {
+    v1::IntegralImageRequest request;
+    *request.mutable_image() = ref;
+    auto reader = c.stub->IntegralImage(&context, request);
+    v1::IntegralImageResponse m;
+    while (reader->Read(&m)) {
+      if (m.has_trailer()) out.timing = m.trailer().timing();
+    }
+    out.status = reader->Finish();
+  } else if (rpc == "compact") {
+    v1::CompactRequest request;
+    *request.mutable_image() = ref;
+    request.mutable_options()->set_lo(250);
+    request.mutable_options()->set_hi(255);
+    auto reader = c.stub->Compact(&context, request);
+    v1::CompactResponse m;
+    while (reader->Read(&m)) {
+      if (m.has_timing()) out.timing = m.timing();
+    }
+    out.status = reader->Finish();
+  } else if (rpc == "box") {
+    v1::BoxFilterRequest request;
+    *request.mutable_image() = ref;
+    request.mutable_options()->set_rx(3);
+    request.mutable_options()->set_ry(3);
+    request.set_encoding(v1::PIXEL_ENCODING_RAW);
+    auto reader = c.stub->BoxFilter(&context, request);
+    v1::BoxFilterResponse m;
+    while (reader->Read(&m)) {
+      if (m.has_timing()) out.timing = m.timing();
+    }
+    out.status = reader->Finish();
+  } else {
+    Die(kExitUsage,
+        fmt::format("--rpcs: unknown RPC \"{}\" (histogram, integral, compact, box)", rpc));
+  }
+  out.ok = out.status.ok();
+  return out;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5));
+  return v[i];
+}
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// A deterministic RGBA8 test image: smooth gradients plus xorshift noise.
+std::string MakeImage(int width, int height) {
+  std::string pixels(size_t(width) * height * 4, '\0');
+  uint32_t state = 2463534242u;
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      state ^= state << 13;
+      state ^= state >> 17;
+      state ^= state << 5;
+      char* p = &pixels[(size_t(y) * width + x) * 4];
+      p[0] = char((x * 255 / std::max(1, width - 1) + (state & 15)) & 255);
+      p[1] = char((y * 255 / std::max(1, height - 1) + ((state >> 4) & 15)) & 255);
+      p[2] = char((state >> 8) & 255);
+      p[3] = char(255);
+    }
+  }
+  return pixels;
+}
+
+}  // namespace
+
+int RunLoad(const Options& o, const Connection& c) {
+  const std::vector<std::string> rpcs = Split(o.Get("rpcs", "histogram,integral,compact,box"));
+  const std::vector<std::string> sizes = Split(o.Get("sizes", "1,8"));
+  const int concurrency = int(o.GetInt("concurrency", 4, 1, 1024));
+  const int duration_s = int(o.GetInt("duration-s", 10, 1, 3600));
+
+  v1::ServerInfo info;
+  {
+    grpc::ClientContext context;
+    c.Prepare(&context);
+    grpc::Status s = c.stub->GetServerInfo(&context, v1::GetServerInfoRequest(), &info);
+    if (!s.ok()) DieRpc("info", s);
+  }
+  std::string table =
+      "| RPC | image | concurrency | requests | errors | requests/s | p50 ms | p99 ms | GPU ms "
+      "(p50) | queue ms (p50) | overhead ms (p50) |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const std::string& size : sizes) {
+    int width = 1024, height = 1024;
+    if (size == "1") {
+    } else if (size == "8") {
+      width = 4096;
+      height = 2048;
+    } else {
+      Die(kExitUsage, fmt::format("--sizes takes 1 and/or 8 (megapixels), got \"{}\"", size));
+    }
+    const std::string pixels = MakeImage(width, height);
+    v1::UploadHeader header;
+    header.mutable_raw()->set_width(uint32_t(width));
+    header.mutable_raw()->set_height(uint32_t(height));
+    header.mutable_raw()->set_channels(4);
+    header.mutable_raw()->set_format(v1::SAMPLE_FORMAT_UINT8);
+    header.set_label(fmt::format("load {} MP", size));
+    v1::UploadImageResponse uploaded;
+    grpc::Status s = UploadBytes(c, pixels, header, &uploaded, false);
+    if (!s.ok()) DieRpc("upload of the load image", s);
+    const std::string id = uploaded.image().image_id();
+
+    for (const std::string& rpc : rpcs) {
+      (void)Call(c, rpc, id);  // warm-up
+      std::mutex mu;
+      std::vector<Sample> samples;
+      std::atomic<int> errors{0};
+      std::string first_error;
+      const Clock::time_point start = Clock::now();
+      const Clock::time_point end = start + std::chrono::seconds(duration_s);
+      std::vector<std::thread> threads;
+      for (int t = 0; t < concurrency; ++t) {
+        threads.emplace_back([&] {
+          std::vector<Sample> mine;
+          while (Clock::now() < end) {
+            const Clock::time_point t0 = Clock::now();
+            Outcome r = Call(c, rpc, id);
+            const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+            if (!r.ok) {
+              if (errors++ == 0) {
+                std::lock_guard lock(mu);
+                first_error = r.status.error_message();
+              }
+              continue;
+            }
+            mine.push_back({ms, r.timing.gpu_ns() * 1e-6, r.timing.queue_ns() * 1e-6});
+          }
+          std::lock_guard lock(mu);
+          samples.insert(samples.end(), mine.begin(), mine.end());
+        });
+      }
+      for (std::thread& t : threads) t.join();
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      std::vector<double> lat, gpu, queue, overhead;
+      for (const Sample& x : samples) {
+        lat.push_back(x.latency_ms);
+        gpu.push_back(x.gpu_ms);
+        queue.push_back(x.queue_ms);
+        overhead.push_back(x.latency_ms - x.gpu_ms);
+      }
+      const std::string row = fmt::format(
+          "| {} | {} MP ({}x{} RGBA8) | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} "
+          "| "
+          "{:.1f} |\n",
+          rpc, size, width, height, concurrency, samples.size(), errors.load(),
+          double(samples.size()) / elapsed, Percentile(lat, 0.5), Percentile(lat, 0.99),
+          Percentile(gpu, 0.5), Percentile(queue, 0.5), Percentile(overhead, 0.5));
+      std::fputs(row.c_str(), stderr);
+      if (!first_error.empty()) std::fprintf(stderr, "  first error: %s\n", first_error.c_str());
+      table += row;
+    }
+    grpc::ClientContext context;
+    c.Prepare(&context);
+    v1::DeleteImageRequest del;
+    del.set_image_id(id);
+    v1::DeleteImageResponse deleted;
+    (void)c.stub->DeleteImage(&context, del, &deleted);
+  }
+
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
+  const std::string report = fmt::format(
+      "Renderer: {} ({}), server {}; date {}; {} client threads, {} s per row.\n"
+      "Latency is the client's wall clock per call (closed loop, whole response read); GPU is the "
+      "server's timer-query time of the kernel; overhead = latency - GPU (queue wait, upload of "
+      "results over gRPC, serialisation).\n\n{}",
+      info.renderer(), info.gl_version(), info.version(), date, concurrency, duration_s, table);
+  std::fputs(report.c_str(), stdout);
+  if (o.Has("markdown")) {
+    std::FILE* f = std::fopen(o.Get("markdown").c_str(), "w");
+    if (f == nullptr) Die(kExitLocalIo, "cannot write " + o.Get("markdown"));
+    std::fputs(report.c_str(), f);
+    std::fclose(f);
+  }
+  return kExitOk;
+}
+
+}  // namespace glimpse::client

@@ -1,0 +1,181 @@
+#include "client/output_files.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#include <stb/stb_image_write.h>
+#pragma GCC diagnostic pop
+
+namespace glimpse::client {
+namespace {
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+File Open(const std::string& path) { return File(std::fopen(path.c_str(), "wb")); }
+std::string CannotWrite(const std::string& path) {
+  return fmt::format("cannot write {}: {}", path, std::strerror(errno));
+}
+
+double BinEdge(const v1::HistogramResponse& h, uint32_t b) {
+  return h.lo() + (h.hi() - h.lo()) * double(b) / double(h.bins());
+}
+
+}  // namespace
+
+std::string WriteHistogramCsv(const std::string& path, const v1::HistogramResponse& h) {
+  File f = Open(path);
+  if (!f) return CannotWrite(path);
+  std::string out = "bin,lo,hi";
+  for (int i = 0; i < h.histograms_size(); ++i) out += fmt::format(",count{}", i);
+  out += "\n";
+  for (uint32_t b = 0; b < h.bins(); ++b) {
+    out += fmt::format("{},{},{}", b, BinEdge(h, b), BinEdge(h, b + 1));
+    for (const auto& c : h.histograms()) out += fmt::format(",{}", c.counts(int(b)));
+    out += "\n";
+  }
+  if (std::fwrite(out.data(), 1, out.size(), f.get()) != out.size()) return CannotWrite(path);
+  return "";
+}
+
+std::string WriteHistogramJson(const std::string& path, const v1::HistogramResponse& h) {
+  File f = Open(path);
+  if (!f) return CannotWrite(path);
+  std::string out = fmt::format(
+      "{{\n  \"bins\": {},\n  \"lo\": {},\n  \"hi\": {},\n  \"total\": {},\n  \"variant\": "
+      "\"{}\",\n  \"gpu_ns\": {},\n  \"histograms\": [",
+      h.bins(), h.lo(), h.hi(), h.total(), h.variant(), h.timing().gpu_ns());
+  for (int i = 0; i < h.histograms_size(); ++i) {
+    out += i ? ",\n    [" : "\n    [";
+    const auto& c = h.histograms(i).counts();
+    for (int b = 0; b < c.size(); ++b) out += fmt::format("{}{}", b ? ", " : "", c[b]);
+    out += "]";
+  }
+  out += "\n  ]\n}\n";
+  if (std::fwrite(out.data(), 1, out.size(), f.get()) != out.size()) return CannotWrite(path);
+  return "";
+}
+
+std::string WriteHistogramPng(const std::string& path, const v1::HistogramResponse& h) {
+  const int n = h.histograms_size();
+  if (n == 0 || h.bins() == 0) return "no histogram to draw";
+  const int bins = int(h.bins());
+  // One column per bin up to 1024 columns; several bins per column beyond (their maximum).
+  const int width = std::min(bins, 1024) * std::max(1, 512 / std::min(bins, 1024));
+  const int panel = 160, gap = 8;
+  const int height = n * panel + (n - 1) * gap;
+  std::string rgb(size_t(width) * height * 3, char(255));
+  static constexpr uint8_t kColors[4][3] = {
+      {200, 40, 40}, {40, 150, 40}, {40, 70, 200}, {90, 90, 90}};
+  for (int i = 0; i < n; ++i) {
+    const auto& counts = h.histograms(i).counts();
+    uint64_t peak = 1;
+    for (uint64_t c : counts) peak = std::max(peak, c);
+    const uint8_t* color = n == 1 ? kColors[3] : kColors[i % 4];
+    const int top = i * (panel + gap);
+    for (int x = 0; x < width; ++x) {
+      const int b0 = int(int64_t(x) * bins / width),
+                b1 = std::max(b0 + 1, int(int64_t(x + 1) * bins / width));
+      uint64_t c = 0;
+      for (int b = b0; b < b1 && b < bins; ++b) c = std::max(c, counts[b]);
+      const int bar = int(double(c) / double(peak) * (panel - 1) + 0.5);
+      for (int y = panel - bar; y < panel; ++y) {
+        char* p = &rgb[(size_t(top + y) * width + x) * 3];
+        p[0] = char(color[0]);
+        p[1] = char(color[1]);
+        p[2] = char(color[2]);
+      }
+    }
+  }
+  return WritePng(path, width, height, 3, rgb);
+}
+
+std::string NpyDescr(v1::SampleFormat format) {
+  switch (format) {
+    case v1::SAMPLE_FORMAT_UINT16:
+      return "<u2";
+    case v1::SAMPLE_FORMAT_FLOAT32:
+      return "<f4";
+    default:
+      return "|u1";
+  }
+}
+
+std::string WriteNpyHeader(std::FILE* f, const std::string& descr,
+                           const std::vector<uint64_t>& shape) {
+  std::string dims;
+  for (uint64_t d : shape) dims += fmt::format("{}, ", d);
+  if (shape.size() > 1) dims.resize(dims.size() - 2);
+  std::string dict =
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, dims);
+  // Magic (6) + version (2) + length (2) + dict + padding + '\n' is a multiple of 64.
+  const size_t total = (10 + dict.size() + 1 + 63) / 64 * 64;
+  dict.append(total - 10 - dict.size() - 1, ' ');
+  dict += '\n';
+  std::string header("\x93NUMPY\x01\x00", 8);
+  header += char(dict.size() & 0xff);
+  header += char(dict.size() >> 8);
+  header += dict;
+  if (std::fwrite(header.data(), 1, header.size(), f) != header.size()) return "write failed";
+  return "";
+}
+
+std::string WritePng(const std::string& path, int width, int height, int channels,
+                     const std::string& pixels) {
+  if (!stbi_write_png(path.c_str(), width, height, channels, pixels.data(), width * channels)) {
+    return CannotWrite(path);
+  }
+  return "";
+}
+
+std::string WriteCompactCsv(const std::string& path, v1::SampleFormat format, uint32_t channels,
+                            const std::string& xy, const std::string& values) {
+  File f = Open(path);
+  if (!f) return CannotWrite(path);
+  const size_t n = xy.size() / 8;
+  const size_t bytes = format == v1::SAMPLE_FORMAT_UINT16    ? 2
+                       : format == v1::SAMPLE_FORMAT_FLOAT32 ? 4
+                                                             : 1;
+  std::string out = "x,y";
+  for (uint32_t c = 0; c < channels; ++c) out += fmt::format(",v{}", c);
+  out += "\n";
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t p[2];
+    std::memcpy(p, xy.data() + i * 8, 8);
+    out += fmt::format("{},{}", p[0], p[1]);
+    for (uint32_t c = 0; c < channels; ++c) {
+      const char* v = values.data() + (i * channels + c) * bytes;
+      if (bytes == 1) {
+        out += fmt::format(",{}", uint8_t(*v));
+      } else if (bytes == 2) {
+        uint16_t s;
+        std::memcpy(&s, v, 2);
+        out += fmt::format(",{}", s);
+      } else {
+        float s;
+        std::memcpy(&s, v, 4);
+        out += fmt::format(",{}", s);
+      }
+    }
+    out += "\n";
+    if (out.size() > (1 << 20)) {
+      if (std::fwrite(out.data(), 1, out.size(), f.get()) != out.size()) return CannotWrite(path);
+      out.clear();
+    }
+  }
+  if (std::fwrite(out.data(), 1, out.size(), f.get()) != out.size()) return CannotWrite(path);
+  return "";
+}
+
+}  // namespace glimpse::client

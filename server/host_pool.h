@@ -1,0 +1,37 @@
+// A few host threads for CPU work that must not hold up the GPU worker or gRPC's threads:
+// decoding uploads, encoding PNG results, streaming results out.
+#ifndef GLIMPSE_SERVER_HOST_POOL_H_
+#define GLIMPSE_SERVER_HOST_POOL_H_
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace glimpse::server {
+
+class HostPool {
+ public:
+  explicit HostPool(int threads);
+  // Runs every task already posted, then joins the threads.
+  ~HostPool();
+  HostPool(const HostPool&) = delete;
+  HostPool& operator=(const HostPool&) = delete;
+
+  void Post(std::function<void()> task);
+
+ private:
+  void Loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace glimpse::server
+
+#endif  // GLIMPSE_SERVER_HOST_POOL_H_

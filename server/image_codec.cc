@@ -1,0 +1,126 @@
+#include "server/image_codec.h"
+
+#include <climits>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "gpu/str.h"
+
+// Functions private to this file: the client or a test may bring its own stb copy.
+#define STB_IMAGE_STATIC
+#define STB_IMAGE_IMPLEMENTATION
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wshadow"
+#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
+#include <stb/stb_image.h>
+#include <stb/stb_image_write.h>
+#pragma GCC diagnostic pop
+
+namespace glimpse::server {
+namespace {
+
+constexpr std::string_view kFormats = "PNG, JPEG, BMP, TGA, GIF, PNM, HDR or PSD";
+
+}  // namespace
+
+absl::StatusOr<gpu::ImageDesc> ProbeEncoded(std::span<const uint8_t> file, std::string_view field) {
+  if (file.empty()) {
+    return absl::InvalidArgumentError(StrCat(field, " is empty: no image file was sent"));
+  }
+  if (file.size() > size_t(INT_MAX)) {
+    return absl::InvalidArgumentError(
+        StrCat(field, " is ", file.size(), " bytes; encoded files must be under 2 GiB"));
+  }
+  const auto* data = reinterpret_cast<const stbi_uc*>(file.data());
+  const int len = int(file.size());
+  int w = 0, h = 0, comp = 0;
+  if (!stbi_info_from_memory(data, len, &w, &h, &comp)) {
+    return absl::InvalidArgumentError(StrCat(field, " (", file.size(),
+                                             " bytes) is not an image file that can be read (",
+                                             kFormats, "): ", stbi_failure_reason()));
+  }
+  gpu::ImageDesc desc{.width = w, .height = h, .channels = comp, .type = gpu::SampleType::kUint8};
+  if (stbi_is_hdr_from_memory(data, len)) {
+    desc.type = gpu::SampleType::kFloat32;
+  } else if (stbi_is_16_bit_from_memory(data, len)) {
+    desc.type = gpu::SampleType::kUint16;
+  }
+  if (w <= 0 || h <= 0) {
+    return absl::InvalidArgumentError(StrCat(field, " has zero size (", w, "x", h, ")"));
+  }
+  return desc;
+}
+
+absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int desired_channels,
+                                             uint64_t max_pixels, std::string_view field) {
+  if (desired_channels < 0 || desired_channels > 4) {
+    return absl::InvalidArgumentError(
+        StrCat("desired_channels must be in [0, 4], got ", desired_channels));
+  }
+  absl::StatusOr<gpu::ImageDesc> probed = ProbeEncoded(file, field);
+  if (!probed.ok()) return probed.status();
+  gpu::ImageDesc desc = *probed;
+  if (uint64_t(desc.pixels()) > max_pixels) {
+    return absl::ResourceExhaustedError(
+        StrCat(field, " is ", desc.width, "x", desc.height, " = ", desc.pixels(),
+               " pixels, over the server's limit of ", max_pixels, " (--max-image-pixels)"));
+  }
+  if (desired_channels != 0) desc.channels = desired_channels;
+
+  const auto* data = reinterpret_cast<const stbi_uc*>(file.data());
+  const int len = int(file.size());
+  int w = 0, h = 0, comp = 0;
+  void* pixels = nullptr;
+  switch (desc.type) {
+    case gpu::SampleType::kFloat32:
+      pixels = stbi_loadf_from_memory(data, len, &w, &h, &comp, desc.channels);
+      break;
+    case gpu::SampleType::kUint16:
+      pixels = stbi_load_16_from_memory(data, len, &w, &h, &comp, desc.channels);
+      break;
+    case gpu::SampleType::kUint8:
+      pixels = stbi_load_from_memory(data, len, &w, &h, &comp, desc.channels);
+      break;
+  }
+  if (pixels == nullptr) {
+    return absl::InvalidArgumentError(StrCat(field, " could not be decoded (corrupt or truncated ",
+                                             "file?): ", stbi_failure_reason()));
+  }
+  gpu::HostImage host;
+  if (w != desc.width || h != desc.height) {
+    stbi_image_free(pixels);
+    return absl::InvalidArgumentError(StrCat(field, " decoded to ", w, "x", h,
+                                             ", which disagrees with its header's ", desc.width,
+                                             "x", desc.height));
+  }
+  host.desc = desc;
+  host.data.resize(desc.bytes());
+  std::memcpy(host.data.data(), pixels, desc.bytes());
+  stbi_image_free(pixels);
+  return host;
+}
+
+absl::StatusOr<std::string> EncodePng(const gpu::HostImage& image) {
+  const gpu::ImageDesc& d = image.desc;
+  if (d.type != gpu::SampleType::kUint8) {
+    return absl::InvalidArgumentError(StrCat("encoding PNG needs a uint8 image, got ",
+                                             gpu::DescribeImage(d), "; ask for RAW pixels"));
+  }
+  std::string out;
+  auto write = [](void* context, void* bytes, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(bytes), size_t(size));
+  };
+  if (!stbi_write_png_to_func(write, &out, d.width, d.height, d.channels, image.data.data(),
+                              int(d.row_bytes()))) {
+    return absl::InternalError(
+        StrCat("PNG encoding of a ", gpu::DescribeImage(d), " image failed"));
+  }
+  return out;
+}
+
+}  // namespace glimpse::server

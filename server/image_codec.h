@@ -1,0 +1,30 @@
+// Encoded image files <-> host pixels (stb_image / stb_image_write), on the host, never on the
+// GPU thread. Sizes are checked from the file's header before anything is decoded.
+#ifndef GLIMPSE_SERVER_IMAGE_CODEC_H_
+#define GLIMPSE_SERVER_IMAGE_CODEC_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gpu/image.h"
+
+namespace glimpse::server {
+
+// What the file's header says: size, channels stored, and the sample type it decodes to
+// (16-bit PNG/PNM: uint16, HDR: float32, else uint8). `field` names the request field in errors.
+absl::StatusOr<gpu::ImageDesc> ProbeEncoded(std::span<const uint8_t> file, std::string_view field);
+
+// Decodes the file. desired_channels 0 keeps the file's channels. Checks the header against
+// max_pixels (RESOURCE_EXHAUSTED naming --max-image-pixels) before decoding.
+absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int desired_channels,
+                                             uint64_t max_pixels, std::string_view field);
+
+// A PNG file of a uint8 image (1-4 channels); uint16 and float32 images are refused
+// (INVALID_ARGUMENT), since PNG output would lose their values.
+absl::StatusOr<std::string> EncodePng(const gpu::HostImage& image);
+
+}  // namespace glimpse::server
+
+#endif  // GLIMPSE_SERVER_IMAGE_CODEC_H_

@@ -1,0 +1,170 @@
+#include "server/image_store.h"
+
+#include <random>
+
+#include "absl/status/status.h"
+#include "gpu/str.h"
+
+namespace glimpse::server {
+
+std::string NewImageId() {
+  static std::mutex mu;
+  static std::random_device device;  // getrandom(2) on Linux
+  std::lock_guard lock(mu);
+  std::string id;
+  for (int i = 0; i < 4; ++i) StrAppend(&id, fmt::format("{:08x}", uint32_t{device()}));
+  return id;
+}
+
+bool LooksLikeImageId(const std::string& s) {
+  if (s.size() != 32) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+ImageStore::ImageStore(uint64_t budget_bytes, std::chrono::seconds ttl)
+    : budget_(budget_bytes), ttl_(ttl) {}
+
+ImageStore::~ImageStore() = default;
+
+absl::Status ImageStore::NotFound(const std::string& id) {
+  return absl::NotFoundError(
+      StrCat("image_id ", id.empty() ? "\"\"" : id,
+             " is not stored (never uploaded, deleted, evicted or expired)"));
+}
+
+StoredImageInfo ImageStore::InfoLocked(const Entry& e) const {
+  StoredImageInfo info = e.info;
+  if (ttl_.count() > 0) info.expires = info.last_used + ttl_;
+  return info;
+}
+
+void ImageStore::EvictLocked(Map::iterator it) {
+  used_ -= it->second.info.bytes;
+  lru_.erase(it->second.lru);
+  graveyard_.push_back(std::move(it->second.image));
+  images_.erase(it);
+}
+
+void ImageStore::ExpireLocked(Clock::time_point now) {
+  if (ttl_.count() <= 0) return;
+  // The least recently used are at the back.
+  while (!lru_.empty()) {
+    auto it = images_.find(lru_.back());
+    if (now - it->second.last_used < ttl_) break;
+    EvictLocked(it);
+    ++evicted_;
+  }
+}
+
+void ImageStore::EvictForLocked(uint64_t bytes) {
+  while (!lru_.empty() && used_ + bytes > budget_) {
+    EvictLocked(images_.find(lru_.back()));
+    ++evicted_;
+  }
+}
+
+absl::Status ImageStore::Reserve(uint64_t bytes) {
+  if (bytes > budget_) {
+    return absl::ResourceExhaustedError(StrCat("image of ", bytes,
+                                               " bytes exceeds the image store's budget of ",
+                                               budget_, " bytes (--store-bytes)"));
+  }
+  std::lock_guard lock(mu_);
+  ExpireLocked(Clock::now());
+  EvictForLocked(bytes);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StoredImageInfo> ImageStore::Put(gpu::Image image, std::string label,
+                                                std::string origin) {
+  const uint64_t bytes = image.gpu_bytes();
+  if (absl::Status s = Reserve(bytes); !s.ok()) return s;
+  std::lock_guard lock(mu_);
+  EvictForLocked(bytes);
+  Entry e;
+  e.info.id = NewImageId();
+  e.info.desc = image.desc();
+  e.info.bytes = bytes;
+  e.info.label = std::move(label);
+  e.info.origin = std::move(origin);
+  e.info.created = e.info.last_used = std::chrono::system_clock::now();
+  e.last_used = Clock::now();
+  e.image = std::make_unique<gpu::Image>(std::move(image));
+  lru_.push_front(e.info.id);
+  e.lru = lru_.begin();
+  used_ += bytes;
+  const std::string id = e.info.id;
+  auto [it, inserted] = images_.emplace(id, std::move(e));
+  return InfoLocked(it->second);
+}
+
+absl::StatusOr<const gpu::Image*> ImageStore::Use(const std::string& id, StoredImageInfo* info) {
+  std::lock_guard lock(mu_);
+  const Clock::time_point now = Clock::now();
+  ExpireLocked(now);
+  auto it = images_.find(id);
+  if (it == images_.end()) return NotFound(id);
+  Entry& e = it->second;
+  e.last_used = now;
+  e.info.last_used = std::chrono::system_clock::now();
+  lru_.splice(lru_.begin(), lru_, e.lru);
+  if (info != nullptr) *info = InfoLocked(e);
+  return e.image.get();
+}
+
+void ImageStore::Collect() {
+  std::vector<std::unique_ptr<gpu::Image>> dead;
+  {
+    std::lock_guard lock(mu_);
+    ExpireLocked(Clock::now());
+    dead.swap(graveyard_);
+  }
+  // Textures are deleted here, on the worker thread, outside the lock.
+}
+
+void ImageStore::Clear() {
+  std::vector<std::unique_ptr<gpu::Image>> dead;
+  {
+    std::lock_guard lock(mu_);
+    while (!lru_.empty()) EvictLocked(images_.find(lru_.back()));
+    dead.swap(graveyard_);
+  }
+}
+
+absl::StatusOr<StoredImageInfo> ImageStore::Info(const std::string& id) {
+  std::lock_guard lock(mu_);
+  ExpireLocked(Clock::now());
+  auto it = images_.find(id);
+  if (it == images_.end()) return NotFound(id);
+  return InfoLocked(it->second);
+}
+
+std::vector<StoredImageInfo> ImageStore::List() {
+  std::lock_guard lock(mu_);
+  ExpireLocked(Clock::now());
+  std::vector<StoredImageInfo> out;
+  out.reserve(lru_.size());
+  for (const std::string& id : lru_) out.push_back(InfoLocked(images_.at(id)));
+  return out;
+}
+
+absl::StatusOr<uint64_t> ImageStore::Erase(const std::string& id) {
+  std::lock_guard lock(mu_);
+  ExpireLocked(Clock::now());
+  auto it = images_.find(id);
+  if (it == images_.end()) return NotFound(id);
+  const uint64_t bytes = it->second.info.bytes;
+  EvictLocked(it);
+  return bytes;
+}
+
+StoreUsage ImageStore::Usage() {
+  std::lock_guard lock(mu_);
+  ExpireLocked(Clock::now());
+  return {.images = images_.size(), .bytes = used_, .budget = budget_, .evicted = evicted_};
+}
+
+}  // namespace glimpse::server

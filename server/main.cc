@@ -1,0 +1,119 @@
+// glimpse-server: serves the ImageAnalytics API on one GPU (or llvmpipe).
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "server/flags.h"
+#include "server/server.h"
+#include "server/status_util.h"
+
+namespace {
+
+std::string EnvOr(const char* name, std::string fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string listen = EnvOr("GLIMPSE_LISTEN", "0.0.0.0:50051");
+  std::string device = EnvOr("GLIMPSE_DEVICE", "auto");
+  std::string log_level = "info";
+  int64_t max_queue = 64;
+  int64_t max_image_pixels = 268435456;
+  int64_t max_upload_bytes = 1073741824;
+  int64_t store_bytes = 2147483648;
+  int64_t image_ttl_s = 3600;
+  int64_t max_message_bytes = 4194304;
+  int64_t max_connection_age_s = 300;
+  int64_t shutdown_grace_s = 20;
+  std::string tls_cert, tls_key;
+  constexpr int64_t kBig = int64_t{1} << 50;
+
+  glimpse::server::FlagSet flags(
+      "glimpse-server: GPU image analytics over gRPC (service glimpse.v1.ImageAnalytics, plus\n"
+      "grpc.health.v1.Health and server reflection).\n"
+      "Usage: glimpse-server [--listen=0.0.0.0:50051] [--device=auto] [--flag=value ...]");
+  flags.AddString("listen", &listen,
+                  "listen address host:port (port 0 picks a free one); $GLIMPSE_LISTEN sets the "
+                  "default");
+  flags.AddString("device", &device,
+                  "GL device: auto (the first GPU, else llvmpipe) | software (llvmpipe) | an EGL "
+                  "device index; $GLIMPSE_DEVICE sets the default");
+  flags.AddString("log-level", &log_level, "trace | debug | info | warn | error");
+  flags.AddInt("max-queue", &max_queue, 1, 1 << 20,
+               "GPU jobs that may wait; more calls get RESOURCE_EXHAUSTED at once");
+  flags.AddInt("max-image-pixels", &max_image_pixels, 1, kBig,
+               "largest image in pixels, checked from the file header before decoding");
+  flags.AddInt("max-upload-bytes", &max_upload_bytes, 1, kBig, "largest upload stream in bytes");
+  flags.AddInt("store-bytes", &store_bytes, 0, kBig,
+               "GPU memory budget of the image store; least recently used images are evicted");
+  flags.AddInt("image-ttl-s", &image_ttl_s, 0, kBig,
+               "stored images unused this many seconds are freed (0 = never)");
+  flags.AddInt("max-message-bytes", &max_message_bytes, 1024, INT32_MAX,
+               "largest single gRPC message accepted (inline images must fit)");
+  flags.AddInt("max-connection-age-s", &max_connection_age_s, 0, INT32_MAX / 1000,
+               "close connections (GOAWAY) after this many seconds, so clients behind a load "
+               "balancer reconnect and spread (0 = never)");
+  flags.AddInt("shutdown-grace-s", &shutdown_grace_s, 0, 3600,
+               "on SIGTERM/SIGINT: stop taking calls, finish queued ones within this, exit 0");
+  flags.AddString("tls-cert", &tls_cert, "PEM certificate chain file for TLS (with --tls-key)");
+  flags.AddString("tls-key", &tls_key, "PEM private key file for TLS (with --tls-cert)");
+  if (std::string err = flags.Parse(argc, argv); !err.empty()) {
+    std::fprintf(stderr, "glimpse-server: %s\n", err.c_str());
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::fputs(flags.Help().c_str(), stdout);
+    return 0;
+  }
+  const spdlog::level::level_enum level = spdlog::level::from_str(log_level);
+  if (level == spdlog::level::off && log_level != "off") {
+    std::fprintf(stderr,
+                 "glimpse-server: --log-level must be trace, debug, info, warn or error, got "
+                 "\"%s\"\n",
+                 log_level.c_str());
+    return 2;
+  }
+  spdlog::set_level(level);
+
+  glimpse::server::ServerOptions o;
+  o.listen = listen;
+  o.worker.device = device;
+  o.worker.max_queue = int(max_queue);
+  o.worker.store_bytes = uint64_t(store_bytes);
+  o.worker.image_ttl = std::chrono::seconds(image_ttl_s);
+  o.limits.max_image_pixels = uint64_t(max_image_pixels);
+  o.limits.max_upload_bytes = uint64_t(max_upload_bytes);
+  o.limits.max_message_bytes = uint64_t(max_message_bytes);
+  o.max_connection_age_s = int(max_connection_age_s);
+  o.tls_cert_file = tls_cert;
+  o.tls_key_file = tls_key;
+
+  // Threads started from here on inherit the blocked signals; this thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<glimpse::server::GlimpseServer>> server =
+      glimpse::server::GlimpseServer::Start(o);
+  if (!server.ok()) {
+    spdlog::error("cannot start: {}", glimpse::server::MessageOf(server.status()));
+    return 1;
+  }
+  spdlog::info("serving; SIGTERM or SIGINT stops it (grace {} s)", shutdown_grace_s);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("{} received: no new calls; finishing queued ones (up to {} s)",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", shutdown_grace_s);
+  (*server)->Shutdown(std::chrono::seconds(shutdown_grace_s));
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,106 @@
+#include "server/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "gpu/str.h"
+
+namespace glimpse::server {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(StrCat(flag, ": cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const ServerOptions& options) {
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key must be given together");
+  }
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!options.tls_cert_file.empty()) {
+    absl::StatusOr<std::string> cert = ReadFile(options.tls_cert_file, "--tls-cert");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadFile(options.tls_key_file, "--tls-key");
+    if (!key.ok()) return key.status();
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+
+  std::unique_ptr<GlimpseServer> s(new GlimpseServer());
+  absl::StatusOr<std::unique_ptr<GpuWorker>> worker = GpuWorker::Start(options.worker);
+  if (!worker.ok()) return worker.status();
+  s->worker_ = *std::move(worker);
+  const gpu::DeviceInfo& d = s->worker_->device();
+  spdlog::info("GL device: vendor \"{}\", renderer \"{}\", version \"{}\" ({}{})", d.vendor,
+               d.renderer, d.version, d.platform, d.software ? ", software" : "");
+  s->service_ = std::make_unique<ImageAnalyticsService>(*s->worker_, options.limits);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  if (!options.listen.empty()) {
+    builder.AddListeningPort(options.listen, credentials, &s->port_);
+  }
+  builder.RegisterService(s->service_.get());
+  builder.SetMaxReceiveMessageSize(
+      int(std::min<uint64_t>(options.limits.max_message_bytes, uint64_t{INT32_MAX})));
+  if (options.max_connection_age_s > 0) {
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_AGE_MS,
+        int(std::min(options.max_connection_age_s, INT32_MAX / 1000)) * 1000);
+    // Calls in flight when the age is reached get this long to finish.
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 60 * 1000);
+  }
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || (!options.listen.empty() && s->port_ == 0)) {
+    return absl::UnavailableError(
+        StrCat("cannot listen on ", options.listen, " (--listen): address in use or invalid?"));
+  }
+  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus(kServiceName, true);
+  if (!options.listen.empty()) {
+    spdlog::info("listening on {} (port {}){}", options.listen, s->port_,
+                 options.tls_cert_file.empty() ? "" : " with TLS");
+  }
+  return s;
+}
+
+GlimpseServer::~GlimpseServer() { Shutdown(std::chrono::seconds(0)); }
+
+std::shared_ptr<grpc::Channel> GlimpseServer::InProcessChannel() {
+  return server_->InProcessChannel(grpc::ChannelArguments());
+}
+
+void GlimpseServer::Shutdown(std::chrono::seconds grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_ != nullptr) {
+    if (grpc::HealthCheckServiceInterface* h = server_->GetHealthCheckService()) {
+      h->SetServingStatus(false);
+    }
+    const auto deadline = std::chrono::system_clock::now() + grace;
+    // Returns once every call has been answered: the worker keeps running queued jobs meanwhile;
+    // past the deadline gRPC cancels the rest, and the worker drops them unrun.
+    server_->Shutdown(deadline);
+    server_->Wait();
+  }
+  if (worker_ != nullptr) worker_->Stop(std::chrono::steady_clock::now());
+  server_.reset();
+  service_.reset();
+  worker_.reset();
+}
+
+}  // namespace glimpse::server

@@ -1,0 +1,56 @@
+// A running Glimpse server: the GPU worker, the service, health and reflection, on a port (and
+// in-process). Used by main() and by the service tests.
+#ifndef GLIMPSE_SERVER_SERVER_H_
+#define GLIMPSE_SERVER_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/gpu_worker.h"
+#include "server/service.h"
+
+namespace glimpse::server {
+
+struct ServerOptions {
+  std::string listen = "0.0.0.0:50051";  // "" = in-process only
+  WorkerOptions worker;
+  ServiceLimits limits;
+  int max_connection_age_s = 300;           // 0 = never
+  std::string tls_cert_file, tls_key_file;  // PEM; both or neither
+};
+
+class GlimpseServer {
+ public:
+  // Opens the GL context and prepares the kernels (errors are start-up errors), then listens.
+  static absl::StatusOr<std::unique_ptr<GlimpseServer>> Start(const ServerOptions& options);
+  ~GlimpseServer();  // Shutdown(0 s) if not done
+
+  // The port it listens on (the one picked when `listen` ends in ":0"); 0 when in-process only.
+  int port() const { return port_; }
+  std::shared_ptr<grpc::Channel> InProcessChannel();
+
+  // Reports NOT_SERVING, stops taking calls, lets queued and running calls finish within `grace`
+  // (then cancels them), and frees the GPU. Idempotent.
+  void Shutdown(std::chrono::seconds grace);
+
+  GpuWorker& worker() { return *worker_; }
+  ImageAnalyticsService& service() { return *service_; }
+
+ private:
+  GlimpseServer() = default;
+  std::unique_ptr<GpuWorker> worker_;
+  std::unique_ptr<ImageAnalyticsService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+inline constexpr char kServiceName[] = "glimpse.v1.ImageAnalytics";
+
+}  // namespace glimpse::server
+
+#endif  // GLIMPSE_SERVER_SERVER_H_
