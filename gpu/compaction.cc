@@ -21,6 +21,7 @@ constexpr int kTileSide = 16;         // the atomic variants' 16x16 workgroups
 constexpr int kPixelsPerThread = 32;  // ordered scan: one 32-bit word of pass bits per invocation
 constexpr int64_t kBlockPixels = int64_t{kThreads} * kPixelsPerThread;
 constexpr int64_t kScanRun = int64_t{kThreads} * 4;  // values per workgroup of the scan passes
+constexpr int kMaxCompactSide = 65536;               // the lists' 16-bit x and y
 
 // Binding points (the shaders' layout(binding = N)).
 constexpr GLuint kCountersBinding = 0, kIndicesBinding = 1, kDataBinding = 2, kBitsBinding = 3,
@@ -82,6 +83,12 @@ std::string FormatDefines(SampleType type) {
                 "#define SAMPLE_BITS ", 8 * BytesPerSample(type), "\n");
 }
 
+// The gather program's defines: the channel count is a constant there, so that splitting the
+// packed samples among pixels compiles to shifts and multiplies rather than divisions.
+std::string GatherDefines(SampleType type, int channels) {
+  return StrCat(FormatDefines(type), "#define CHANNELS ", channels, "\n");
+}
+
 std::string PredicateDefines(SampleType type, CompactSource source, bool count_only) {
   return StrCat(
       FormatDefines(type),
@@ -136,20 +143,26 @@ class GpuClock {
   uint64_t total_ns_ = 0;
 };
 
-// Orders the distinct linear indices of one band (all in [first, first + band_pixels)) and keeps
-// the first `keep`: a bitmap of the band read in order, linear in the band's size.
-std::vector<uint32_t> OrderBandIndices(const std::vector<uint32_t>& indices, uint32_t first,
-                                       int64_t band_pixels, int64_t keep) {
-  std::vector<uint64_t> bitmap(size_t(CeilDiv(band_pixels, 64)), 0);
-  for (uint32_t i : indices) {
-    const uint32_t r = i - first;
-    bitmap[r >> 6] |= uint64_t{1} << (r & 63);
+// Orders the distinct pixel keys of one band (rows [row0, row0 + rows)) and keeps the first
+// `keep`: a bitmap of the band, a row of 64-bit words per image row, read in order. Linear in the
+// band's size, and no division.
+std::vector<uint32_t> OrderBandKeys(const std::vector<uint32_t>& keys, int width, int row0,
+                                    int rows, int64_t keep) {
+  const size_t row_words = size_t(CeilDiv(width, 64));
+  std::vector<uint64_t> bitmap(row_words * size_t(rows), 0);
+  for (uint32_t k : keys) {
+    const uint32_t x = k & 0xFFFFu, y = (k >> 16) - uint32_t(row0);
+    bitmap[y * row_words + (x >> 6)] |= uint64_t{1} << (x & 63);
   }
   std::vector<uint32_t> out;
   out.reserve(size_t(keep));
-  for (size_t w = 0; w < bitmap.size() && int64_t(out.size()) < keep; ++w) {
-    for (uint64_t bits = bitmap[w]; bits != 0 && int64_t(out.size()) < keep; bits &= bits - 1) {
-      out.push_back(first + uint32_t(w * 64 + size_t(std::countr_zero(bits))));
+  for (int y = 0; y < rows && int64_t(out.size()) < keep; ++y) {
+    const uint64_t* row = bitmap.data() + size_t(y) * row_words;
+    const uint32_t high = uint32_t(row0 + y) << 16;
+    for (size_t w = 0; w < row_words && int64_t(out.size()) < keep; ++w) {
+      for (uint64_t bits = row[w]; bits != 0 && int64_t(out.size()) < keep; bits &= bits - 1) {
+        out.push_back(high | uint32_t(w * 64 + size_t(std::countr_zero(bits))));
+      }
     }
   }
   return out;
@@ -199,9 +212,11 @@ std::optional<CompactVariant> ParseCompactVariant(std::string_view name) {
 absl::StatusOr<CompactOptions> ResolveCompactOptions(const ImageDesc& desc,
                                                      const CompactOptions& options) {
   const CompactOptions& o = options;
-  if (desc.pixels() >= (int64_t{1} << 32)) {
-    return absl::InvalidArgumentError(
-        StrCat("image pixels must be below 2^32 (32-bit indices), got ", desc.pixels()));
+  // The lists hold each pixel as (y << 16) | x.
+  if (desc.width > kMaxCompactSide || desc.height > kMaxCompactSide) {
+    return absl::InvalidArgumentError(StrCat("image width and height must be at most ",
+                                             kMaxCompactSide, ", got ", desc.width, "x",
+                                             desc.height));
   }
   switch (o.source) {
     case CompactSource::kChannel:
@@ -261,7 +276,11 @@ absl::Status CompactionKernel::Prepare(SampleType type) {
     absl::StatusOr<GLuint> p = ctx_.Program(name, ScanDefines());
     if (!p.ok()) return p.status();
   }
-  return ctx_.Program("compaction_gather", FormatDefines(type)).status();
+  for (int channels = 1; channels <= 4; ++channels) {
+    absl::StatusOr<GLuint> p = ctx_.Program("compaction_gather", GatherDefines(type, channels));
+    if (!p.ok()) return p.status();
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
@@ -286,12 +305,15 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
   if (!scan_add.ok()) return scan_add.status();
   absl::StatusOr<GLuint> scatter = ctx_.Program("compaction_scatter", ScanDefines());
   if (!scatter.ok()) return scatter.status();
-  absl::StatusOr<GLuint> gather = ctx_.Program("compaction_gather", FormatDefines(desc.type));
+  absl::StatusOr<GLuint> gather =
+      ctx_.Program("compaction_gather", GatherDefines(desc.type, desc.channels));
   if (!gather.ok()) return gather.status();
 
   // Bands of whole rows whose list of indices fits one binding (every later buffer is smaller).
-  const int64_t binding_limit =
-      binding_limit_override_ > 0 ? binding_limit_override_ : limits.max_storage_block_bytes;
+  // (At most 2^32 bytes, so that band-linear pixel numbers stay 32-bit in the shaders.)
+  const int64_t binding_limit = std::min(
+      binding_limit_override_ > 0 ? binding_limit_override_ : limits.max_storage_block_bytes,
+      int64_t{1} << 32);
   const int band_rows = int(std::clamp<int64_t>(binding_limit / 4 / desc.width, 1, desc.height));
   const int num_bands = int(CeilDiv(desc.height, band_rows));
   const int64_t max_band_pixels = int64_t{band_rows} * desc.width;
@@ -329,7 +351,8 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
     }
   };
 
-  // Buffers for the bands that return a list, made on first use at the largest band's size.
+  // Buffers for the bands that return a list, made on first use (the list's buffers at the size
+  // needed, so a small result costs little memory).
   Buffer indices, block_counts, pass_bits;
   std::vector<Buffer> scan_sums;    // one per scan level above the block counts
   std::vector<int64_t> scan_sizes;  // values per level, level 0 = blocks
@@ -355,7 +378,6 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
     SetInt(p, "u_band", band);
     SetInt(p, "u_row0", row0);
     SetInt(p, "u_rows", rows);
-    const uint32_t first_index = uint32_t(int64_t{row0} * desc.width);
     uint32_t count = 0;
     int64_t keep = 0;
     if (ordered) {
@@ -364,7 +386,6 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
         const int64_t max_blocks = CeilDiv(max_band_pixels, kBlockPixels);
         block_counts = Buffer::Create(size_t(max_blocks) * 4);
         pass_bits = Buffer::Create(size_t(max_blocks * kThreads) * 4);
-        indices = Buffer::Create(size_t(std::min(max_band_pixels, wanted)) * 4);
         for (int64_t n = max_blocks; n > 1;) {
           n = CeilDiv(n, kScanRun);
           scan_sums.push_back(Buffer::Create(size_t(n) * 4));
@@ -405,11 +426,13 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
       counters.Read(size_t(band) * 4, 4, &count);
       keep = std::min<int64_t>(count, wanted);
       if (keep > 0) {
+        if (indices.bytes() < size_t(keep) * 4) indices = Buffer::Create(size_t(keep) * 4);
         clock.Start();
         indices.BindBase(kIndicesBinding);
         block_counts.BindBase(kDataBinding);
         pass_bits.BindBase(kBitsBinding);
-        SetUint(*scatter, "u_first_index", first_index);
+        SetInt(*scatter, "u_row0", row0);
+        SetInt(*scatter, "u_width", desc.width);
         SetUint(*scatter, "u_cap", uint64_t(keep));
         DispatchFlat(*scatter, limits, blocks);
         glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
@@ -431,7 +454,7 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
         // `keep` back for the gather pass.
         std::vector<uint32_t> unordered(count);
         indices.Read(0, size_t(count) * 4, unordered.data());
-        std::vector<uint32_t> sorted = OrderBandIndices(unordered, first_index, band_pixels, keep);
+        std::vector<uint32_t> sorted = OrderBandKeys(unordered, desc.width, row0, rows, keep);
         indices.Upload(0, sorted.size() * 4, sorted.data());
       }
     }
@@ -440,10 +463,9 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
     for (int64_t done = 0; done < keep;) {
       const int64_t n = std::min(chunk_entries, keep - done);
       const int64_t words = CeilDiv(n * pixel_bytes, 4);
-      if (!xy_chunk) {
-        const int64_t most = std::min(chunk_entries, wanted);
-        xy_chunk = Buffer::Create(size_t(most) * 8);
-        values_chunk = Buffer::Create(size_t(CeilDiv(most * pixel_bytes, 4)) * 4);
+      if (xy_chunk.bytes() < size_t(n) * 8) {
+        xy_chunk = Buffer::Create(size_t(n) * 8);
+        values_chunk = Buffer::Create(size_t(words) * 4);
       }
       clock.Start();
       indices.BindRange(kIndicesBinding, size_t(done) * 4, size_t(n) * 4);
@@ -452,8 +474,6 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
       const GLuint g = *gather;
       SetUint(g, "u_count", uint64_t(n));
       SetUint(g, "u_words", uint64_t(words));
-      SetInt(g, "u_width", desc.width);
-      SetUint(g, "u_channels", uint64_t(desc.channels));
       DispatchFlat(g, limits, CeilDiv(std::max(n, words), kThreads));
       glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
       clock.Stop();

@@ -25,9 +25,9 @@ std::string_view CompactSourceName(CompactSource s);  // "channel", "luma"
 std::optional<CompactSource> ParseCompactSource(std::string_view name);
 
 // How the kernel finds each passing pixel's place in the output. Whatever runs, the result is in
-// row-major order: the atomic variants produce an unordered list of linear indices (y * width +
-// x) that the host orders (a bitmap of the band, read in order: linear time for distinct keys)
-// before the values are gathered; the ordered scan needs no ordering step.
+// row-major order: the atomic variants produce an unordered list of pixel keys ((y << 16) | x)
+// that the host reads back and orders (a bitmap of the band, read in order: linear time for
+// distinct keys) before the values are gathered; the ordered scan needs no ordering step.
 enum class CompactVariant {
   kAuto,                 // the fastest correct one (ResolveCompactVariant)
   kAtomicPerPixel,       // one global atomicAdd per passing pixel

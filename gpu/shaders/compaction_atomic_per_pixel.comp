@@ -1,5 +1,5 @@
 // One invocation per pixel of the band; a passing pixel reserves its slot with one global
-// atomicAdd and writes its linear index (y * width + x). The order of the list is arbitrary.
+// atomicAdd and writes its key (y << 16) | x. The order of the list is arbitrary.
 #include "compaction_common.glsl"
 
 layout(local_size_x = 16, local_size_y = 16) in;
@@ -16,6 +16,6 @@ void main() {
   if (!passes(p)) return;
   uint slot = atomicAdd(counters[u_band], 1u);
 #if !defined(COUNT_ONLY)
-  indices[slot] = uint(p.y) * uint(u_size.x) + uint(p.x);
+  indices[slot] = (uint(p.y) << 16) | uint(p.x);
 #endif
 }

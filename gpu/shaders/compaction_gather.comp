@@ -1,18 +1,16 @@
-// The output for a chunk of the ordered list of linear indices: invocation i writes the (x, y)
-// of entry i and word i of the packed values (all channels of each pixel, the image's sample
-// type, little-endian: 4 uint8, 2 uint16 or 1 float32 sample per word). Defines: FMT_UINT |
-// FMT_FLOAT, SAMPLE_BITS.
+// The output for a chunk of the ordered list of pixel keys ((y << 16) | x): invocation i writes
+// the (x, y) of entry i and word i of the packed values (all channels of each pixel, the image's
+// sample type, little-endian: 4 uint8, 2 uint16 or 1 float32 sample per word). Defines: FMT_UINT
+// | FMT_FLOAT, SAMPLE_BITS, CHANNELS.
 #include "compaction_block_scan.glsl"
 
 layout(std430, binding = 1) readonly buffer Indices { uint indices[]; };  // bound at the chunk
 layout(std430, binding = 5) writeonly buffer Xy { uint xy[]; };
 layout(std430, binding = 6) writeonly buffer Values { uint values[]; };
-uniform uint u_count;     // entries in the chunk
-uniform uint u_words;     // words of values
-uniform int u_width;
-uniform uint u_channels;
+uniform uint u_count;  // entries in the chunk
+uniform uint u_words;  // words of values
 
-ivec2 position(uint index) { return ivec2(index % uint(u_width), index / uint(u_width)); }
+ivec2 position(uint key) { return ivec2(key & 0xFFFFu, key >> 16); }
 
 void main() {
   uint i = flat_group_index() * kThreads + gl_LocalInvocationIndex;
@@ -23,7 +21,8 @@ void main() {
   }
   if (i >= u_words) return;
   const uint kPerWord = 32u / uint(SAMPLE_BITS);
-  uint samples = u_count * u_channels;
+  const uint kChannels = uint(CHANNELS);
+  uint samples = u_count * kChannels;
   uint word = 0u;
   uint loaded = 0xFFFFFFFFu;
 #if defined(FMT_UINT)
@@ -34,12 +33,12 @@ void main() {
   for (uint k = 0u; k < kPerWord; ++k) {
     uint s = i * kPerWord + k;
     if (s >= samples) break;
-    uint entry = s / u_channels;
+    uint entry = s / kChannels;
     if (entry != loaded) {
       t = load_texel(position(indices[entry]));
       loaded = entry;
     }
-    uint c = s % u_channels;
+    uint c = s % kChannels;
 #if defined(FMT_UINT)
     uint bits = t[c];
 #else

@@ -1,5 +1,5 @@
 // Ordered scan, pass 3: each workgroup re-reads its block's pass bits, scans the invocations'
-// counts, and writes the linear index (y * width + x) of every passing pixel at its block's
+// counts, and writes the key (y << 16) | x of every passing pixel at its block's
 // offset + its rank in the block, so the list comes out in row-major order. Positions at or past
 // u_cap are not written (a block wholly past it returns at once).
 #include "compaction_block_scan.glsl"
@@ -7,7 +7,8 @@
 layout(std430, binding = 1) writeonly buffer Indices { uint indices[]; };
 layout(std430, binding = 2) readonly buffer BlockOffsets { uint block_offsets[]; };
 layout(std430, binding = 3) readonly buffer PassBits { uint pass_bits[]; };
-uniform uint u_first_index;  // linear index of the band's first pixel
+uniform int u_row0;   // first row of the band
+uniform int u_width;
 uniform uint u_cap;          // list entries wanted from this band
 
 void main() {
@@ -19,10 +20,18 @@ void main() {
   uint bits = pass_bits[thread];
   uint total;
   uint pos = offset + workgroup_exclusive_scan(uint(bitCount(bits)), total);
-  uint index = u_first_index + thread * uint(PIXELS_PER_THREAD);
+  uint first = thread * uint(PIXELS_PER_THREAD);  // band-linear
+  uint width = uint(u_width);
+  uint x0 = first % width;
+  uint y0 = uint(u_row0) + first / width;
   while (bits != 0u && pos < u_cap) {
-    int k = findLSB(bits);
+    uint x = x0 + uint(findLSB(bits));
+    uint y = y0;
+    while (x >= width) {  // at most once unless the image is narrower than PIXELS_PER_THREAD
+      x -= width;
+      ++y;
+    }
     bits &= bits - 1u;
-    indices[pos++] = index + uint(k);
+    indices[pos++] = (y << 16) | x;
   }
 }

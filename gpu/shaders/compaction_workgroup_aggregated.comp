@@ -1,6 +1,6 @@
 // One invocation per pixel of the band; passing pixels take a slot in a shared counter, then one
 // invocation reserves the workgroup's run with a single global atomicAdd and every passing pixel
-// writes its linear index at run start + slot. The order of the list is arbitrary.
+// writes its key (y << 16) | x at run start + slot. The order of the list is arbitrary.
 #include "compaction_common.glsl"
 
 layout(local_size_x = 16, local_size_y = 16) in;
@@ -25,6 +25,6 @@ void main() {
   if (gl_LocalInvocationIndex == 0u && s_count != 0u) s_base = atomicAdd(counters[u_band], s_count);
   barrier();
 #if !defined(COUNT_ONLY)
-  if (pass) indices[s_base + slot] = uint(p.y) * uint(u_size.x) + uint(p.x);
+  if (pass) indices[s_base + slot] = (uint(p.y) << 16) | uint(p.x);
 #endif
 }
