@@ -14,7 +14,7 @@ build_pkgs=(
 )
 runtime_pkgs=(
   libegl1 libegl-mesa0 libgl1-mesa-dri libgrpc++1.51 libgrpc29 libprotobuf32
-  libabsl20220623 libspdlog1.10 libfmt9 libstb0 ca-certificates
+  libabsl20220623 libspdlog1.10 libfmt9 ca-certificates
 )
 
 pkgs=("${build_pkgs[@]}")

@@ -12,6 +12,7 @@ import fnmatch
 import glob
 import json
 import os
+import re
 import subprocess
 
 import yaml
@@ -69,6 +70,19 @@ def check_dockerfile(c, defaults, port, services):
   c.check("-DCMAKE_BUILD_TYPE=Release" in build_runs, "Dockerfile build stage: Release build")
   c.check("glimpse-server" in build_runs and "glimpse" in build_runs.replace("glimpse-server", ""),
           "Dockerfile build stage: builds glimpse-server and glimpse")
+  # `cmake --install` fails on an install rule whose target the stage did not build.
+  built = re.search(r"--target((?:\s+[\w-]+)+)", build_runs)
+  built = set(built.group(1).split()) if built else set()
+  for root, _, files in os.walk(dc.REPO):
+    if os.path.relpath(root, dc.REPO).startswith(("build", ".git")):
+      continue
+    for f in files:
+      if f == "CMakeLists.txt":
+        text = open(os.path.join(root, f), encoding="utf-8").read()
+        for m in re.finditer(r"install\s*\(\s*TARGETS\s+([^)]*?)\s+(?:RUNTIME|LIBRARY|ARCHIVE|DESTINATION|EXPORT)", text):
+          for target in m.group(1).split():
+            c.check(target in built, f"Dockerfile build stage: builds {target}, which "
+                    f"{os.path.relpath(os.path.join(root, f), dc.REPO)} installs")
   runtime_runs = " ".join(i.args for i in runtime.all("RUN"))
   c.check("install-deps.sh --runtime" in runtime_runs,
           "Dockerfile runtime stage: installs the runtime list (install-deps.sh --runtime)")
@@ -315,8 +329,18 @@ def main():
 
   if args.client:
     cdefaults, help_text = dc.flag_defaults(args.client)
-    for flag in dc.flags_in(client_args):
-      c.check(flag in cdefaults, f"compose client: flag --{flag} is in glimpse --help")
+    # `glimpse [global flags] COMMAND [options]`: global flags are listed with defaults, the
+    # command in the command list, its options in its usage line.
+    command_at = next((i for i, a in enumerate(client_args) if not a.startswith("--")), None)
+    c.check(command_at is not None, f"compose client: runs a command, got {client_args}")
+    if command_at is not None:
+      command = client_args[command_at]
+      c.check(re.search(rf"(?m)^\s+{re.escape(command)}\b", help_text) is not None,
+              f"compose client: command {command!r} is in glimpse --help")
+      for flag in dc.flags_in(client_args[:command_at]):
+        c.check(flag in cdefaults, f"compose client: global flag --{flag} is in glimpse --help")
+      for flag in dc.flags_in(client_args[command_at + 1:]):
+        c.check(f"--{flag}" in help_text, f"compose client: option --{flag} is in glimpse --help")
     hc = dc.parse_dockerfile()[-1].last("HEALTHCHECK")
     _, command = dc.healthcheck(hc)
     for flag in dc.flags_in(command[1:]):

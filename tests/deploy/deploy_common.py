@@ -149,18 +149,18 @@ def duration_s(text):
 
 
 def flag_defaults(binary):
-  """{flag: default} from `binary --help`, for flags listed as `--name=value` or absl-style
-  `--name (...); default: value;`."""
+  """{flag: default} from `binary --help`. Understands `--name  (default "value")`,
+  absl's `--name (help); default: value;` and `--name=value  help`."""
   run = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=30)
   text = run.stdout + run.stderr
   defaults = {}
-  # absl: --name (help text); default: "value"; or default: value;
+  for match in re.finditer(r"(?m)^\s*--([\w-]+)\s+\(default:?\s*(\"[^\"]*\"|[^)\s]*)\)", text):
+    defaults[match.group(1)] = match.group(2).strip('"')
   for match in re.finditer(r"--([\w-]+)\s+\((?:[^()]|\([^()]*\))*\);\s*default:\s*(\"[^\"]*\"|[^;\s]*);?",
                            text):
-    defaults[match.group(1).replace("_", "-")] = match.group(2).strip('"')
-  # hand-made: --name=value  description
+    defaults.setdefault(match.group(1), match.group(2).strip('"'))
   for match in re.finditer(r"(?m)^\s*--([\w-]+)=(\S*)", text):
-    defaults.setdefault(match.group(1).replace("_", "-"), match.group(2))
+    defaults.setdefault(match.group(1), match.group(2))
   if not defaults:
     raise CheckError(f"{binary} --help (exit {run.returncode}) lists no flags:\n{text}")
   return defaults, text
