@@ -1,7 +1,9 @@
 #include "server/image_codec.h"
 
+#include <cctype>
 #include <climits>
 #include <cstring>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "gpu/str.h"
@@ -25,6 +27,27 @@ namespace glimpse::server {
 namespace {
 
 constexpr std::string_view kFormats = "PNG, JPEG, BMP, TGA, GIF, PNM, HDR or PSD";
+
+// Where the samples of a binary PNM file (P5 grey, P6 RGB) start, or 0 if it is not one.
+// stb_image 2.27 neither notices a truncated PNM nor swaps 16-bit PNM samples from their
+// big-endian order, and converts their channels as if they were 8-bit: DecodeEncoded makes up
+// for all three with this.
+size_t PnmDataOffset(std::span<const uint8_t> f) {
+  if (f.size() < 3 || f[0] != 'P' || (f[1] != '5' && f[1] != '6')) return 0;
+  size_t i = 2;
+  for (int token = 0; token < 3; ++token) {  // width, height, maxval
+    while (i < f.size() && (std::isspace(f[i]) || f[i] == '#')) {
+      if (f[i] == '#') {
+        while (i < f.size() && f[i] != '\n') ++i;
+      } else {
+        ++i;
+      }
+    }
+    if (i >= f.size() || !std::isdigit(f[i])) return 0;
+    while (i < f.size() && std::isdigit(f[i])) ++i;
+  }
+  return i + 1;  // one whitespace character ends the header
+}
 
 }  // namespace
 
@@ -72,6 +95,20 @@ absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int 
   }
   if (desired_channels != 0) desc.channels = desired_channels;
 
+  const size_t pnm = PnmDataOffset(file);
+  if (pnm != 0) {
+    const size_t needed = size_t(desc.pixels()) * probed->channels * gpu::BytesPerSample(desc.type);
+    if (file.size() < pnm || file.size() - pnm < needed) {
+      return absl::InvalidArgumentError(StrCat(
+          field, " is a truncated PNM file: its header (", gpu::DescribeImage(*probed), ") needs ",
+          needed, " bytes of samples, it has ", file.size() < pnm ? 0 : file.size() - pnm));
+    }
+    if (desc.type == gpu::SampleType::kUint16 && desc.channels != probed->channels) {
+      return absl::InvalidArgumentError(
+          StrCat("desired_channels ", desired_channels, " cannot be applied to a 16-bit PNM file (",
+                 probed->channels, " channels); send 0 to keep them"));
+    }
+  }
   const auto* data = reinterpret_cast<const stbi_uc*>(file.data());
   const int len = int(file.size());
   int w = 0, h = 0, comp = 0;
@@ -102,6 +139,9 @@ absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int 
   host.data.resize(desc.bytes());
   std::memcpy(host.data.data(), pixels, desc.bytes());
   stbi_image_free(pixels);
+  if (pnm != 0 && desc.type == gpu::SampleType::kUint16) {
+    for (size_t i = 0; i + 1 < host.data.size(); i += 2) std::swap(host.data[i], host.data[i + 1]);
+  }
   return host;
 }
 

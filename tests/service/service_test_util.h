@@ -1,0 +1,131 @@
+// Helpers of the service tests: a real server on an ephemeral port, stubs, images, uploads.
+#ifndef GLIMPSE_TESTS_SERVICE_SERVICE_TEST_UTIL_H_
+#define GLIMPSE_TESTS_SERVICE_SERVICE_TEST_UTIL_H_
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "glimpse/v1/image_analytics.grpc.pb.h"
+#include "gpu/image.h"
+#include "server/server.h"
+#include "tests/gpu_test_env.h"
+
+namespace glimpse::testing {
+
+inline bool RequireGpuContext() {
+  const char* v = std::getenv("GLIMPSE_REQUIRE_GPU_CONTEXT");
+  return v != nullptr && std::string(v) == "1";
+}
+
+// A server for one test suite, listening on 127.0.0.1:<ephemeral>.
+struct TestServer {
+  std::unique_ptr<server::GlimpseServer> server;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::ImageAnalytics::Stub> stub;
+  std::string error;  // why it could not start
+
+  static std::unique_ptr<TestServer> Start(server::ServerOptions options) {
+    auto t = std::make_unique<TestServer>();
+    options.listen = "127.0.0.1:0";
+    options.worker.device = "auto";
+    absl::StatusOr<std::unique_ptr<server::GlimpseServer>> s =
+        server::GlimpseServer::Start(options);
+    if (!s.ok()) {
+      t->error = std::string(s.status().message().data(), s.status().message().size());
+      return t;
+    }
+    t->server = *std::move(s);
+    // Default client limits (4 MiB per message): large results must arrive in chunks.
+    t->channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(t->server->port()),
+                                     grpc::InsecureChannelCredentials());
+    t->stub = v1::ImageAnalytics::NewStub(t->channel);
+    return t;
+  }
+};
+
+// Skips (or fails, with GLIMPSE_REQUIRE_GPU_CONTEXT=1) when the server could not open a context.
+#define GLIMPSE_REQUIRE_SERVER(ts)                                               \
+  if ((ts) == nullptr || (ts)->server == nullptr) {                              \
+    const std::string why = (ts) ? (ts)->error : std::string("not started");     \
+    if (::glimpse::testing::RequireGpuContext()) FAIL() << "no server: " << why; \
+    GTEST_SKIP() << "no server (no EGL context?): " << why;                      \
+  }
+
+inline v1::SampleFormat ProtoFormat(gpu::SampleType t) {
+  switch (t) {
+    case gpu::SampleType::kUint8:
+      return v1::SAMPLE_FORMAT_UINT8;
+    case gpu::SampleType::kUint16:
+      return v1::SAMPLE_FORMAT_UINT16;
+    case gpu::SampleType::kFloat32:
+      return v1::SAMPLE_FORMAT_FLOAT32;
+  }
+  return v1::SAMPLE_FORMAT_UNSPECIFIED;
+}
+
+inline v1::ImageLayout Layout(const gpu::ImageDesc& d) {
+  v1::ImageLayout l;
+  l.set_width(uint32_t(d.width));
+  l.set_height(uint32_t(d.height));
+  l.set_channels(uint32_t(d.channels));
+  l.set_format(ProtoFormat(d.type));
+  return l;
+}
+
+inline v1::ImageRef InlineRaw(const gpu::HostImage& img) {
+  v1::ImageRef ref;
+  *ref.mutable_raw()->mutable_layout() = Layout(img.desc);
+  ref.mutable_raw()->set_data(img.data.data(), img.data.size());
+  return ref;
+}
+
+inline v1::ImageRef ById(const std::string& id) {
+  v1::ImageRef ref;
+  ref.set_image_id(id);
+  return ref;
+}
+
+// Uploads `bytes` in chunks of `chunk` bytes with `header` in the first message.
+inline grpc::Status UploadRaw(v1::ImageAnalytics::Stub& stub, const v1::UploadHeader& header,
+                              const std::string& bytes, v1::UploadImageResponse* response,
+                              size_t chunk = 64 << 10) {
+  grpc::ClientContext ctx;
+  auto writer = stub.UploadImage(&ctx, response);
+  v1::UploadImageRequest first;
+  *first.mutable_header() = header;
+  size_t off = std::min(chunk, bytes.size());
+  first.set_chunk(bytes.substr(0, off));
+  bool ok = writer->Write(first);
+  while (ok && off < bytes.size()) {
+    v1::UploadImageRequest m;
+    m.set_chunk(bytes.substr(off, chunk));
+    off += chunk;
+    ok = writer->Write(m);
+  }
+  writer->WritesDone();
+  return writer->Finish();
+}
+
+inline std::string Bytes(const gpu::HostImage& img) {
+  return std::string(reinterpret_cast<const char*>(img.data.data()), img.data.size());
+}
+
+inline absl::StatusOr<std::string> UploadImage(v1::ImageAnalytics::Stub& stub,
+                                               const gpu::HostImage& img) {
+  v1::UploadHeader header;
+  *header.mutable_raw() = Layout(img.desc);
+  v1::UploadImageResponse response;
+  grpc::Status s = UploadRaw(stub, header, Bytes(img), &response);
+  if (!s.ok()) return absl::InternalError(s.error_message());
+  return response.image().image_id();
+}
+
+}  // namespace glimpse::testing
+
+#endif  // GLIMPSE_TESTS_SERVICE_SERVICE_TEST_UTIL_H_
