@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# End to end: starts glimpse-server on an ephemeral port and runs every glimpse subcommand,
+# checking exit codes and the files written; then stops the server with SIGTERM (exit 0).
+#   cli_test.sh SERVER_BINARY CLIENT_BINARY SAMPLE_PNG
+# Skips (exit 0 with a note) when no EGL context can be opened, unless GLIMPSE_REQUIRE_GPU_CONTEXT=1.
+set -uo pipefail
+server_bin=$(realpath "$1")
+client_bin=$(realpath "$2")
+sample=$(realpath "$3")
+work=$(mktemp -d)
+server_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill -KILL "$server_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  echo "--- server log" >&2
+  cat "$work/server.log" >&2
+  exit 1
+}
+
+"$server_bin" --listen=127.0.0.1:0 --shutdown-grace-s=10 >"$work/server.log" 2>&1 &
+server_pid=$!
+port=""
+for _ in $(seq 1 300); do
+  port=$(sed -n 's/.*listening on .*(port \([0-9]*\)).*/\1/p' "$work/server.log")
+  [ -n "$port" ] && break
+  if ! kill -0 "$server_pid" 2>/dev/null; then
+    if grep -q "opening the GL context" "$work/server.log" && [ "${GLIMPSE_REQUIRE_GPU_CONTEXT:-0}" != 1 ]; then
+      echo "SKIP: no EGL context: $(cat "$work/server.log")"
+      server_pid=""
+      exit 0
+    fi
+    server_pid=""
+    fail "server exited at start-up"
+  fi
+  sleep 0.1
+done
+[ -n "$port" ] || fail "server did not report its port"
+g() { "$client_bin" --server="127.0.0.1:$port" --timeout-s=60 "$@"; }
+cd "$work"
+
+# health, info
+[ "$(g health)" = SERVING ] || fail "health did not print SERVING"
+g health --service=glimpse.v1.ImageAnalytics >/dev/null || fail "health of the service"
+g info >info.txt || fail "info"
+grep -q "renderer\|device" info.txt || fail "info printed no device"
+
+# upload, list
+id=$(g upload "$sample" --label=sample) || fail "upload"
+[[ "$id" =~ ^[0-9a-f]{32}$ ]] || fail "upload printed \"$id\", not an id"
+g list >list.txt || fail "list"
+grep -q "$id" list.txt || fail "list does not show $id"
+grep -q "640x480" list.txt || fail "list does not show the size"
+
+# histogram: CSV, JSON, PNG chart; by id and by file (inline)
+g histogram "$id" --csv=h.csv --json=h.json --png=h.png >/dev/null || fail "histogram"
+[ "$(wc -l <h.csv)" = 257 ] || fail "h.csv should have a header and 256 rows"
+head -1 h.csv | grep -q "^bin,lo,hi,count0,count1,count2$" || fail "h.csv header: $(head -1 h.csv)"
+# Every channel counts all 640 * 480 pixels.
+awk -F, 'NR > 1 { s += $4 } END { exit s != 307200 }' h.csv || fail "h.csv counts do not sum to 307200"
+grep -q '"bins": 256' h.json || fail "h.json"
+head -c 8 h.png | od -c | grep -q "P   N   G" || fail "h.png is not a PNG"
+g histogram "$sample" --source=luma --bins=16 --csv=luma.csv >/dev/null || fail "histogram of a file"
+[ "$(wc -l <luma.csv)" = 17 ] || fail "luma.csv rows"
+
+# integral: .npy of H x W x C uint64 (header + 640*480*3*8 bytes)
+g integral "$id" --npy=integral.npy --squared >/dev/null || fail "integral"
+size=$(stat -c %s integral.npy)
+[ $((size - 128)) = $((640 * 480 * 3 * 8)) ] || fail "integral.npy has $size bytes"
+head -c 128 integral.npy | grep -q "'descr': '<u8'" || fail "integral.npy header"
+grep -q "'shape': (480, 640, 3)" <(head -c 128 integral.npy) || fail "integral.npy shape"
+[ -s integral_squared.npy ] || fail "no squared table"
+
+# compact: CSV of passing pixels; count only
+g compact "$id" --lo=200 --hi=255 --channel=0 --csv=c.csv >compact.txt || fail "compact"
+head -1 c.csv | grep -q "^x,y,v0,v1,v2$" || fail "c.csv header"
+total=$(sed -n 's/.*: \([0-9]*\) pixels pass.*/\1/p' compact.txt)
+[ "$(($(wc -l <c.csv) - 1))" = "$total" ] || fail "c.csv rows != total $total"
+g compact "$id" --lo=0 --hi=255 --count-only | grep -q "307200 pixels pass" || fail "count-only"
+
+# box: PNG out; keep -> chain into histogram by the new id
+g box "$id" --rx=3 --out=box.png >/dev/null || fail "box"
+head -c 8 box.png | od -c | grep -q "P   N   G" || fail "box.png is not a PNG"
+g box "$id" --rx=2 --ry=1 --out=box.npy >/dev/null || fail "box .npy"
+[ $(($(stat -c %s box.npy) - 128)) = $((640 * 480 * 3)) ] || fail "box.npy size"
+kept=$(g box "$id" --keep --label=blurred | tail -1)
+[[ "$kept" =~ ^[0-9a-f]{32}$ ]] || fail "box --keep printed \"$kept\""
+g histogram "$kept" --csv=kept.csv >/dev/null || fail "histogram of the kept box result"
+
+# load mode, briefly
+g load --rpcs=histogram --sizes=1 --concurrency=2 --duration-s=1 --markdown=load.md >/dev/null \
+  || fail "load"
+grep -q "| histogram | 1 MP" load.md || fail "load.md has no histogram row"
+
+# delete, then the id is gone (exit 1, NOT_FOUND)
+g delete "$id" "$kept" >/dev/null || fail "delete"
+g histogram "$id" >/dev/null 2>err.txt
+[ $? = 1 ] || fail "histogram of a deleted id should exit 1"
+grep -q NOT_FOUND err.txt || fail "no NOT_FOUND message: $(cat err.txt)"
+
+# Errors and exit codes: bad option (2), bad value from the server (1), missing file (4),
+# unreachable server (3).
+g histogram "$sample" --no-such-option >/dev/null 2>&1
+[ $? = 2 ] || fail "unknown option should exit 2"
+g histogram "$sample" --bins=70000 >/dev/null 2>err.txt
+[ $? = 1 ] || fail "bins=70000 should exit 1"
+grep -q "INVALID_ARGUMENT.*bins" err.txt || fail "bins message: $(cat err.txt)"
+g histogram /no/such/file.png >/dev/null 2>&1
+[ $? = 4 ] || fail "missing file should exit 4"
+"$client_bin" --server=127.0.0.1:1 --timeout-s=5 health >/dev/null 2>&1
+[ $? = 3 ] || fail "unreachable server should exit 3"
+[ "$(g health)" = SERVING ] || fail "server no longer serving after bad input"
+
+# SIGTERM: the server stops and exits 0.
+kill -TERM "$server_pid"
+wait "$server_pid"
+rc=$?
+server_pid=""
+[ $rc = 0 ] || fail "server exited $rc after SIGTERM"
+grep -q "stopped" "$work/server.log" || fail "no 'stopped' line in the log"
+echo "PASS: every glimpse subcommand against glimpse-server on port $port"
