@@ -121,4 +121,34 @@ rc=$?
 server_pid=""
 [ $rc = 0 ] || fail "server exited $rc after SIGTERM"
 grep -q "stopped" "$work/server.log" || fail "no 'stopped' line in the log"
+# TLS: a self-signed certificate for localhost; the client trusts it with --tls-ca.
+if command -v openssl >/dev/null; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
+    -addext subjectAltName=DNS:localhost -keyout key.pem -out cert.pem >/dev/null 2>&1 \
+    || fail "openssl could not make a certificate"
+  "$server_bin" --listen=127.0.0.1:0 --tls-cert=cert.pem --tls-key=key.pem \
+    >"$work/server.log" 2>&1 &
+  server_pid=$!
+  port=""
+  for _ in $(seq 1 300); do
+    port=$(sed -n 's/.*listening on .*(port \([0-9]*\)).*/\1/p' "$work/server.log")
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  [ -n "$port" ] || fail "TLS server did not start"
+  grep -q "with TLS" "$work/server.log" || fail "server does not say it serves TLS"
+  [ "$("$client_bin" --server="localhost:$port" --tls-ca=cert.pem --timeout-s=30 health)" = SERVING ] \
+    || fail "health over TLS"
+  "$client_bin" --server="localhost:$port" --timeout-s=5 health >/dev/null 2>&1 \
+    && fail "a plaintext client should not get an answer from the TLS server"
+  kill -TERM "$server_pid"
+  wait "$server_pid" || fail "TLS server exit status"
+  server_pid=""
+fi
+"$server_bin" --tls-cert=only-a-cert.pem >/dev/null 2>&1
+[ $? = 1 ] || fail "--tls-cert without --tls-key should fail start-up"
+"$server_bin" --max-queue=0 >/dev/null 2>&1
+[ $? = 2 ] || fail "--max-queue=0 should be refused"
+"$server_bin" --help | grep -q -- "--max-connection-age-s" || fail "--help does not list every flag"
+
 echo "PASS: every glimpse subcommand against glimpse-server on port $port"
