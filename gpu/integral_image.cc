@@ -368,9 +368,9 @@ absl::StatusOr<IntegralResult> IntegralImageKernel::Run(
 
 absl::Status IntegralImageKernel::ComputeOnDevice(const Image& image, int x0, int y0, int w, int h,
                                                   IntegralVariant variant, const Buffer& table,
-                                                  uint64_t* gpu_ns) {
+                                                  uint64_t* gpu_ns, bool force_two_word) {
   variant = ResolveIntegralVariant(ctx_.info(), variant);
-  absl::StatusOr<Workspace> ws = MakeWorkspace(image, x0, y0, w, h, variant, false, false);
+  absl::StatusOr<Workspace> ws = MakeWorkspace(image, x0, y0, w, h, variant, false, force_two_word);
   if (!ws.ok()) return ws.status();
   ws->table = &table;
   image.Bind(0);

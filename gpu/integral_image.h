@@ -85,7 +85,8 @@ class IntegralImageKernel {
   // `table` from byte 0 on the device. REQUIRES: w * h * channels * 8 <= the binding limit and
   // table.bytes(). Adds the GPU time to *gpu_ns. Used by the box filter.
   absl::Status ComputeOnDevice(const Image& image, int x0, int y0, int w, int h,
-                               IntegralVariant variant, const Buffer& table, uint64_t* gpu_ns);
+                               IntegralVariant variant, const Buffer& table, uint64_t* gpu_ns,
+                               bool force_two_word = false);
 
  private:
   struct Workspace;

@@ -1,0 +1,87 @@
+// Box (mean) filter on the GPU: the mean over a (2rx+1) x (2ry+1) window centred on each pixel,
+// per channel, output in the input's format, with OpenCV's border modes.
+//
+// Integer images: the exact mean rounded half up, floor(sum / area + 1/2), computed exactly in
+// integers (OpenCV's 8-bit blur rounds differently in places; see GL-HEADLESS.md).
+// Float images: the window sum in double, then the mean rounded once to float. With V the largest
+// |v| in the window (border value included) and m the double mean before that rounding:
+//   shared_tile, separable: |m - mean| <= 2^-32 V, so |out - mean| <= 2^-24 |mean| + 2^-31 V;
+//   integral: |m - mean| <= 2^-52 (W + H + 17) Cx Cy A / area, A the sum of |v| over the image
+//   and Cx = 12 (2 + (2rx + 2) / max(1, 2W - 2)) (Cy alike): its table sums grow with the image,
+//   not the window, so kAuto never picks it for float images.
+#ifndef GLIMPSE_GPU_BOX_FILTER_H_
+#define GLIMPSE_GPU_BOX_FILTER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "gpu/context.h"
+#include "gpu/image.h"
+
+namespace glimpse::gpu {
+
+enum class BorderMode {
+  kReplicate,   // aaa|abcd|ddd
+  kReflect101,  // dcb|abcd|cba, repeated for windows wider than the image (OpenCV's default)
+  kConstant,    // vvv|abcd|vvv
+};
+std::string_view BorderModeName(BorderMode m);  // "replicate", "reflect101", "constant"
+std::optional<BorderMode> ParseBorderMode(std::string_view name);
+
+enum class BoxFilterVariant {
+  kAuto,
+  kSharedTile,  // 16x16 tile + apron in shared memory, loaded once per chunk, sums from there
+  kSeparable,   // horizontal then vertical running sums through a buffer of row sums
+  kIntegral,    // window sums from the integral image: constant cost whatever the radius
+};
+std::string_view BoxFilterVariantName(BoxFilterVariant v);  // "shared_tile", "separable", ...
+std::optional<BoxFilterVariant> ParseBoxFilterVariant(std::string_view name);  // "", "auto": kAuto
+
+// The largest rx or ry: windows up to 65535 wide, twice llvmpipe's largest image; the sums of such
+// windows stay below 2^53, so doubles hold them exactly.
+inline constexpr int kMaxBoxRadius = 32767;
+
+struct BoxFilterOptions {
+  int rx = 1, ry = 1;  // window (2rx+1) x (2ry+1), 0..kMaxBoxRadius
+  BorderMode border = BorderMode::kReflect101;
+  // For kConstant, in the image's sample units: a whole number in [0, 255] / [0, 65535] for
+  // 8/16-bit images, a finite float value for float images.
+  double border_value = 0;
+  BoxFilterVariant variant = BoxFilterVariant::kAuto;
+  // Testing: cap on the bytes of one tile's buffers (0: the device's storage-binding limit), and
+  // the two-word 64-bit arithmetic of the integral variant even where int64 exists.
+  int64_t tile_bytes = 0;
+  bool force_two_word = false;
+};
+
+struct BoxFilterResult {
+  Image image;                                         // same desc as the input
+  BoxFilterVariant variant = BoxFilterVariant::kAuto;  // the variant that ran
+  uint64_t gpu_ns = 0;
+};
+
+// Checks the options against the image; errors name the field, the value and the limit.
+absl::StatusOr<BoxFilterOptions> ResolveBoxFilterOptions(const ImageDesc& desc,
+                                                         const BoxFilterOptions& options);
+
+// The variant kAuto runs for these (resolved) options on this device; see box_filter.cc.
+BoxFilterVariant ResolveBoxFilterVariant(const DeviceInfo& device, const ImageDesc& desc,
+                                         const BoxFilterOptions& resolved);
+
+// REQUIRES: ctx's thread; images were made in ctx.
+class BoxFilterKernel {
+ public:
+  explicit BoxFilterKernel(Context& ctx) : ctx_(ctx) {}
+  // Compiles every program the kernel may use for images of this sample type.
+  absl::Status Prepare(SampleType type);
+  absl::StatusOr<BoxFilterResult> Run(const Image& image, const BoxFilterOptions& options);
+
+ private:
+  Context& ctx_;
+};
+
+}  // namespace glimpse::gpu
+
+#endif  // GLIMPSE_GPU_BOX_FILTER_H_

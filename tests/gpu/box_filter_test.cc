@@ -1,0 +1,322 @@
+#include "gpu/box_filter.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/reference/box_filter.h"
+#include "gpu/str.h"
+#include "tests/gpu_test_env.h"
+
+namespace glimpse::gpu {
+namespace {
+
+constexpr BoxFilterVariant kVariants[] = {
+    BoxFilterVariant::kSharedTile, BoxFilterVariant::kSeparable, BoxFilterVariant::kIntegral};
+constexpr BorderMode kBorders[] = {BorderMode::kReplicate, BorderMode::kReflect101,
+                                   BorderMode::kConstant};
+constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
+
+std::string Describe(const ImageDesc& d, const BoxFilterOptions& o) {
+  return StrCat(DescribeImage(d), ", rx ", o.rx, " ry ", o.ry, ", ", BorderModeName(o.border), " ",
+                o.border_value, ", ", BoxFilterVariantName(o.variant),
+                o.tile_bytes ? StrCat(", tile_bytes ", o.tile_bytes) : "",
+                o.force_two_word ? ", two-word" : "");
+}
+
+// The stated float bounds of gpu/box_filter.h, doubled (the reference has its own rounding).
+double FloatTolerance(const HostImage& img, const BoxFilterOptions& o, double ref) {
+  const ImageDesc& d = img.desc;
+  double v = o.border == BorderMode::kConstant ? std::abs(o.border_value) : 0, a = 0;
+  for (int y = 0; y < d.height; ++y) {
+    for (int x = 0; x < d.width; ++x) {
+      for (int c = 0; c < d.channels; ++c) {
+        v = std::max(v, std::abs(img.value(x, y, c)));
+        a += std::abs(img.value(x, y, c));
+      }
+    }
+  }
+  double tol = std::ldexp(std::abs(ref), -23) + std::ldexp(v, -30);
+  if (o.variant == BoxFilterVariant::kIntegral) {
+    const double area = double(2 * o.rx + 1) * double(2 * o.ry + 1);
+    const double cx = 12 * (2 + (2.0 * o.rx + 2) / std::max(1, 2 * d.width - 2));
+    const double cy = 12 * (2 + (2.0 * o.ry + 2) / std::max(1, 2 * d.height - 2));
+    a += area * std::abs(o.border_value);
+    tol += 2 * std::ldexp((d.width + d.height + 17) * cx * cy * a / area, -52);
+  }
+  return tol;
+}
+
+void Check(BoxFilterKernel& kernel, Context& ctx, const HostImage& host,
+           const BoxFilterOptions& o) {
+  const std::string what = Describe(host.desc, o);
+  absl::StatusOr<Image> img = Image::Upload(ctx, host);
+  ASSERT_TRUE(img.ok()) << img.status();
+  absl::StatusOr<BoxFilterResult> gpu = kernel.Run(*img, o);
+  ASSERT_TRUE(gpu.ok()) << what << ": " << gpu.status();
+  EXPECT_EQ(gpu->variant, o.variant) << what;
+  ASSERT_EQ(gpu->image.desc(), host.desc);
+  absl::StatusOr<HostImage> ref = reference::BoxFilter(host, o);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  HostImage got = gpu->image.Download();
+  if (host.desc.type != SampleType::kFloat32) {
+    if (got.data == ref->data) return;
+    int bad = 0;
+    for (int y = 0; y < host.desc.height && bad < 5; ++y) {
+      for (int x = 0; x < host.desc.width && bad < 5; ++x) {
+        for (int c = 0; c < host.desc.channels; ++c) {
+          if (got.value(x, y, c) != ref->value(x, y, c)) {
+            ADD_FAILURE() << what << " at (" << x << ", " << y << ", " << c
+                          << "): " << got.value(x, y, c) << ", want " << ref->value(x, y, c);
+            ++bad;
+          }
+        }
+      }
+    }
+    return;
+  }
+  int bad = 0;
+  for (int y = 0; y < host.desc.height && bad < 5; ++y) {
+    for (int x = 0; x < host.desc.width && bad < 5; ++x) {
+      for (int c = 0; c < host.desc.channels; ++c) {
+        const double g = got.value(x, y, c), r = ref->value(x, y, c);
+        const double tol = FloatTolerance(host, o, r);
+        if (!(std::abs(g - r) <= tol)) {
+          ADD_FAILURE() << what << " at (" << x << ", " << y << ", " << c << "): " << g << ", want "
+                        << r << " +- " << tol;
+          ++bad;
+        }
+      }
+    }
+  }
+}
+
+double BorderValueFor(SampleType t, std::mt19937_64& rng) {
+  switch (t) {
+    case SampleType::kUint8:
+      return double(rng() % 256);
+    case SampleType::kUint16:
+      return double(rng() % 65536);
+    case SampleType::kFloat32:
+      break;
+  }
+  return 1.75;
+}
+
+TEST(BoxFilterTest, MatchesReferenceEveryFormatBorderRadiusAndVariant) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  BoxFilterKernel kernel(ctx);
+  // 1x1, one row, one column, primes, the tile (16) +- 1.
+  const std::pair<int, int> sizes[] = {{1, 1}, {23, 1}, {1, 19}, {17, 15}, {13, 7}};
+  for (SampleType t : kTypes) {
+    for (int c = 1; c <= 4; ++c) {
+      for (auto [w, h] : sizes) {
+        ImageDesc d{w, h, c, t};
+        HostImage host = testing::RandomImage(d, rng);
+        // 0, 1, the tile size, uneven, and larger than the image (several reflections).
+        const std::pair<int, int> radii[] = {{0, 0}, {1, 1}, {16, 16}, {2, 0}, {2 * w + 3, h + 5}};
+        for (auto [rx, ry] : radii) {
+          for (BorderMode b : kBorders) {
+            for (BoxFilterVariant v : kVariants) {
+              Check(kernel, ctx, host,
+                    {.rx = rx,
+                     .ry = ry,
+                     .border = b,
+                     .border_value = BorderValueFor(t, rng),
+                     .variant = v});
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(BoxFilterTest, LargerImagesAndRadiiEveryVariant) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  BoxFilterKernel kernel(ctx);
+  for (SampleType t : kTypes) {
+    ImageDesc d{101, 47, 3, t};
+    HostImage host = testing::RandomImage(d, rng);
+    // Several shared-memory chunks of apron rows (ry 31) and columns (rx 60), and a radius one
+    // past the image (ry 47: two reflections).
+    for (auto [rx, ry] : {std::pair{7, 31}, {60, 3}, {1, 47}}) {
+      for (BorderMode b : kBorders) {
+        for (BoxFilterVariant v : kVariants) {
+          Check(kernel, ctx, host,
+                {.rx = rx,
+                 .ry = ry,
+                 .border = b,
+                 .border_value = BorderValueFor(t, rng),
+                 .variant = v});
+        }
+      }
+    }
+  }
+}
+
+// Tiles smaller than the image (as with images past the storage-binding limit): every variant
+// reads its tiles' source rectangles and writes their outputs where they belong.
+TEST(BoxFilterTest, SmallTilesMatchReference) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  BoxFilterKernel kernel(ctx);
+  for (SampleType t : kTypes) {
+    ImageDesc d{45, 38, 2, t};
+    HostImage host = testing::RandomImage(d, rng);
+    for (auto [rx, ry] : {std::pair{1, 2}, {5, 9}, {50, 40}}) {
+      for (BorderMode b : kBorders) {
+        for (BoxFilterVariant v : kVariants) {
+          // The integral table of a 1x1 tile with these radii needs (1 + 2r)^2 elements.
+          const int64_t tile = v == BoxFilterVariant::kIntegral ? 32 * 1024 : 1500;
+          Check(kernel, ctx, host,
+                {.rx = rx,
+                 .ry = ry,
+                 .border = b,
+                 .border_value = BorderValueFor(t, rng),
+                 .variant = v,
+                 .tile_bytes = tile});
+        }
+      }
+    }
+  }
+}
+
+// 16-bit sums of a large window pass 2^32 (double accumulators; 64-bit tables), including the
+// two-word table arithmetic.
+TEST(BoxFilterTest, WideSixteenBitSumsAreExact) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  BoxFilterKernel kernel(ctx);
+  ImageDesc d{40, 33, 2, SampleType::kUint16};
+  HostImage host = testing::RandomImage(d, rng);
+  for (int i = 0; i < 200; ++i) host.set<uint16_t>(i % 40, i % 33, i % 2, 65535);
+  for (BorderMode b : kBorders) {
+    for (BoxFilterVariant v : kVariants) {
+      Check(kernel, ctx, host,
+            {.rx = 300, .ry = 45, .border = b, .border_value = 65535, .variant = v});
+    }
+    Check(kernel, ctx, host,
+          {.rx = 9,
+           .ry = 300,
+           .border = b,
+           .border_value = 7,
+           .variant = BoxFilterVariant::kIntegral,
+           .force_two_word = true});
+  }
+}
+
+TEST(BoxFilterTest, AutoPicksAVariantThatMatches) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  BoxFilterKernel kernel(ctx);
+  for (SampleType t : kTypes) {
+    ImageDesc d{70, 41, 4, t};
+    HostImage host = testing::RandomImage(d, rng);
+    for (int r : {1, 7, 31}) {
+      BoxFilterOptions o{.rx = r, .ry = r};
+      absl::StatusOr<Image> img = Image::Upload(ctx, host);
+      ASSERT_TRUE(img.ok());
+      absl::StatusOr<BoxFilterResult> res = kernel.Run(*img, o);
+      ASSERT_TRUE(res.ok()) << res.status();
+      EXPECT_EQ(res->variant, ResolveBoxFilterVariant(ctx.info(), d, o));
+      EXPECT_NE(res->variant, BoxFilterVariant::kAuto);
+      o.variant = res->variant;
+      Check(kernel, ctx, host, o);
+    }
+  }
+}
+
+// Glimpse's rounding, checked by hand: 3x1 windows over 0 1 1 4 (replicate) have sums 1 2 6 9:
+// means 0.33 0.67 2 3 -> 0 1 2 3.
+TEST(BoxFilterTest, RoundsTheExactMeanHalfUp) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  BoxFilterKernel kernel(ctx);
+  ImageDesc d{4, 1, 1, SampleType::kUint8};
+  HostImage host{d, {0, 1, 1, 4}};
+  absl::StatusOr<Image> img = Image::Upload(ctx, host);
+  ASSERT_TRUE(img.ok());
+  for (BoxFilterVariant v : kVariants) {
+    absl::StatusOr<BoxFilterResult> r =
+        kernel.Run(*img, {.rx = 1, .ry = 0, .border = BorderMode::kReplicate, .variant = v});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->image.Download().data, (std::vector<uint8_t>{0, 1, 2, 3}))
+        << BoxFilterVariantName(v);
+  }
+}
+
+TEST(BoxFilterTest, BorderIndexFollowsOpenCv) {
+  // borderInterpolate(-1, 5, REFLECT_101) = 1, (5, 5) = 3, (-9, 5) = 1 (two reflections).
+  EXPECT_EQ(reference::BorderIndex(-1, 5, BorderMode::kReflect101), 1);
+  EXPECT_EQ(reference::BorderIndex(5, 5, BorderMode::kReflect101), 3);
+  EXPECT_EQ(reference::BorderIndex(-9, 5, BorderMode::kReflect101), 1);
+  EXPECT_EQ(reference::BorderIndex(13, 5, BorderMode::kReflect101), 3);
+  EXPECT_EQ(reference::BorderIndex(-7, 1, BorderMode::kReflect101), 0);
+  EXPECT_EQ(reference::BorderIndex(-7, 5, BorderMode::kReplicate), 0);
+  EXPECT_EQ(reference::BorderIndex(9, 5, BorderMode::kReplicate), 4);
+  EXPECT_EQ(reference::BorderIndex(5, 5, BorderMode::kConstant), -1);
+}
+
+TEST(BoxFilterTest, BadOptionsAreRefusedByName) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  BoxFilterKernel kernel(ctx);
+  ImageDesc d{8, 8, 1, SampleType::kUint8};
+  absl::StatusOr<Image> img = Image::Upload(ctx, HostImage::Zeros(d));
+  ASSERT_TRUE(img.ok());
+  const std::string max = std::to_string(kMaxBoxRadius);
+  struct Case {
+    BoxFilterOptions options;
+    std::string expect;
+  } cases[] = {
+      {{.rx = -1}, "rx must be in [0, " + max + "], got -1"},
+      {{.ry = kMaxBoxRadius + 1},
+       "ry must be in [0, " + max + "], got " + std::to_string(kMaxBoxRadius + 1)},
+      {{.border = static_cast<BorderMode>(7)}, "border must be replicate, reflect101 or constant"},
+      {{.variant = static_cast<BoxFilterVariant>(9)}, "variant must be auto, shared_tile"},
+      {{.border = BorderMode::kConstant, .border_value = 3.5},
+       "border_value must be a whole number in [0, 255] for uint8 images, got 3.5"},
+      {{.border = BorderMode::kConstant, .border_value = 256}, "got 256"},
+      {{.tile_bytes = -5}, "tile_bytes must be >= 0"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<BoxFilterResult> r = kernel.Run(*img, c.options);
+    ASSERT_FALSE(r.ok()) << c.expect;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status();
+  }
+  absl::StatusOr<BoxFilterOptions> f = ResolveBoxFilterOptions(
+      {8, 8, 1, SampleType::kFloat32}, {.border = BorderMode::kConstant, .border_value = NAN});
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<BoxFilterOptions> t =
+      ResolveBoxFilterOptions({8, 8, 1, static_cast<SampleType>(5)}, {});
+  EXPECT_NE(t.status().message().find("unsupported sample type"), std::string::npos);
+}
+
+TEST(BoxFilterTest, NamesRoundTrip) {
+  for (BoxFilterVariant v : kVariants) EXPECT_EQ(ParseBoxFilterVariant(BoxFilterVariantName(v)), v);
+  for (BorderMode b : kBorders) EXPECT_EQ(ParseBorderMode(BorderModeName(b)), b);
+  EXPECT_EQ(ParseBoxFilterVariant(""), BoxFilterVariant::kAuto);
+  EXPECT_EQ(ParseBoxFilterVariant("gaussian"), std::nullopt);
+  EXPECT_EQ(ParseBorderMode("wrap"), std::nullopt);
+}
+
+TEST(BoxFilterTest, PrepareCompilesEveryProgram) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  BoxFilterKernel kernel(ctx);
+  for (SampleType t : kTypes) EXPECT_TRUE(kernel.Prepare(t).ok()) << SampleTypeName(t);
+}
+
+}  // namespace
+}  // namespace glimpse::gpu
