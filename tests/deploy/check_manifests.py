@@ -208,6 +208,20 @@ def check_compose(c, defaults, port, grace_s):
   targets += [cenv["GLIMPSE_SERVER"]] if "GLIMPSE_SERVER" in cenv else []
   c.check(targets and all(t.rsplit(":", 1)[0] == "server" and dc.port_of(t) == port for t in targets),
           f"compose client: targets server:{port}, got {targets}")
+  # Files the client reads through its bind mounts exist in the repository.
+  mounts = {}
+  for volume in client.get("volumes", []):
+    host, _, rest = str(volume).partition(":")
+    target = rest.split(":")[0]
+    host_path = os.path.normpath(os.path.join(dc.REPO, "deploy", host))
+    c.check(os.path.isdir(host_path) or os.path.isfile(host_path),
+            f"compose client: volume source {host} exists")
+    mounts[target] = host_path
+  for a in args:
+    for target, host_path in mounts.items():
+      if a.startswith(target + "/"):
+        c.check(os.path.exists(host_path + a[len(target):]),
+                f"compose client: {a} exists (mounted from {host_path})")
   return args
 
 

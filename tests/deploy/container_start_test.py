@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+import yaml
+
 import deploy_common as dc
 
 DOCKER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -204,6 +206,27 @@ def main():
       c.check(not outside, f"server maps only runtime-list libraries; outside: {outside}")
       print(f"server maps {len(libs)} libraries; outside the runtime list's closure: {outside}; "
             f"host NSS modules ignored: {nss}", flush=True)
+
+      # The compose client's command, as the image's user, output into a pipe this process owns
+      # (as Docker's log pipe is the engine's, not the container user's).
+      compose = yaml.safe_load(open(os.path.join(dc.REPO, "deploy", "compose.yaml")))
+      client = compose["services"]["client"]
+      client_env = dict(env)
+      client_env.update({k: str(v) for k, v in client.get("environment", {}).items()})
+      client_env["GLIMPSE_SERVER"] = f"127.0.0.1:{port}"
+      client_argv = in_root(root, list(client["entrypoint"])) + list(client["command"])
+      for volume in client.get("volumes", []):  # bind mounts: the host paths
+        host, _, rest = str(volume).partition(":")
+        target = rest.split(":")[0]
+        host_path = os.path.normpath(os.path.join(dc.REPO, "deploy", host))
+        client_argv = [host_path + a[len(target):] if a.startswith(target + "/") else a
+                       for a in client_argv]
+      run = subprocess.run(as_user + client_argv, env=client_env, cwd=root + workdir,
+                           capture_output=True, text=True, timeout=120)
+      print("compose client:", " ".join(client_argv), "->", run.returncode, flush=True)
+      print(run.stdout[-1500:], run.stderr[-1500:], flush=True)
+      c.check(run.returncode == 0, f"the compose client's command exits 0 as the image's user, "
+              f"got {run.returncode}: {run.stderr.strip()[-300:]}")
 
       server.send_signal(signal.SIGTERM)
       t1 = time.monotonic()

@@ -195,6 +195,9 @@ def main():
       client_env.update({k: str(v) for k, v in client.get("environment", {}).items()})
       client_env["GLIMPSE_SERVER"] = f"127.0.0.1:{port}"
       client_argv = list(client["entrypoint"]) + cst.with_port(list(client["command"]), port)
+      for volume in client.get("volumes", []):  # bind mounts, as copies
+        host, _, rest = str(volume).partition(":")
+        shutil.copytree(os.path.join(dc.REPO, "deploy", host), root + rest.split(":")[0])
       print("compose client:", " ".join(client_argv), flush=True)
       run = subprocess.run(in_chroot(root, client_argv, client_env, user, workdir),
                            capture_output=True, text=True, timeout=180)
