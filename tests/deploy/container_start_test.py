@@ -207,6 +207,19 @@ def main():
       print(f"server maps {len(libs)} libraries; outside the runtime list's closure: {outside}; "
             f"host NSS modules ignored: {nss}", flush=True)
 
+      # The services the Kubernetes probes ask for are SERVING on the real server.
+      deployment = yaml.safe_load(open(os.path.join(dc.REPO, "deploy", "k8s", "deployment.yaml")))
+      container = deployment["spec"]["template"]["spec"]["containers"][0]
+      probed = sorted({(container.get(p) or {}).get("grpc", {}).get("service", "")
+                       for p in ("startupProbe", "readinessProbe", "livenessProbe")
+                       if (container.get(p) or {}).get("grpc")})
+      for service in probed:
+        probe = subprocess.run(health[:-1] + ["health", f"--service={service}"], env=env,
+                               capture_output=True, text=True, timeout=try_timeout + 5)
+        c.check(probe.returncode == 0 and "SERVING" in probe.stdout,
+                f"k8s probe service {service!r} is SERVING, got {probe.returncode} {probe.stdout.strip()}")
+      print(f"k8s probe services SERVING: {probed}", flush=True)
+
       # The compose client's command, as the image's user, output into a pipe this process owns
       # (as Docker's log pipe is the engine's, not the container user's).
       compose = yaml.safe_load(open(os.path.join(dc.REPO, "deploy", "compose.yaml")))
