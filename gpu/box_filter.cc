@@ -334,7 +334,6 @@ absl::StatusOr<BoxFilterResult> BoxFilterKernel::Run(const Image& image,
           glUniform2i(glGetUniformLocation(*program, "u_src0"), lo_x, lo_y);
           glUniform2i(glGetUniformLocation(*program, "u_src_size"), hi_x - lo_x + 1,
                       hi_y - lo_y + 1);
-          SetInt(*program, "u_slots", 12);
           SetInt(*program, "u_pixels", 4);
           glDispatchCompute(GLuint(CeilDiv(w, 4 * 64)), GLuint(h), 1);
           break;

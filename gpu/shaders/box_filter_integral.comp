@@ -16,8 +16,7 @@ uniform ivec2 u_src_size;
 // in fixed slots, so that every write to the term arrays has a constant index (dynamically
 // indexed private arrays compile slowly on llvmpipe); unused slots have coefficient 0.
 #define SLOTS 12
-uniform int u_slots;   // SLOTS, as a uniform so that the term loops stay loops
-uniform int u_pixels;  // 4, likewise
+uniform int u_pixels;  // 4, as a uniform so that the pixel loop stays a loop
 
 void set_term(inout int coef[SLOTS], inout int at[SLOTS], int slot, int k, int index, int lo) {
   if (index - lo < 0) return;  // the prefix before the rectangle is zero
@@ -47,9 +46,9 @@ void set_periodic(inout int coef[SLOTS], inout int at[SLOTS], int base, int e, i
 }
 
 // The window [c - r, c + r] of an axis of n samples as prefix terms; `inside` gets the count of
-// in-image indices (for kConstant).
+// in-image indices (for kConstant), `used` one past the last slot in use.
 void axis_terms(int c, int r, int n, int lo, out int coef[SLOTS], out int at[SLOTS],
-                out int inside) {
+                out int inside, out int used) {
   for (int i = 0; i < SLOTS; ++i) {
     coef[i] = 0;
     at[i] = 0;
@@ -84,6 +83,10 @@ void axis_terms(int c, int r, int n, int lo, out int coef[SLOTS], out int at[SLO
   } else {
     set_periodic(coef, at, 0, b, 1, n, lo);
     set_periodic(coef, at, 6, a - 1, -1, n, lo);
+  }
+  used = 0;
+  for (int i = 0; i < SLOTS; ++i) {
+    if (coef[i] != 0) used = i + 1;
   }
 }
 
@@ -147,22 +150,41 @@ dvec4 tdouble(TV v) { return dvec4(v.hi) * 4294967296.0lf + dvec4(v.lo); }
 
 shared uvec4 s_res[64 * 4];
 
+uint tindex(int ty, int tx) {
+  return (uint(ty) * uint(u_src_size.x) + uint(tx)) * uint(CHANNELS);
+}
+
 void main() {
   int px0 = int(gl_GlobalInvocationID.x) * 4;
   int y = int(gl_GlobalInvocationID.y);
   if (px0 >= u_tile_size.x || y >= u_tile_size.y) return;
-  int cy[SLOTS], ay[SLOTS], cx[SLOTS], ax[SLOTS];
-  int in_y, in_x;
-  axis_terms(u_tile0.y + y, u_ry, u_size.y, u_src0.y, cy, ay, in_y);
   uint me = gl_LocalInvocationIndex * 4u;
+  int gx0 = u_tile0.x + px0, gy = u_tile0.y + y;
+  // Inside the image and past the rectangle's first row and column (whose prefix is zero).
+  if (gx0 - u_rx - 1 >= u_src0.x && gx0 + 3 + u_rx < u_size.x && gy - u_ry - 1 >= u_src0.y &&
+      gy + u_ry < u_size.y && px0 + 3 < u_tile_size.x) {
+    // The usual case: four table entries per pixel.
+    int top = gy - u_ry - 1 - u_src0.y, bottom = gy + u_ry - u_src0.y;
+    for (int p = 0; p < u_pixels; ++p) {
+      int left = gx0 + p - u_rx - 1 - u_src0.x, right = gx0 + p + u_rx - u_src0.x;
+      TV sum = tadd(tadd(tload(tindex(bottom, right)), tmul(tload(tindex(bottom, left)), -1)),
+                    tadd(tload(tindex(top, left)), tmul(tload(tindex(top, right)), -1)));
+      s_res[me + uint(p)] = finish(tdouble(sum));
+    }
+    store4(px0, y, s_res[me], s_res[me + 1u], s_res[me + 2u], s_res[me + 3u]);
+    return;
+  }
+  int cy[SLOTS], ay[SLOTS], cx[SLOTS], ax[SLOTS];
+  int in_y, in_x, used_y, used_x;
+  axis_terms(u_tile0.y + y, u_ry, u_size.y, u_src0.y, cy, ay, in_y, used_y);
   for (int p = 0; p < u_pixels; ++p) {
     int x = min(px0 + p, u_tile_size.x - 1);  // pixels past the tile only pad the row
-    axis_terms(u_tile0.x + x, u_rx, u_size.x, u_src0.x, cx, ax, in_x);
+    axis_terms(u_tile0.x + x, u_rx, u_size.x, u_src0.x, cx, ax, in_x, used_x);
     TV sum = tzero();
-    for (int i = 0; i < u_slots; ++i) {
+    for (int i = 0; i < used_x; ++i) {
       if (cx[i] == 0) continue;
       TV col = tzero();  // the y-combination at prefix column ax[i]
-      for (int j = 0; j < u_slots; ++j) {
+      for (int j = 0; j < used_y; ++j) {
         if (cy[j] == 0) continue;
         uint k = (uint(ay[j]) * uint(u_src_size.x) + uint(ax[i])) * uint(CHANNELS);
         col = tadd(col, tmul(tload(k), cy[j]));

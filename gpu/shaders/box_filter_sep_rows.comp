@@ -41,7 +41,12 @@ void main() {
     store_hsum(r, x, s);
     if (++x >= x_end) break;
     ++ox;
-    s += HSUM(load_mapped(ox + u_rx, y));
-    s -= HSUM(load_mapped(ox - 1 - u_rx, y));
+    if (ox - 1 - u_rx >= 0 && ox + u_rx < u_size.x) {  // inside: no border mapping
+      s += HSUM(load_texel(ivec2(ox + u_rx, y)));
+      s -= HSUM(load_texel(ivec2(ox - 1 - u_rx, y)));
+    } else {
+      s += HSUM(load_mapped(ox + u_rx, y));
+      s -= HSUM(load_mapped(ox - 1 - u_rx, y));
+    }
   }
 }
