@@ -76,11 +76,17 @@ TEST(ServiceControlTest, FullQueueAnswersResourceExhaustedAndDropsCancelledAndEx
   GLIMPSE_REQUIRE_SERVER(ts);
   server::GpuWorker& worker = ts->server->worker();
   const HostImage img = HostImage::Zeros({16, 16, 1, SampleType::kUint8});
+  {
+    // Connect first, so that the expiring call's deadline is not spent on connection set-up.
+    grpc::ClientContext ctx;
+    v1::ServerInfo info;
+    ASSERT_TRUE(ts->stub->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
+  }
   const server::WorkerStats before = worker.Stats();
   {
     WorkerBlocker blocker(worker);
     auto cancelled = std::make_unique<AsyncHistogram>(*ts->stub, img);
-    auto expiring = std::make_unique<AsyncHistogram>(*ts->stub, img, milliseconds(300));
+    auto expiring = std::make_unique<AsyncHistogram>(*ts->stub, img, milliseconds(1500));
     WaitForQueueLength(worker, 2);
 
     // The queue is full: refused at once, without waiting for the worker.
