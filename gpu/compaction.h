@@ -40,16 +40,20 @@ std::optional<CompactVariant> ParseCompactVariant(std::string_view name);  // ""
 inline constexpr int64_t kDefaultCompactMaxResults = 1 << 20;
 inline constexpr int64_t kMaxCompactResults = int64_t{1} << 31;
 
-// The predicate: lo <= v <= hi (inside) or v < lo || v > hi (outside). lo and hi may be infinite,
-// never NaN, and lo <= hi. A NaN sample (float32) passes neither way. Comparisons are exact: the
-// float sample (or float luma) is compared with the double bounds as doubles.
+// The predicate: lo <= v <= hi (inside) or v < lo || v > hi (outside). lo and hi may be infinite
+// (useful on float data), never NaN, and lo <= hi (lo == hi selects one value). A NaN sample
+// (float32) passes neither way. Comparisons are exact, as if the float sample (or float luma) and
+// the double bounds were compared as doubles; integer data compares the integer sample or luma.
+// (Float luma is arithmetic: a device that flushes denormal results to zero may see 0 where the
+// CPU sees a luma below 1.2e-38.)
 struct CompactOptions {
   CompactSource source = CompactSource::kChannel;
   int channel = 0;        // for kChannel: [0, channels)
   double lo = 0, hi = 0;  // both inclusive
   bool inside = true;
   // The most pixels returned, [0, kMaxCompactResults]; the first ones in row-major order. The
-  // total stays exact whatever the cap.
+  // total stays exact whatever the cap. The atomic variants still find, read back and order
+  // every passing pixel of a band before cutting (memory: 4 bytes per pixel of a band).
   int64_t max_results = kDefaultCompactMaxResults;
   bool count_only = false;  // only the total: no pixel list is allocated, written or read
   CompactVariant variant = CompactVariant::kAuto;
@@ -57,11 +61,12 @@ struct CompactOptions {
 
 struct CompactResult {
   uint64_t total = 0;           // exact number of passing pixels
-  bool truncated = false;       // true when total > returned
+  bool truncated = false;       // true when total > returned (count_only: when total > 0)
   std::vector<uint32_t> xy;     // returned pixels, x0,y0,x1,y1,... in row-major order (y, then x)
   std::vector<uint8_t> values;  // their samples, all channels, image's sample type, little-endian
   CompactVariant variant = CompactVariant::kAuto;  // the variant that ran
-  uint64_t gpu_ns = 0;  // GPU time of every dispatch (the host ordering step is not included)
+  // GPU time of the dispatches (not the read-backs, nor the atomic variants' host ordering).
+  uint64_t gpu_ns = 0;
 
   size_t returned() const { return xy.size() / 2; }
 };
@@ -72,7 +77,7 @@ absl::StatusOr<CompactOptions> ResolveCompactOptions(const ImageDesc& desc,
 
 // The variant kAuto runs: the ordered scan everywhere (measured fastest on llvmpipe with and
 // without count_only, see bench/results/compaction_llvmpipe.md; the atomic variants also pay
-// for reading back and ordering every passing index, even under a small cap).
+// for reading back and ordering every passing key, even under a small cap).
 CompactVariant ResolveCompactVariant(const DeviceInfo& device, const ImageDesc& desc,
                                      const CompactOptions& resolved);
 

@@ -1,0 +1,171 @@
+// Times every compaction variant on RGBA8 images where channel 0 passes with a set probability
+// (1%, 10%, 50%), at 3200x2400 and 8K, with the whole list returned (max_results = pixels) and in
+// count-only mode; the single-threaded CPU reference beside them.
+//   compaction_bench [--runs N] [--warmup N] [--sizes 3200x2400,7680x4320] [--json FILE]
+//                    [--device auto|software|N]
+// "api" rows time Run() end to end on the host clock: every dispatch, the read-back of the
+// results and, for the atomic variants, reading back and ordering every passing index. "gpu" rows
+// are the result's gpu_ns (dispatches only). Effective GB/s counts the image read once plus the
+// list written (8 bytes of x, y and 4 of samples per passing pixel).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "gpu/compaction.h"
+#include "gpu/reference/compaction.h"
+#include "gpu/str.h"
+
+namespace glimpse::bench {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+int Main(int argc, char** argv) {
+  int runs = 7, warmup = 2;
+  std::string json, device = "auto";
+  std::vector<std::pair<int, int>> sizes = {{3200, 2400}, {7680, 4320}};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--runs") {
+      runs = std::atoi(next().c_str());
+    } else if (a == "--warmup") {
+      warmup = std::atoi(next().c_str());
+    } else if (a == "--json") {
+      json = next();
+    } else if (a == "--device") {
+      device = next();
+    } else if (a == "--sizes") {
+      sizes.clear();
+      std::string s = next();
+      for (size_t p = 0; p < s.size();) {
+        size_t comma = s.find(',', p);
+        std::string one = s.substr(p, comma - p);
+        int w = 0, h = 0;
+        if (std::sscanf(one.c_str(), "%dx%d", &w, &h) != 2) {
+          std::fprintf(stderr, "--sizes wants WxH[,WxH...], got %s\n", one.c_str());
+          return 2;
+        }
+        sizes.emplace_back(w, h);
+        p = comma == std::string::npos ? s.size() : comma + 1;
+      }
+    } else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (runs < 1 || warmup < 0) {
+    std::fprintf(stderr, "--runs must be >= 1 and --warmup >= 0\n");
+    return 2;
+  }
+  auto ctx = gpu::Context::Create({.device = device, .debug_output = false});
+  if (!ctx.ok()) {
+    std::fprintf(stderr, "no GL context: %s\n", std::string(ctx.status().message()).c_str());
+    return 1;
+  }
+  gpu::Context& c = **ctx;
+  const double copy = CopyBandwidthGBs(c);
+
+  std::vector<Row> rows;
+  std::mt19937_64 rng(42);
+  gpu::CompactionKernel kernel(c);
+  if (absl::Status s = kernel.Prepare(gpu::SampleType::kUint8); !s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  for (auto [w, h] : sizes) {
+    // Channel 0 uniform in [0, 99] at random positions, so [0, s - 1] passes s% of the pixels.
+    gpu::HostImage host = gpu::HostImage::Zeros({w, h, 4, gpu::SampleType::kUint8});
+    for (size_t i = 0; i < host.data.size(); i += 4) {
+      const uint64_t r = rng();
+      host.data[i] = uint8_t(r % 100);
+      host.data[i + 1] = uint8_t(r >> 8);
+      host.data[i + 2] = uint8_t(r >> 16);
+      host.data[i + 3] = uint8_t(r >> 24);
+    }
+    auto image = gpu::Image::Upload(c, host);
+    if (!image.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(image.status().message()).c_str());
+      return 1;
+    }
+    const double image_bytes = double(host.desc.bytes());
+    const std::string size = StrCat(w, "x", h);
+    for (int percent : {1, 10, 50}) {
+      for (bool count_only : {false, true}) {
+        gpu::CompactOptions o;
+        o.channel = 0;
+        o.lo = 0;
+        o.hi = percent - 1;
+        o.max_results = host.desc.pixels();
+        o.count_only = count_only;
+        const std::string params = StrCat(percent, "%", count_only ? " count" : " list");
+        gpu::CompactResult expected;
+        Timing cpu =
+            Measure([&] { return WallMs([&] { expected = *reference::Compact(host, o); }); }, 0,
+                    std::max(1, runs / 4));
+        const double out_bytes = double(expected.returned()) * (8 + 4);
+        const double bytes = image_bytes + out_bytes;
+        rows.push_back({"compaction", "cpu_1_thread", size, params, cpu.median_ms,
+                        bytes / (cpu.median_ms * 1e6), 0, cpu.runs});
+        // Variants take turns, run after run, so that a change in the machine's load touches
+        // them all alike.
+        const gpu::CompactVariant variants[] = {
+            gpu::CompactVariant::kAtomicPerPixel, gpu::CompactVariant::kWorkgroupAggregated,
+            gpu::CompactVariant::kOrderedScan, gpu::CompactVariant::kAuto};
+        std::vector<std::vector<double>> api_ms(std::size(variants)), gpu_ms(std::size(variants));
+        gpu::CompactVariant auto_ran = gpu::CompactVariant::kAuto;
+        for (int run = 0; run < warmup + runs; ++run) {
+          for (size_t i = 0; i < std::size(variants); ++i) {
+            o.variant = variants[i];
+            absl::StatusOr<gpu::CompactResult> r;
+            const double ms = WallMs([&] { r = kernel.Run(*image, o); });
+            if (!r.ok() || r->total != expected.total || r->xy != expected.xy ||
+                r->values != expected.values || r->truncated != expected.truncated) {
+              std::fprintf(stderr, "variant %s disagrees with the CPU reference (%s, %s)\n",
+                           std::string(gpu::CompactVariantName(variants[i])).c_str(), size.c_str(),
+                           params.c_str());
+              return 1;
+            }
+            if (variants[i] == gpu::CompactVariant::kAuto) auto_ran = r->variant;
+            if (run < warmup) continue;
+            api_ms[i].push_back(ms);
+            gpu_ms[i].push_back(double(r->gpu_ns) / 1e6);
+          }
+        }
+        for (size_t i = 0; i < std::size(variants); ++i) {
+          std::string name(gpu::CompactVariantName(variants[i]));
+          if (variants[i] == gpu::CompactVariant::kAuto) {
+            name = StrCat("auto=", gpu::CompactVariantName(auto_ran));
+          }
+          const double api = Median(api_ms[i]), gpu = Median(gpu_ms[i]);
+          rows.push_back({"compaction", name, size, params + " api", api, bytes / (api * 1e6),
+                          bytes / (api * 1e6) / copy, runs});
+          // Count-only runs read nothing back but the total: their GPU time is the API time.
+          if (count_only) continue;
+          rows.push_back({"compaction", name, size, params + " gpu", gpu, bytes / (gpu * 1e6),
+                          bytes / (gpu * 1e6) / copy, runs});
+        }
+      }
+    }
+  }
+  Report(c, copy, rows, json, argc, argv);
+  return 0;
+}
+
+}  // namespace
+}  // namespace glimpse::bench
+
+int main(int argc, char** argv) { return glimpse::bench::Main(argc, argv); }
