@@ -242,10 +242,8 @@ int Health(const Options& o, const Connection& c) {
   if (!s.ok()) {
     fmt::print("UNKNOWN\n");
     std::fprintf(stderr, "glimpse: health: %s\n", s.error_message().c_str());
-    return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                   s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
-               ? kExitUnreachable
-               : kExitFailed;
+    // Health probes (Docker, scripts) read any failure as "not serving": exit 1, as documented.
+    return kExitFailed;
   }
   const bool serving = response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
   fmt::print("{}\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()));
@@ -361,7 +359,7 @@ int Histogram(const Options& o, const Connection& c) {
   if (o.Has("csv")) CheckIo(WriteHistogramCsv(o.Get("csv"), r)), wrote = true;
   if (o.Has("json")) CheckIo(WriteHistogramJson(o.Get("json"), r)), wrote = true;
   if (o.Has("png")) CheckIo(WriteHistogramPng(o.Get("png"), r)), wrote = true;
-  if (!wrote) CheckIo(WriteHistogramCsv("/dev/stdout", r));
+  if (!wrote) CheckIo(WriteHistogramCsv("-", r));
   return kExitOk;
 }
 

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <memory>
 
+#include <unistd.h>
+
 #define STB_IMAGE_WRITE_STATIC
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #pragma GCC diagnostic push
@@ -23,7 +25,15 @@ struct FileCloser {
 };
 using File = std::unique_ptr<std::FILE, FileCloser>;
 
-File Open(const std::string& path) { return File(std::fopen(path.c_str(), "wb")); }
+// "-" and /dev/stdout write to the already open standard output: a process whose user does not
+// own the pipe on fd 1 (a container's non-root user) may not reopen it by path.
+File Open(const std::string& path) {
+  if (path == "-" || path == "/dev/stdout") {
+    std::fflush(stdout);
+    return File(fdopen(dup(STDOUT_FILENO), "wb"));
+  }
+  return File(std::fopen(path.c_str(), "wb"));
+}
 std::string CannotWrite(const std::string& path) {
   return fmt::format("cannot write {}: {}", path, std::strerror(errno));
 }

@@ -542,7 +542,6 @@ grpc::ServerWriteReactor<v1::IntegralImageResponse>* ImageAnalyticsService::Inte
     grpc::CallbackServerContext* context, const v1::IntegralImageRequest* request) {
   using Call = StreamCall<v1::IntegralImageResponse>;
   auto* call = new Call("IntegralImage", limits_.stream_buffer_bytes);
-#if GLIMPSE_HAVE_INTEGRAL
   absl::StatusOr<std::shared_ptr<Input>> input =
       ReadImageRef(request->image(), worker_.device().limits, limits_, call->record);
   if (!input.ok()) {
@@ -605,11 +604,6 @@ grpc::ServerWriteReactor<v1::IntegralImageResponse>* ImageAnalyticsService::Inte
            *m.mutable_trailer()->mutable_timing() = call->record.Timing();
            call->Close(call->Write(std::move(m)));
          });
-#else
-  (void)context;
-  (void)request;
-  call->Close(absl::UnimplementedError("this server was built without the integral image kernel"));
-#endif
   return call;
 }
 
@@ -617,7 +611,6 @@ grpc::ServerWriteReactor<v1::CompactResponse>* ImageAnalyticsService::Compact(
     grpc::CallbackServerContext* context, const v1::CompactRequest* request) {
   using Call = StreamCall<v1::CompactResponse>;
   auto* call = new Call("Compact", limits_.stream_buffer_bytes);
-#if GLIMPSE_HAVE_COMPACTION
   absl::StatusOr<std::shared_ptr<Input>> input =
       ReadImageRef(request->image(), worker_.device().limits, limits_, call->record);
   if (!input.ok()) {
@@ -697,11 +690,6 @@ grpc::ServerWriteReactor<v1::CompactResponse>* ImageAnalyticsService::Compact(
              call->Close(call->Write(std::move(t)));
            });
          });
-#else
-  (void)context;
-  (void)request;
-  call->Close(absl::UnimplementedError("this server was built without the compaction kernel"));
-#endif
   return call;
 }
 
@@ -709,7 +697,6 @@ grpc::ServerWriteReactor<v1::BoxFilterResponse>* ImageAnalyticsService::BoxFilte
     grpc::CallbackServerContext* context, const v1::BoxFilterRequest* request) {
   using Call = StreamCall<v1::BoxFilterResponse>;
   auto* call = new Call("BoxFilter", limits_.stream_buffer_bytes);
-#if GLIMPSE_HAVE_BOX_FILTER
   absl::StatusOr<std::shared_ptr<Input>> input =
       ReadImageRef(request->image(), worker_.device().limits, limits_, call->record);
   if (!input.ok()) {
@@ -820,11 +807,6 @@ grpc::ServerWriteReactor<v1::BoxFilterResponse>* ImageAnalyticsService::BoxFilte
           call->Close(call->Write(std::move(t)));
         });
       });
-#else
-  (void)context;
-  (void)request;
-  call->Close(absl::UnimplementedError("this server was built without the box filter kernel"));
-#endif
   return call;
 }
 

@@ -110,8 +110,10 @@ g histogram "$sample" --bins=70000 >/dev/null 2>err.txt
 grep -q "INVALID_ARGUMENT.*bins" err.txt || fail "bins message: $(cat err.txt)"
 g histogram /no/such/file.png >/dev/null 2>&1
 [ $? = 4 ] || fail "missing file should exit 4"
-"$client_bin" --server=127.0.0.1:1 --timeout-s=5 health >/dev/null 2>&1
+"$client_bin" --server=127.0.0.1:1 --timeout-s=5 info >/dev/null 2>&1
 [ $? = 3 ] || fail "unreachable server should exit 3"
+"$client_bin" --server=127.0.0.1:1 --timeout-s=5 health >/dev/null 2>&1
+[ $? = 1 ] || fail "health of an unreachable server should exit 1"
 [ "$(g health)" = SERVING ] || fail "server no longer serving after bad input"
 
 # SIGTERM: the server stops and exits 0.
