@@ -66,7 +66,8 @@ absl::Status ValidateIntegralOptions(const IntegralOptions& options);
 // run as SIMD lanes without barriers (measured fastest at every size, see
 // bench/results/integral_image_llvmpipe.md); on GPUs the work-efficient scans, whose row and
 // column passes both read and write coalesced and keep the partial sums in shared memory (the
-// naive row pass reads with a row-length stride between neighbouring invocations).
+// naive row pass reads with a row-length stride between neighbouring invocations and keeps only
+// H invocations busy; scan-transpose-scan moves the 8-byte table through two more passes).
 IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, IntegralVariant requested);
 
 // REQUIRES: ctx's thread; images were made in ctx.
