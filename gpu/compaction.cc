@@ -492,7 +492,7 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
   counters.Read(0, band_counts.size() * 4, band_counts.data());
   if (absl::Status s = ctx_.CheckGlError("compaction"); !s.ok()) return s;
   for (uint32_t c : band_counts) result.total += c;
-  result.truncated = result.total > result.returned();
+  result.truncated = !o.count_only && result.total > result.returned();
   result.gpu_ns = clock.total_ns();
   return result;
 }

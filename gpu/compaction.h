@@ -61,7 +61,7 @@ struct CompactOptions {
 
 struct CompactResult {
   uint64_t total = 0;           // exact number of passing pixels
-  bool truncated = false;       // true when total > returned (count_only: when total > 0)
+  bool truncated = false;       // the cap cut the list: total > returned (never in count_only)
   std::vector<uint32_t> xy;     // returned pixels, x0,y0,x1,y1,... in row-major order (y, then x)
   std::vector<uint8_t> values;  // their samples, all channels, image's sample type, little-endian
   CompactVariant variant = CompactVariant::kAuto;  // the variant that ran

@@ -54,7 +54,7 @@ absl::StatusOr<gpu::CompactResult> Compact(const gpu::HostImage& image,
       r.values.insert(r.values.end(), p, p + pixel_bytes);
     }
   }
-  r.truncated = r.total > r.returned();
+  r.truncated = !o.count_only && r.total > r.returned();
   return r;
 }
 
