@@ -105,7 +105,8 @@ int Main(int argc, char** argv) {
                       bytes / (cpu.median_ms * 1e6), 0, cpu.runs});
       for (gpu::IntegralVariant v :
            {gpu::IntegralVariant::kNaive, gpu::IntegralVariant::kWorkEfficient,
-            gpu::IntegralVariant::kScanTransposeScan, gpu::IntegralVariant::kAuto}) {
+            gpu::IntegralVariant::kScanTransposeScan, gpu::IntegralVariant::kStripScan,
+            gpu::IntegralVariant::kAuto}) {
         const gpu::IntegralOptions o{.variant = v};
         auto check = gpu::ComputeIntegralImage(kernel, *image, o);
         if (!check.ok() || check->sum_u != expected->sum_u) {

@@ -11,10 +11,12 @@ namespace glimpse::gpu {
 namespace {
 
 constexpr IntegralVariant kConcreteVariants[] = {
-    IntegralVariant::kNaive, IntegralVariant::kWorkEfficient, IntegralVariant::kScanTransposeScan};
+    IntegralVariant::kNaive, IntegralVariant::kWorkEfficient, IntegralVariant::kScanTransposeScan,
+    IntegralVariant::kStripScan};
 constexpr int kRowBlock = 512;  // pixels per work-efficient row block (integral_rows_scan.comp)
 constexpr int kColBlock = 64;   // rows per work-efficient column block (integral_cols_scan.comp)
 constexpr int kElem = 8;        // bytes per table element
+constexpr int kStrip = 8;       // columns per invocation of the strip-scan variant
 
 void SetInt(GLuint program, const char* name, int v) {
   glUniform1i(glGetUniformLocation(program, name), v);
@@ -54,6 +56,8 @@ std::string_view IntegralVariantName(IntegralVariant v) {
       return "work_efficient";
     case IntegralVariant::kScanTransposeScan:
       return "scan_transpose_scan";
+    case IntegralVariant::kStripScan:
+      return "strip_scan";
   }
   return "unknown";
 }
@@ -77,15 +81,18 @@ absl::Status ValidateIntegralOptions(const IntegralOptions& o) {
   }
   if (IntegralVariantName(o.variant) == "unknown") {
     return absl::InvalidArgumentError(
-        StrCat("variant must be auto, naive, work_efficient or scan_transpose_scan, got #",
+        StrCat("variant must be auto, naive, work_efficient, scan_transpose_scan or strip_scan, "
+               "got #",
                static_cast<int>(o.variant)));
   }
   return absl::OkStatus();
 }
 
-IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, IntegralVariant requested) {
+IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, const ImageDesc& desc,
+                                       IntegralVariant requested) {
   if (requested != IntegralVariant::kAuto) return requested;
-  return device.software ? IntegralVariant::kNaive : IntegralVariant::kWorkEfficient;
+  if (!device.software) return IntegralVariant::kWorkEfficient;
+  return desc.channels > 1 ? IntegralVariant::kStripScan : IntegralVariant::kNaive;
 }
 
 // Everything one table computation needs: programs, buffers, geometry.
@@ -97,6 +104,7 @@ struct IntegralImageKernel::Workspace {
   int rows_max = 0;  // rows per band
   IntegralVariant variant = IntegralVariant::kNaive;
   // Programs (0 where the variant does not use them).
+  GLuint strip_prefix = 0, strip_cols = 0;
   GLuint rows_naive = 0, cols_naive = 0, rows_scan_tex = 0, rows_scan_buf = 0, cols_scan = 0,
          block_sums = 0, add_rows = 0, add_cols = 0, transpose = 0;
   int tile = 32;
@@ -135,6 +143,10 @@ absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspac
   if (variant == IntegralVariant::kNaive) {
     if (s = program("integral_rows_naive", tex, &ws.rows_naive); !s.ok()) return s;
     if (s = program("integral_cols_naive", acc, &ws.cols_naive); !s.ok()) return s;
+  } else if (variant == IntegralVariant::kStripScan) {
+    const std::string strip = StrCat(tex, "#define STRIP ", kStrip, "\n");
+    if (s = program("integral_strip_prefix", strip, &ws.strip_prefix); !s.ok()) return s;
+    if (s = program("integral_strip_cols", strip, &ws.strip_cols); !s.ok()) return s;
   } else {
     const std::string block =
         StrCat("#define BLOCK ", kRowBlock, "\n#define CBLOCK ", kColBlock, "\n");
@@ -169,7 +181,9 @@ absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspac
   const size_t row_elems = size_t(w) * desc.channels;
   const size_t band_elems = row_elems * size_t(rows_max);
   for (Buffer& c : ws.carry) c = Buffer::Create(row_elems * kElem);
-  if (variant != IntegralVariant::kNaive) {
+  if (variant == IntegralVariant::kStripScan) {
+    ws.sums = Buffer::Create(size_t(rows_max) * size_t(CeilDiv(w, kStrip)) * desc.channels * kElem);
+  } else if (variant != IntegralVariant::kNaive) {
     const size_t nb_w = size_t(CeilDiv(w, kRowBlock));
     const size_t nb_r = size_t(CeilDiv(rows_max, kRowBlock));
     const size_t nb_c = size_t(CeilDiv(rows_max, kColBlock));
@@ -209,6 +223,21 @@ absl::Status IntegralImageKernel::RunBand(const Workspace& ws, int band_y0, int 
     SetInt(ws.cols_naive, "u_use_carry", first_band ? 0 : 1);
     glDispatchCompute(GLuint(CeilDiv(cols, 64)), 1, 1);
     glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    return absl::OkStatus();
+  }
+
+  if (ws.variant == IntegralVariant::kStripScan) {
+    const int nstrips = int(CeilDiv(w, kStrip));
+    for (GLuint p : {ws.strip_prefix, ws.strip_cols}) {
+      glUseProgram(p);
+      glUniform2i(glGetUniformLocation(p, "u_origin"), ws.x0, origin_y);
+      SetInt(p, "u_width", w);
+      SetInt(p, "u_rows", rows);
+      SetInt(p, "u_nstrips", nstrips);
+      SetInt(p, "u_use_carry", first_band ? 0 : 1);
+      glDispatchCompute(GLuint(CeilDiv(p == ws.strip_prefix ? rows : nstrips, 64)), 1, 1);
+      glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    }
     return absl::OkStatus();
   }
 
@@ -326,7 +355,7 @@ absl::StatusOr<IntegralResult> IntegralImageKernel::Run(
   }
   if (absl::Status s = ValidateImageDesc(desc, ctx_.limits()); !s.ok()) return s;
   if (absl::Status s = ValidateIntegralOptions(options); !s.ok()) return s;
-  const IntegralVariant variant = ResolveIntegralVariant(ctx_.info(), options.variant);
+  const IntegralVariant variant = ResolveIntegralVariant(ctx_.info(), desc, options.variant);
 
   const int64_t row_bytes = int64_t{desc.width} * desc.channels * kElem;
   int64_t band_limit = ctx_.limits().max_storage_block_bytes;
@@ -369,7 +398,7 @@ absl::StatusOr<IntegralResult> IntegralImageKernel::Run(
 absl::Status IntegralImageKernel::ComputeOnDevice(const Image& image, int x0, int y0, int w, int h,
                                                   IntegralVariant variant, const Buffer& table,
                                                   uint64_t* gpu_ns, bool force_two_word) {
-  variant = ResolveIntegralVariant(ctx_.info(), variant);
+  variant = ResolveIntegralVariant(ctx_.info(), image.desc(), variant);
   absl::StatusOr<Workspace> ws = MakeWorkspace(image, x0, y0, w, h, variant, false, force_two_word);
   if (!ws.ok()) return ws.status();
   ws->table = &table;

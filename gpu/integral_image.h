@@ -26,6 +26,8 @@ enum class IntegralVariant {
   kNaive,              // one invocation per row scans it, then one per column scans it
   kWorkEfficient,      // up-sweep/down-sweep scans in shared memory, rows then columns, block sums
   kScanTransposeScan,  // work-efficient row scan, tiled transpose, row scan, transpose back
+  kStripScan,  // per-row strip offsets, then one invocation per 8-column strip walks down the
+               // band keeping the row above in registers: the table is written once, never read
 };
 
 std::string_view IntegralVariantName(IntegralVariant v);  // "naive", "work_efficient", ...
@@ -62,13 +64,18 @@ struct IntegralResult {
 // Checks the options (band_bytes >= 0, a known variant); errors name the field and value.
 absl::Status ValidateIntegralOptions(const IntegralOptions& options);
 
-// The variant kAuto runs: on CPU renderers (llvmpipe) the naive scans, whose sequential loops
-// run as SIMD lanes without barriers (measured fastest at every size, see
-// bench/results/integral_image_llvmpipe.md); on GPUs the work-efficient scans, whose row and
-// column passes both read and write coalesced and keep the partial sums in shared memory (the
-// naive row pass reads with a row-length stride between neighbouring invocations and keeps only
-// H invocations busy; scan-transpose-scan moves the 8-byte table through two more passes).
-IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, IntegralVariant requested);
+// The variant kAuto runs. On CPU renderers (llvmpipe), measured (bench/results/
+// integral_image_llvmpipe.md): the strip scan for images of 2-4 channels (25-30% faster than the
+// naive scans: it writes the 8-byte table once, where the naive scans write it twice and read it
+// once), the naive scans for one channel (the two within the noise of a shared machine: each won
+// at some sizes). Both run their sequential loops as SIMD lanes without barriers; the
+// work-efficient variants pay for a barrier per scan level and are 8-19x slower there. On GPUs the
+// work-efficient scans (not measured here; reasoning): both passes read and write coalesced rows
+// and keep partial sums in shared memory, where the naive and strip variants keep only H or W / 8
+// invocations busy with strided accesses, and scan-transpose-scan moves the table through two
+// more passes.
+IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, const ImageDesc& desc,
+                                       IntegralVariant requested);
 
 // REQUIRES: ctx's thread; images were made in ctx.
 class IntegralImageKernel {

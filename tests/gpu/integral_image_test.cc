@@ -17,7 +17,8 @@ namespace glimpse::gpu {
 namespace {
 
 constexpr IntegralVariant kVariants[] = {IntegralVariant::kNaive, IntegralVariant::kWorkEfficient,
-                                         IntegralVariant::kScanTransposeScan};
+                                         IntegralVariant::kScanTransposeScan,
+                                         IntegralVariant::kStripScan};
 constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
 
 std::string Describe(const ImageDesc& d, const IntegralOptions& o) {
