@@ -3,12 +3,78 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "gpu/gl_handles.h"
 
 namespace glimpse::bench {
+
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t p = 0; p < s.size();) {
+    size_t comma = s.find(',', p);
+    out.push_back(s.substr(p, comma - p));
+    p = comma == std::string::npos ? s.size() : comma + 1;
+  }
+  return out;
+}
+
+std::vector<int> ParseInts(const std::string& s) {
+  std::vector<int> out;
+  for (const std::string& one : SplitCommas(s)) out.push_back(std::atoi(one.c_str()));
+  return out;
+}
+
+void ParseBenchArgs(int argc, char** argv, BenchArgs* args,
+                    const std::function<bool(const std::string&, const std::string&)>& extra) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value (or is unknown)\n", flag.c_str());
+      std::exit(2);
+    }
+    const std::string value = argv[++i];
+    if (flag == "--runs") {
+      args->runs = std::atoi(value.c_str());
+    } else if (flag == "--large-runs") {
+      args->large_runs = std::atoi(value.c_str());
+    } else if (flag == "--warmup") {
+      args->warmup = std::atoi(value.c_str());
+    } else if (flag == "--json") {
+      args->json = value;
+    } else if (flag == "--device") {
+      args->device = value;
+    } else if (flag == "--sizes") {
+      args->sizes.clear();
+      for (const std::string& one : SplitCommas(value)) {
+        int w = 0, h = 0;
+        if (std::sscanf(one.c_str(), "%dx%d", &w, &h) != 2 || w < 1 || h < 1) {
+          std::fprintf(stderr, "--sizes wants WxH[,WxH...], got %s\n", one.c_str());
+          std::exit(2);
+        }
+        args->sizes.emplace_back(w, h);
+      }
+    } else if (!extra || !extra(flag, value)) {
+      std::fprintf(stderr, "unknown argument %s\n", flag.c_str());
+      std::exit(2);
+    }
+  }
+  if (args->runs < 1 || args->large_runs < 1 || args->warmup < 0) {
+    std::fprintf(stderr, "--runs and --large-runs must be at least 1, --warmup at least 0\n");
+    std::exit(2);
+  }
+}
+
+std::unique_ptr<gpu::Context> OpenContextOrExit(const BenchArgs& args) {
+  auto ctx = gpu::Context::Create({.device = args.device, .debug_output = false});
+  if (!ctx.ok()) {
+    std::fprintf(stderr, "no GL context: %s\n", std::string(ctx.status().message()).c_str());
+    std::exit(1);
+  }
+  return std::move(*ctx);
+}
 
 Timing Measure(const std::function<double()>& fn, int warmup, int runs) {
   for (int i = 0; i < warmup; ++i) fn();

@@ -5,12 +5,40 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/context.h"
 
 namespace glimpse::bench {
+
+// The flags every benchmark program takes.
+struct BenchArgs {
+  int runs = 7;
+  int large_runs = 3;  // runs for images over 10 MP
+  int warmup = 1;
+  std::string json;  // --json FILE: the rows as JSON too
+  std::string device = "auto";
+  std::vector<std::pair<int, int>> sizes = {{3200, 2400}, {7680, 4320}};
+
+  int RunsFor(int w, int h) const { return int64_t{w} * h > 10'000'000 ? large_runs : runs; }
+};
+
+// Parses --runs, --large-runs, --warmup, --json, --device and --sizes WxH[,WxH] into `args`; any
+// other `--flag VALUE` goes to `extra`, which returns false for a flag it does not know. Prints
+// the problem and exits 2 on a bad command line.
+void ParseBenchArgs(
+    int argc, char** argv, BenchArgs* args,
+    const std::function<bool(const std::string& flag, const std::string& value)>& extra = {});
+
+// "a,b,c" -> {"a", "b", "c"}; ParseInts for lists of numbers.
+std::vector<std::string> SplitCommas(const std::string& s);
+std::vector<int> ParseInts(const std::string& s);
+
+// The context the benchmark runs in (debug output off); prints the reason and exits 1 without one.
+std::unique_ptr<gpu::Context> OpenContextOrExit(const BenchArgs& args);
 
 struct Timing {
   double median_ms = 0;

@@ -1,7 +1,7 @@
 // Times every histogram variant with GL timer queries and prints the seed's table (CPU 1 thread,
 // GPU global atomics, GPU shared, GPU shared + per-thread, plus private rows) at 3200x2400 and 8K.
-//   histogram_bench [--runs N] [--warmup N] [--sizes 3200x2400,7680x4320] [--json FILE]
-//                   [--device auto|software|N]
+//   histogram_bench [--runs N] [--large-runs N] [--warmup N] [--sizes 3200x2400,7680x4320]
+//                   [--json FILE] [--device auto|software|N]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -24,51 +24,13 @@ struct Config {
 };
 
 int Main(int argc, char** argv) {
-  int runs = 15, warmup = 3;
-  std::string json, device = "auto";
-  std::vector<std::pair<int, int>> sizes = {{3200, 2400}, {7680, 4320}};
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--runs") {
-      runs = std::atoi(next().c_str());
-    } else if (a == "--warmup") {
-      warmup = std::atoi(next().c_str());
-    } else if (a == "--json") {
-      json = next();
-    } else if (a == "--device") {
-      device = next();
-    } else if (a == "--sizes") {
-      sizes.clear();
-      std::string s = next();
-      for (size_t p = 0; p < s.size();) {
-        size_t comma = s.find(',', p);
-        std::string one = s.substr(p, comma - p);
-        int w = 0, h = 0;
-        if (std::sscanf(one.c_str(), "%dx%d", &w, &h) != 2) {
-          std::fprintf(stderr, "--sizes wants WxH[,WxH...], got %s\n", one.c_str());
-          return 2;
-        }
-        sizes.emplace_back(w, h);
-        p = comma == std::string::npos ? s.size() : comma + 1;
-      }
-    } else {
-      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
-      return 2;
-    }
-  }
-  auto ctx = gpu::Context::Create({.device = device, .debug_output = false});
-  if (!ctx.ok()) {
-    std::fprintf(stderr, "no GL context: %s\n", std::string(ctx.status().message()).c_str());
-    return 1;
-  }
-  gpu::Context& c = **ctx;
+  BenchArgs args;
+  args.runs = 15;
+  args.large_runs = 15;
+  args.warmup = 3;
+  ParseBenchArgs(argc, argv, &args);
+  std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
+  gpu::Context& c = *ctx;
   const double copy = CopyBandwidthGBs(c);
 
   // The seed's histogram: 16 bins of the RGB mean. And the usual one: 256 bins per channel.
@@ -83,7 +45,7 @@ int Main(int argc, char** argv) {
   std::vector<Row> rows;
   std::mt19937_64 rng(42);
   gpu::HistogramKernel kernel(c);
-  for (auto [w, h] : sizes) {
+  for (auto [w, h] : args.sizes) {
     gpu::HostImage host = gpu::HostImage::Zeros({w, h, 4, gpu::SampleType::kUint8});
     // A photo-like image: smooth gradients plus noise, so runs of equal bins occur as in real data.
     for (int y = 0; y < h; ++y) {
@@ -102,10 +64,11 @@ int Main(int argc, char** argv) {
     const double bytes = double(host.desc.bytes());
     const std::string size = StrCat(w, "x", h);
     for (const Config& cfg : configs) {
+      const int runs = args.RunsFor(w, h);
       const int cpu_runs = std::max(1, runs / 5);
-      Timing cpu = Measure(
-          [&] { return WallMs([&] { (void)reference::Histogram(host, cfg.options); }); }, 1,
-          cpu_runs);
+      Timing cpu =
+          Measure([&] { return WallMs([&] { (void)reference::Histogram(host, cfg.options); }); }, 1,
+                  cpu_runs);
       rows.push_back({"histogram", "cpu_1_thread", size, cfg.label, cpu.median_ms,
                       bytes / (cpu.median_ms * 1e6), 0, cpu.runs});
       auto expected = reference::Histogram(host, cfg.options);
@@ -124,20 +87,21 @@ int Main(int argc, char** argv) {
               if (r.ok()) ran = r->variant;
               return r.ok() ? double(r->gpu_ns) / 1e6 : 0.0;
             },
-            warmup, runs);
+            args.warmup, runs);
         if (!correct) {
           std::fprintf(stderr, "variant %s disagrees with the CPU reference\n",
                        std::string(gpu::HistogramVariantName(v)).c_str());
           return 1;
         }
         std::string name(gpu::HistogramVariantName(v));
-        if (v == gpu::HistogramVariant::kAuto) name = StrCat("auto=", gpu::HistogramVariantName(ran));
+        if (v == gpu::HistogramVariant::kAuto)
+          name = StrCat("auto=", gpu::HistogramVariantName(ran));
         const double gbs = bytes / (t.median_ms * 1e6);
         rows.push_back({"histogram", name, size, cfg.label, t.median_ms, gbs, gbs / copy, t.runs});
       }
     }
   }
-  Report(c, copy, rows, json, argc, argv);
+  Report(c, copy, rows, args.json, argc, argv);
   return 0;
 }
 

@@ -18,67 +18,19 @@
 namespace glimpse::bench {
 namespace {
 
-std::vector<int> ParseInts(const std::string& s) {
-  std::vector<int> out;
-  for (size_t p = 0; p < s.size();) {
-    size_t comma = s.find(',', p);
-    out.push_back(std::atoi(s.substr(p, comma - p).c_str()));
-    p = comma == std::string::npos ? s.size() : comma + 1;
-  }
-  return out;
-}
-
 int Main(int argc, char** argv) {
-  int runs = 7, large_runs = 3, warmup = 1;
-  std::string json, device = "auto";
-  std::vector<std::pair<int, int>> sizes = {{3200, 2400}, {7680, 4320}};
+  BenchArgs args;
   std::vector<int> channels = {1, 4};
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--runs") {
-      runs = std::atoi(next().c_str());
-    } else if (a == "--large-runs") {
-      large_runs = std::atoi(next().c_str());
-    } else if (a == "--warmup") {
-      warmup = std::atoi(next().c_str());
-    } else if (a == "--json") {
-      json = next();
-    } else if (a == "--device") {
-      device = next();
-    } else if (a == "--channels") {
-      channels = ParseInts(next());
-    } else if (a == "--sizes") {
-      sizes.clear();
-      std::string s = next();
-      for (size_t p = 0; p < s.size();) {
-        size_t comma = s.find(',', p);
-        std::string one = s.substr(p, comma - p);
-        int w = 0, h = 0;
-        if (std::sscanf(one.c_str(), "%dx%d", &w, &h) != 2) {
-          std::fprintf(stderr, "--sizes wants WxH[,WxH...], got %s\n", one.c_str());
-          return 2;
-        }
-        sizes.emplace_back(w, h);
-        p = comma == std::string::npos ? s.size() : comma + 1;
-      }
-    } else {
-      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
-      return 2;
-    }
-  }
-  auto ctx = gpu::Context::Create({.device = device, .debug_output = false});
-  if (!ctx.ok()) {
-    std::fprintf(stderr, "no GL context: %s\n", std::string(ctx.status().message()).c_str());
-    return 1;
-  }
-  gpu::Context& c = **ctx;
+  ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
+    if (flag != "--channels") return false;
+    channels = ParseInts(value);
+    return true;
+  });
+  const int runs = args.runs, large_runs = args.large_runs, warmup = args.warmup;
+  const auto& sizes = args.sizes;
+  const std::string& json = args.json;
+  std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
+  gpu::Context& c = *ctx;
   const double copy = CopyBandwidthGBs(c);
   std::vector<Row> rows;
   std::mt19937_64 rng(42);
