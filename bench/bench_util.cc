@@ -76,6 +76,16 @@ std::unique_ptr<gpu::Context> OpenContextOrExit(const BenchArgs& args) {
   return std::move(*ctx);
 }
 
+gpu::Image UploadOrExit(gpu::Context& ctx, const gpu::HostImage& host) {
+  absl::StatusOr<gpu::Image> image = gpu::Image::Upload(ctx, host);
+  if (!image.ok()) {
+    std::fprintf(stderr, "uploading a %s image: %s\n", gpu::DescribeImage(host.desc).c_str(),
+                 std::string(image.status().message()).c_str());
+    std::exit(1);
+  }
+  return std::move(*image);
+}
+
 Timing Measure(const std::function<double()>& fn, int warmup, int runs) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> t;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gpu/context.h"
+#include "gpu/image.h"
 
 namespace glimpse::bench {
 
@@ -39,6 +40,9 @@ std::vector<int> ParseInts(const std::string& s);
 
 // The context the benchmark runs in (debug output off); prints the reason and exits 1 without one.
 std::unique_ptr<gpu::Context> OpenContextOrExit(const BenchArgs& args);
+
+// `host` on the GPU; prints the reason and exits 1 where the device refuses it.
+gpu::Image UploadOrExit(gpu::Context& ctx, const gpu::HostImage& host);
 
 struct Timing {
   double median_ms = 0;

@@ -45,7 +45,7 @@ int Main(int argc, char** argv) {
     }
     return true;
   });
-  const int runs = args.runs, large_runs = args.large_runs, warmup = args.warmup;
+  const int warmup = args.warmup;
   const auto& sizes = args.sizes;
   const std::string& json = args.json;
   std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
@@ -56,15 +56,10 @@ int Main(int argc, char** argv) {
   gpu::BoxFilterKernel kernel(c);
   for (int ch : channels) {
     for (auto [w, h] : sizes) {
-      const bool large = int64_t{w} * h > 10'000'000;
-      const int n = large ? large_runs : runs;
+      const int n = args.RunsFor(w, h);
       gpu::HostImage host = gpu::HostImage::Zeros({w, h, ch, gpu::SampleType::kUint8});
       for (auto& b : host.data) b = uint8_t(rng());
-      auto image = gpu::Image::Upload(c, host);
-      if (!image.ok()) {
-        std::fprintf(stderr, "%s\n", std::string(image.status().message()).c_str());
-        return 1;
-      }
+      const gpu::Image image = UploadOrExit(c, host);
       const double bytes = 2.0 * double(host.desc.bytes());
       const std::string size = StrCat(w, "x", h);
       for (int r : radii) {
@@ -78,7 +73,7 @@ int Main(int argc, char** argv) {
         for (gpu::BoxFilterVariant v : variants) {
           gpu::BoxFilterOptions o = base;
           o.variant = v;
-          auto check = kernel.Run(*image, o);
+          auto check = kernel.Run(image, o);
           if (!check.ok() || check->image.Download().data != expected->data) {
             std::fprintf(stderr, "variant %s disagrees with the CPU reference\n",
                          std::string(gpu::BoxFilterVariantName(v)).c_str());
@@ -86,7 +81,7 @@ int Main(int argc, char** argv) {
           }
           Timing t = Measure(
               [&] {
-                auto res = kernel.Run(*image, o);
+                auto res = kernel.Run(image, o);
                 return res.ok() ? double(res->gpu_ns) / 1e6 : 0.0;
               },
               warmup, n);

@@ -55,11 +55,7 @@ int Main(int argc, char** argv) {
       host.data[i + 2] = uint8_t(r >> 16);
       host.data[i + 3] = uint8_t(r >> 24);
     }
-    auto image = gpu::Image::Upload(c, host);
-    if (!image.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(image.status().message()).c_str());
-      return 1;
-    }
+    const gpu::Image image = UploadOrExit(c, host);
     const double image_bytes = double(host.desc.bytes());
     const std::string size = StrCat(w, "x", h);
     for (int percent : {1, 10, 50}) {
@@ -90,7 +86,7 @@ int Main(int argc, char** argv) {
           for (size_t i = 0; i < std::size(variants); ++i) {
             o.variant = variants[i];
             absl::StatusOr<gpu::CompactResult> r;
-            const double ms = WallMs([&] { r = kernel.Run(*image, o); });
+            const double ms = WallMs([&] { r = kernel.Run(image, o); });
             if (!r.ok() || r->total != expected.total || r->xy != expected.xy ||
                 r->values != expected.values || r->truncated != expected.truncated) {
               std::fprintf(stderr, "variant %s disagrees with the CPU reference (%s, %s)\n",

@@ -56,11 +56,7 @@ int Main(int argc, char** argv) {
         }
       }
     }
-    auto image = gpu::Image::Upload(c, host);
-    if (!image.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(image.status().message()).c_str());
-      return 1;
-    }
+    const gpu::Image image = UploadOrExit(c, host);
     const double bytes = double(host.desc.bytes());
     const std::string size = StrCat(w, "x", h);
     for (const Config& cfg : configs) {
@@ -82,7 +78,7 @@ int Main(int argc, char** argv) {
         gpu::HistogramVariant ran = v;
         Timing t = Measure(
             [&] {
-              auto r = kernel.Run(*image, o);
+              auto r = kernel.Run(image, o);
               if (!r.ok() || r->counts != expected->counts) correct = false;
               if (r.ok()) ran = r->variant;
               return r.ok() ? double(r->gpu_ns) / 1e6 : 0.0;

@@ -26,7 +26,7 @@ int Main(int argc, char** argv) {
     channels = ParseInts(value);
     return true;
   });
-  const int runs = args.runs, large_runs = args.large_runs, warmup = args.warmup;
+  const int warmup = args.warmup;
   const auto& sizes = args.sizes;
   const std::string& json = args.json;
   std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
@@ -37,15 +37,10 @@ int Main(int argc, char** argv) {
   gpu::IntegralImageKernel kernel(c);
   for (int ch : channels) {
     for (auto [w, h] : sizes) {
-      const bool large = int64_t{w} * h > 10'000'000;
-      const int n = large ? large_runs : runs;
+      const int n = args.RunsFor(w, h);
       gpu::HostImage host = gpu::HostImage::Zeros({w, h, ch, gpu::SampleType::kUint8});
       for (auto& b : host.data) b = uint8_t(rng());
-      auto image = gpu::Image::Upload(c, host);
-      if (!image.ok()) {
-        std::fprintf(stderr, "%s\n", std::string(image.status().message()).c_str());
-        return 1;
-      }
+      const gpu::Image image = UploadOrExit(c, host);
       const double bytes = double(host.desc.bytes()) + double(host.desc.bytes()) * 8;
       const std::string size = StrCat(w, "x", h);
       const std::string params = StrCat(ch, "ch uint8");
@@ -60,7 +55,7 @@ int Main(int argc, char** argv) {
             gpu::IntegralVariant::kScanTransposeScan, gpu::IntegralVariant::kStripScan,
             gpu::IntegralVariant::kAuto}) {
         const gpu::IntegralOptions o{.variant = v};
-        auto check = gpu::ComputeIntegralImage(kernel, *image, o);
+        auto check = gpu::ComputeIntegralImage(kernel, image, o);
         if (!check.ok() || check->sum_u != expected->sum_u) {
           std::fprintf(stderr, "variant %s disagrees with the CPU reference\n",
                        std::string(gpu::IntegralVariantName(v)).c_str());
@@ -69,7 +64,7 @@ int Main(int argc, char** argv) {
         auto sink = [](const gpu::IntegralBand&) { return absl::OkStatus(); };
         Timing t = Measure(
             [&] {
-              auto r = kernel.Run(*image, o, sink);
+              auto r = kernel.Run(image, o, sink);
               return r.ok() ? double(r->gpu_ns) / 1e6 : 0.0;
             },
             warmup, n);
