@@ -45,9 +45,6 @@ int Main(int argc, char** argv) {
     }
     return true;
   });
-  const int warmup = args.warmup;
-  const auto& sizes = args.sizes;
-  const std::string& json = args.json;
   std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
   gpu::Context& c = *ctx;
   const double copy = CopyBandwidthGBs(c);
@@ -55,7 +52,7 @@ int Main(int argc, char** argv) {
   std::mt19937_64 rng(42);
   gpu::BoxFilterKernel kernel(c);
   for (int ch : channels) {
-    for (auto [w, h] : sizes) {
+    for (auto [w, h] : args.sizes) {
       const int n = args.RunsFor(w, h);
       gpu::HostImage host = gpu::HostImage::Zeros({w, h, ch, gpu::SampleType::kUint8});
       for (auto& b : host.data) b = uint8_t(rng());
@@ -84,7 +81,7 @@ int Main(int argc, char** argv) {
                 auto res = kernel.Run(image, o);
                 return res.ok() ? double(res->gpu_ns) / 1e6 : 0.0;
               },
-              warmup, n);
+              args.warmup, n);
           std::string name(gpu::BoxFilterVariantName(v));
           if (v == gpu::BoxFilterVariant::kAuto) {
             name = StrCat("auto=", gpu::BoxFilterVariantName(check->variant));
@@ -97,7 +94,7 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  Report(c, copy, rows, json, argc, argv);
+  Report(c, copy, rows, args.json, argc, argv);
   return 0;
 }
 

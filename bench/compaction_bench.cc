@@ -32,8 +32,6 @@ int Main(int argc, char** argv) {
   args.warmup = 2;
   ParseBenchArgs(argc, argv, &args);
   const int runs = args.runs, warmup = args.warmup;
-  const auto& sizes = args.sizes;
-  const std::string& json = args.json;
   std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
   gpu::Context& c = *ctx;
   const double copy = CopyBandwidthGBs(c);
@@ -45,7 +43,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 1;
   }
-  for (auto [w, h] : sizes) {
+  for (auto [w, h] : args.sizes) {
     // Channel 0 uniform in [0, 99] at random positions, so [0, s - 1] passes s% of the pixels.
     gpu::HostImage host = gpu::HostImage::Zeros({w, h, 4, gpu::SampleType::kUint8});
     for (size_t i = 0; i < host.data.size(); i += 4) {
@@ -116,7 +114,7 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  Report(c, copy, rows, json, argc, argv);
+  Report(c, copy, rows, args.json, argc, argv);
   return 0;
 }
 

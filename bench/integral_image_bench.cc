@@ -26,9 +26,6 @@ int Main(int argc, char** argv) {
     channels = ParseInts(value);
     return true;
   });
-  const int warmup = args.warmup;
-  const auto& sizes = args.sizes;
-  const std::string& json = args.json;
   std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
   gpu::Context& c = *ctx;
   const double copy = CopyBandwidthGBs(c);
@@ -36,7 +33,7 @@ int Main(int argc, char** argv) {
   std::mt19937_64 rng(42);
   gpu::IntegralImageKernel kernel(c);
   for (int ch : channels) {
-    for (auto [w, h] : sizes) {
+    for (auto [w, h] : args.sizes) {
       const int n = args.RunsFor(w, h);
       gpu::HostImage host = gpu::HostImage::Zeros({w, h, ch, gpu::SampleType::kUint8});
       for (auto& b : host.data) b = uint8_t(rng());
@@ -67,7 +64,7 @@ int Main(int argc, char** argv) {
               auto r = kernel.Run(image, o, sink);
               return r.ok() ? double(r->gpu_ns) / 1e6 : 0.0;
             },
-            warmup, n);
+            args.warmup, n);
         std::string name(gpu::IntegralVariantName(v));
         if (v == gpu::IntegralVariant::kAuto) {
           name = StrCat("auto=", gpu::IntegralVariantName(check->info.variant));
@@ -79,7 +76,7 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  Report(c, copy, rows, json, argc, argv);
+  Report(c, copy, rows, args.json, argc, argv);
   return 0;
 }
 
