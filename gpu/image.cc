@@ -108,7 +108,49 @@ absl::StatusOr<Image> Image::Upload(Context& ctx, const ImageDesc& desc,
   glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, desc.width, desc.height, f.format, f.type, pixels.data());
   glBindTexture(GL_TEXTURE_2D, 0);
   if (absl::Status s = ctx.CheckGlError("uploading an image"); !s.ok()) return s;
+  if (ctx.info().software) {
+    if (absl::Status s = image->MakePacked(ctx, pixels); !s.ok()) return s;
+  }
   return image;
+}
+
+absl::Status Image::MakePacked(Context& ctx, std::span<const uint8_t> pixels) {
+  const int texels = PackedTexelsPerRow(desc_);
+  const size_t row = desc_.row_bytes(), padded_row = size_t(texels) * 16;
+  // Rows whose length is not a whole texel are copied into padded rows first: GL's unpack row
+  // length counts whole texels.
+  std::vector<uint8_t> padded;
+  const uint8_t* src = pixels.data();
+  if (padded_row != row) {
+    padded.assign(padded_row * size_t(desc_.height), 0);
+    for (int y = 0; y < desc_.height; ++y) {
+      std::memcpy(padded.data() + size_t(y) * padded_row, src + size_t(y) * row, row);
+    }
+    src = padded.data();
+  }
+  GlTexture packed = GlTexture::Create();
+  glBindTexture(GL_TEXTURE_2D, packed.get());
+  glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, texels, desc_.height);
+  glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, texels, desc_.height, GL_RGBA_INTEGER, GL_UNSIGNED_INT,
+                  src);
+  glBindTexture(GL_TEXTURE_2D, 0);
+  if (absl::Status s =
+          ctx.CheckGlError(StrCat("making the packed form of a ", DescribeImage(desc_), " image"));
+      !s.ok()) {
+    return s;
+  }
+  packed_ = std::move(packed);
+  return absl::OkStatus();
+}
+
+absl::Status Image::EnsurePacked(Context& ctx) {
+  if (packed_) return absl::OkStatus();
+  const HostImage host = Download();
+  return MakePacked(ctx, host.data);
+}
+
+void Image::BindPacked(GLuint unit) const {
+  glBindImageTexture(unit, packed_.get(), 0, GL_FALSE, 0, GL_READ_ONLY, GL_RGBA32UI);
 }
 
 absl::Status Image::CopyFromBuffer(Context& ctx, const Buffer& buffer, size_t offset) {
@@ -123,7 +165,12 @@ absl::Status Image::CopyFromBuffer(Context& ctx, const Buffer& buffer, size_t of
                   reinterpret_cast<const void*>(offset));
   glBindTexture(GL_TEXTURE_2D, 0);
   glBindBuffer(GL_PIXEL_UNPACK_BUFFER, 0);
-  return ctx.CheckGlError("copying a buffer into an image");
+  if (absl::Status s = ctx.CheckGlError("copying a buffer into an image"); !s.ok()) return s;
+  if (!packed_ && !ctx.info().software) return absl::OkStatus();
+  // The packed form follows the new contents: a round trip through host memory, which on CPU
+  // renderers is a copy within the same memory.
+  packed_ = GlTexture();
+  return EnsurePacked(ctx);
 }
 
 HostImage Image::Download() const {

@@ -62,8 +62,18 @@ struct HostImage {
   double value(int x, int y, int c) const;
 };
 
+// Width in texels of an image's packed form: its rows as raw bytes, 16 per RGBA32UI texel, each
+// row padded with zeros to a whole texel.
+inline int PackedTexelsPerRow(const ImageDesc& desc) { return int((desc.row_bytes() + 15) / 16); }
+
 // An image on the GPU: a 2D texture of a sized integer (8/16-bit) or float format, read by the
 // kernels with texelFetch from texture unit 0. Move-only. REQUIRES: the context's thread.
+//
+// An image may also hold a packed form: the same bytes in an RGBA32UI texture
+// (PackedTexelsPerRow(desc) x height), read with imageLoad, 16 bytes per load. CPU renderers run
+// storage and texture reads one SIMD lane at a time but an image load of a wide texel at once, so
+// the kernels made for them read this form; it is made at upload on CPU renderers (where "GPU"
+// memory is host memory) and on first use elsewhere.
 class Image {
  public:
   Image() = default;
@@ -83,13 +93,26 @@ class Image {
 
   const ImageDesc& desc() const { return desc_; }
   GLuint texture() const { return texture_.get(); }
-  size_t gpu_bytes() const { return desc_.bytes(); }
+  // The memory the image holds on the device, the packed form included.
+  size_t gpu_bytes() const {
+    return desc_.bytes() + (packed_ ? size_t(PackedTexelsPerRow(desc_)) * 16 * desc_.height : 0);
+  }
   // Binds the texture to texture unit `unit` (the shared prelude reads unit 0).
   void Bind(GLuint unit = 0) const;
 
+  bool has_packed() const { return bool(packed_); }
+  GLuint packed_texture() const { return packed_.get(); }
+  // Makes the packed form if the image has none yet (reads the pixels back once to do it).
+  absl::Status EnsurePacked(Context& ctx);
+  // Binds the packed form read-only to image unit `unit` as rgba32ui. REQUIRES: has_packed().
+  void BindPacked(GLuint unit) const;
+
  private:
+  absl::Status MakePacked(Context& ctx, std::span<const uint8_t> pixels);
+
   ImageDesc desc_;
   GlTexture texture_;
+  GlTexture packed_;
 };
 
 // "#define" lines telling the shader prelude how to read this image: FMT_UINT or FMT_FLOAT,
