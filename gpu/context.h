@@ -60,6 +60,9 @@ class Context {
   // A line `#include "x.glsl"` in a shader pulls in gpu/shaders/x.glsl (one level deep). In the
   // info log, file 1 is the prelude, 2 the shader, 1002 a file it included.
   absl::StatusOr<GLuint> Program(std::string_view name, std::string_view defines = {});
+  // How many distinct programs have been built so far. A kernel's WarmUp() builds and dispatches
+  // every program its auto variant can pick, so after it this number stays put (tests check it).
+  size_t programs_built() const { return programs_.size(); }
 
   // Waits until the GPU has finished all work submitted so far.
   void Finish() const { glFinish(); }
