@@ -78,7 +78,9 @@ Outcome Call(const Connection& c, const std::string& rpc, const std::string& id)
     out.status = reader->Finish();
   } else {
     Die(kExitUsage,
-        fmt::format("--rpcs: unknown analysis \"{}\" (histogram, integral_image, compaction, box_filter)", rpc));
+        fmt::format(
+            "--rpcs: unknown analysis \"{}\" (histogram, integral_image, compaction, box_filter)",
+            rpc));
   }
   out.ok = out.status.ok();
   return out;

@@ -18,7 +18,8 @@
 namespace glimpse::client {
 namespace {
 
-constexpr char kUsageHead[] = R"(glimpse: command-line client of glimpse-server (GPU image analytics).
+constexpr char kUsageHead[] =
+    R"(glimpse: command-line client of glimpse-server (GPU image analytics).
 
 Usage: glimpse [--server=HOST:PORT] [--tls-ca=FILE] [--timeout-s=N] COMMAND [ARGS] [--opt=value]
 
@@ -57,38 +58,57 @@ struct Command {
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command> kCommands = {
-      {"info", {}, "                          server, device, limits, queue, store, result buffer",
-       {}, Info},
-      {"health", {}, " [--service=NAME]       prints SERVING and exits 0 when the server serves, else 1",
-       {"service"}, Health},
-      {"upload", {},
+      {"info",
+       {},
+       "                          server, device, limits, queue, store, result buffer",
+       {},
+       Info},
+      {"health",
+       {},
+       " [--service=NAME]       prints SERVING and exits 0 when the server serves, else 1",
+       {"service"},
+       Health},
+      {"upload",
+       {},
        " FILE [--label=L] [--channels=N] [--raw=WxHxC --format=uint8|uint16|float32]\n"
-       "                                      stores an image; prints its id (raw: FILE holds pixels)",
-       {"label", "channels", "raw", "format"}, Upload},
+       "                                      stores an image; prints its id (raw: FILE holds "
+       "pixels)",
+       {"label", "channels", "raw", "format"},
+       Upload},
       {"list", {}, "                          stored images, most recently used first", {}, List},
       {"delete", {}, " ID...                  frees stored images", {}, Delete},
-      {"histogram", {},
+      {"histogram",
+       {},
        " IMAGE [--bins=256] [--lo=V] [--hi=V] [--source=all|channel|luma|rgb_mean]\n"
        "              [--channel=C] [--variant=NAME] [--csv=FILE] [--json=FILE] [--png=FILE]",
-       {"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png"}, Histogram},
-      {"integral_image", {"integral"},
+       {"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png"},
+       Histogram},
+      {"integral_image",
+       {"integral"},
        " IMAGE [--squared] [--variant=NAME] [--npy=integral.npy] [--squared-npy=FILE]",
-       {"squared", "variant", "npy", "squared-npy"}, IntegralImage},
-      {"compaction", {"compact"},
+       {"squared", "variant", "npy", "squared-npy"},
+       IntegralImage},
+      {"compaction",
+       {"compact"},
        " IMAGE --lo=V --hi=V [--outside] [--source=channel|luma] [--channel=C]\n"
        "              [--max-results=N] [--count-only] [--variant=NAME] [--csv=FILE]",
        {"lo", "hi", "outside", "source", "channel", "max-results", "count-only", "variant", "csv"},
        Compaction},
-      {"box_filter", {"box"},
+      {"box_filter",
+       {"box"},
        " IMAGE [--rx=1] [--ry=RX] [--border=reflect101|replicate|constant] [--border-value=V]\n"
        "              [--variant=NAME] [--out=box.png (.png: PNG, .npy: numpy, else raw bytes)]\n"
        "              [--keep] [--label=L]",
-       {"rx", "ry", "border", "border-value", "variant", "out", "keep", "label"}, BoxFilter},
-      {"load", {},
+       {"rx", "ry", "border", "border-value", "variant", "out", "keep", "label"},
+       BoxFilter},
+      {"load",
+       {},
        " [--rpcs=histogram,integral_image,compaction,box_filter] [--sizes=1,8]\n"
        "              [--concurrency=4] [--duration-s=10] [--markdown=FILE]\n"
-       "                                      load test: requests/s and p50/p99 latency per RPC and size",
-       {"rpcs", "sizes", "concurrency", "duration-s", "markdown"}, RunLoad},
+       "                                      load test: requests/s and p50/p99 latency per RPC "
+       "and size",
+       {"rpcs", "sizes", "concurrency", "duration-s", "markdown"},
+       RunLoad},
   };
   return kCommands;
 }

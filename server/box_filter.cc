@@ -72,7 +72,8 @@ absl::StatusOr<BoxFilterAnalysis::Options> BoxFilterAnalysis::MapOptions(const R
 
 absl::StatusOr<uint64_t> BoxFilterAnalysis::ResultBytes(const gpu::ImageDesc& desc,
                                                         const Options& options, uint64_t) {
-  absl::StatusOr<gpu::BoxFilterOptions> resolved = gpu::ResolveBoxFilterOptions(desc, options.filter);
+  absl::StatusOr<gpu::BoxFilterOptions> resolved =
+      gpu::ResolveBoxFilterOptions(desc, options.filter);
   if (!resolved.ok()) return resolved.status();
   if (options.encoding == v1::PIXEL_ENCODING_PNG && desc.type != gpu::SampleType::kUint8) {
     return absl::InvalidArgumentError(StrCat("encoding PNG needs a uint8 image, got ",
@@ -114,33 +115,33 @@ absl::Status BoxFilterAnalysis::Run(const StreamWork<Response>& work, GpuEnv& en
   auto held = std::make_shared<Lease>(std::move(lease));
   const size_t chunk = work.service->limits.chunk_bytes;
   // PNG encoding and cutting into messages are host work: off the GPU thread.
-  work.service->pool.Post([call = work.call, host, header, held, encoding = options.encoding,
-                           chunk] {
-    std::string png;
-    std::string_view bytes(reinterpret_cast<const char*>(host->data.data()), host->data.size());
-    if (encoding == v1::PIXEL_ENCODING_PNG) {
-      absl::StatusOr<std::string> encoded = EncodePng(*host);
-      if (!encoded.ok()) return call->Close(encoded.status());
-      png = *std::move(encoded);
-      bytes = png;
-    }
-    header->mutable_header()->set_data_bytes(bytes.size());
-    std::vector<v1::BoxFilterResponse> messages;
-    messages.push_back(std::move(*header));
-    for (size_t off = 0; off < bytes.size(); off += chunk) {
-      const std::string_view piece = bytes.substr(off, chunk);
-      messages.emplace_back().set_chunk(piece.data(), piece.size());
-    }
-    *messages.emplace_back().mutable_timing() = call->record.Timing();
-    const uint64_t sent = bytes.size();
-    host->data = {};
-    png = {};
-    held->ShrinkTo(sent + Framing(sent, chunk) + kEndsBytes);
-    if (absl::Status s = call->Send(std::move(messages), std::move(*held)); !s.ok()) {
-      return call->Close(s);
-    }
-    call->Close(absl::OkStatus());
-  });
+  work.service->pool.Post(
+      [call = work.call, host, header, held, encoding = options.encoding, chunk] {
+        std::string png;
+        std::string_view bytes(reinterpret_cast<const char*>(host->data.data()), host->data.size());
+        if (encoding == v1::PIXEL_ENCODING_PNG) {
+          absl::StatusOr<std::string> encoded = EncodePng(*host);
+          if (!encoded.ok()) return call->Close(encoded.status());
+          png = *std::move(encoded);
+          bytes = png;
+        }
+        header->mutable_header()->set_data_bytes(bytes.size());
+        std::vector<v1::BoxFilterResponse> messages;
+        messages.push_back(std::move(*header));
+        for (size_t off = 0; off < bytes.size(); off += chunk) {
+          const std::string_view piece = bytes.substr(off, chunk);
+          messages.emplace_back().set_chunk(piece.data(), piece.size());
+        }
+        *messages.emplace_back().mutable_timing() = call->record.Timing();
+        const uint64_t sent = bytes.size();
+        host->data = {};
+        png = {};
+        held->ShrinkTo(sent + Framing(sent, chunk) + kEndsBytes);
+        if (absl::Status s = call->Send(std::move(messages), std::move(*held)); !s.ok()) {
+          return call->Close(s);
+        }
+        call->Close(absl::OkStatus());
+      });
   return absl::OkStatus();
 }
 

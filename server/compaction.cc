@@ -78,34 +78,35 @@ absl::Status CompactionAnalysis::Run(const StreamWork<Response>& work, GpuEnv& e
   auto info = std::make_shared<v1::ImageInfo>(image.info);
   auto held = std::make_shared<Lease>(std::move(lease));
   // Cutting the list into messages is host work: off the GPU thread.
-  work.service->pool.Post([call = work.call, result, info, held, desc, value_bytes, per_chunk, list_bytes] {
-    const size_t n_total = result->returned();
-    std::vector<v1::CompactResponse> messages;
-    v1::CompactHeader* h = messages.emplace_back().mutable_header();
-    *h->mutable_image() = *info;
-    h->set_total(result->total);
-    h->set_returned(n_total);
-    h->set_truncated(result->truncated);
-    h->set_value_format(ToProto(desc.type));
-    h->set_value_channels(uint32_t(desc.channels));
-    h->set_variant(std::string(gpu::CompactVariantName(result->variant)));
-    for (size_t i = 0; i < n_total; i += per_chunk) {
-      const size_t n = std::min(per_chunk, n_total - i);
-      v1::CompactChunk* c = messages.emplace_back().mutable_chunk();
-      c->set_first(i);
-      c->set_xy(reinterpret_cast<const char*>(result->xy.data() + 2 * i), n * 8);
-      c->set_values(reinterpret_cast<const char*>(result->values.data()) + i * value_bytes,
-                    n * value_bytes);
-    }
-    *messages.emplace_back().mutable_timing() = call->record.Timing();
-    result->xy = {};
-    result->values = {};
-    held->ShrinkTo(list_bytes);
-    if (absl::Status s = call->Send(std::move(messages), std::move(*held)); !s.ok()) {
-      return call->Close(s);
-    }
-    call->Close(absl::OkStatus());
-  });
+  work.service->pool.Post(
+      [call = work.call, result, info, held, desc, value_bytes, per_chunk, list_bytes] {
+        const size_t n_total = result->returned();
+        std::vector<v1::CompactResponse> messages;
+        v1::CompactHeader* h = messages.emplace_back().mutable_header();
+        *h->mutable_image() = *info;
+        h->set_total(result->total);
+        h->set_returned(n_total);
+        h->set_truncated(result->truncated);
+        h->set_value_format(ToProto(desc.type));
+        h->set_value_channels(uint32_t(desc.channels));
+        h->set_variant(std::string(gpu::CompactVariantName(result->variant)));
+        for (size_t i = 0; i < n_total; i += per_chunk) {
+          const size_t n = std::min(per_chunk, n_total - i);
+          v1::CompactChunk* c = messages.emplace_back().mutable_chunk();
+          c->set_first(i);
+          c->set_xy(reinterpret_cast<const char*>(result->xy.data() + 2 * i), n * 8);
+          c->set_values(reinterpret_cast<const char*>(result->values.data()) + i * value_bytes,
+                        n * value_bytes);
+        }
+        *messages.emplace_back().mutable_timing() = call->record.Timing();
+        result->xy = {};
+        result->values = {};
+        held->ShrinkTo(list_bytes);
+        if (absl::Status s = call->Send(std::move(messages), std::move(*held)); !s.ok()) {
+          return call->Close(s);
+        }
+        call->Close(absl::OkStatus());
+      });
   return absl::OkStatus();
 }
 

@@ -157,8 +157,8 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
         if (queue_.empty() && stopping_) break;
         // Wake at least every second to free expired images; more often while jobs wait for
         // result bytes, so their deadlines and cancellations are seen promptly.
-        cv_.wait_for(lock, queue_.empty() ? std::chrono::milliseconds(1000)
-                                          : std::chrono::milliseconds(20));
+        cv_.wait_for(
+            lock, queue_.empty() ? std::chrono::milliseconds(1000) : std::chrono::milliseconds(20));
       }
     }
     for (auto& [job, status] : dropped) {

@@ -53,8 +53,8 @@ struct WorkerOptions {
 struct WorkerStats {
   uint64_t queue_length = 0;
   uint64_t jobs_run = 0;
-  uint64_t jobs_dropped = 0;   // dequeued unrun: cancelled, expired or shut down
-  uint64_t jobs_rejected = 0;  // refused at Enqueue: queue full
+  uint64_t jobs_dropped = 0;              // dequeued unrun: cancelled, expired or shut down
+  uint64_t jobs_rejected = 0;             // refused at Enqueue: queue full
   uint64_t jobs_waiting_for_results = 0;  // queued jobs whose result bytes are not free now
 };
 

@@ -50,8 +50,7 @@ struct Acquired {
   gpu::Image owned;  // an inline image, freed with the job
   v1::ImageInfo info;
 };
-absl::StatusOr<std::unique_ptr<Acquired>> Acquire(GpuEnv& env, const Input& in,
-                                                  CallRecord& record);
+absl::StatusOr<std::unique_ptr<Acquired>> Acquire(GpuEnv& env, const Input& in, CallRecord& record);
 
 }  // namespace glimpse::server
 

@@ -59,8 +59,8 @@ struct PartState {
   std::string variant;
 };
 
-absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env,
-                     const Acquired& a, std::shared_ptr<PartState> st, Lease lease);
+absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env, const Acquired& a,
+                     std::shared_ptr<PartState> st, Lease lease);
 
 // Queues the next part once the reader has taken this one.
 std::function<void()> NextPart(const StreamWork<v1::IntegralImageResponse>& w,
@@ -75,8 +75,8 @@ std::function<void()> NextPart(const StreamWork<v1::IntegralImageResponse>& w,
   };
 }
 
-absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env,
-                     const Acquired& a, std::shared_ptr<PartState> st, Lease lease) {
+absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env, const Acquired& a,
+                     std::shared_ptr<PartState> st, Lease lease) {
   const gpu::ImageDesc& d = a.image->desc();
   if (d.width != w.input->desc.width || d.height != w.input->desc.height) {
     return absl::FailedPreconditionError("the image changed while its table was streaming");
@@ -173,8 +173,8 @@ IntegralPlan PlanIntegralParts(const gpu::ImageDesc& desc, bool squared, uint64_
   plan.rows_per_part = desc.height;
   if (!plan.whole) {
     // At least one row, whatever the budget: a part that cannot fit is refused by the worker.
-    plan.rows_per_part = int(std::clamp<uint64_t>(
-        part_bytes / (plan.row_bytes + kChunkOverhead), 1, uint64_t(desc.height)));
+    plan.rows_per_part = int(std::clamp<uint64_t>(part_bytes / (plan.row_bytes + kChunkOverhead), 1,
+                                                  uint64_t(desc.height)));
   }
   return plan;
 }
@@ -186,9 +186,8 @@ uint64_t IntegralPartBytes(const IntegralPlan& plan, int rows, int tables) {
 absl::StatusOr<gpu::IntegralOptions> IntegralImageAnalysis::MapOptions(const Request& request) {
   Options options;
   options.squared = request.options().squared();
-  absl::StatusOr<gpu::IntegralVariant> variant =
-      ParseVariant<gpu::IntegralVariant>(request.variant(), "the integral image",
-                                         gpu::IntegralVariantName, gpu::ParseIntegralVariant);
+  absl::StatusOr<gpu::IntegralVariant> variant = ParseVariant<gpu::IntegralVariant>(
+      request.variant(), "the integral image", gpu::IntegralVariantName, gpu::ParseIntegralVariant);
   if (!variant.ok()) return variant.status();
   options.variant = *variant;
   return options;
@@ -210,8 +209,7 @@ absl::Status IntegralImageAnalysis::Run(const StreamWork<Response>& work, GpuEnv
   st->options = options;
   st->plan = PlanIntegralParts(work.input->desc, options.squared,
                                work.service->worker.results().part_bytes());
-  const size_t row_elems =
-      size_t(image.image->desc().width) * size_t(image.image->desc().channels);
+  const size_t row_elems = size_t(image.image->desc().width) * size_t(image.image->desc().channels);
   if (!st->plan.whole) {
     if (gpu::IntegralElementFor(image.image->desc().type) == gpu::IntegralElement::kFloat64) {
       st->carry_f.assign(row_elems, 0.0);

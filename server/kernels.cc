@@ -16,12 +16,14 @@ struct AnalysisEntry {
   absl::Status (*prepare)(Kernels& k, gpu::SampleType type);
 };
 constexpr AnalysisEntry kAnalyses[] = {
-    {HistogramAnalysis::kName, [](Kernels& k, gpu::SampleType t) { return k.histogram.Prepare(t); }},
+    {HistogramAnalysis::kName,
+     [](Kernels& k, gpu::SampleType t) { return k.histogram.Prepare(t); }},
     {IntegralImageAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.integral_image.Prepare(t); }},
     {CompactionAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.compaction.Prepare(t); }},
-    {BoxFilterAnalysis::kName, [](Kernels& k, gpu::SampleType t) { return k.box_filter.Prepare(t); }},
+    {BoxFilterAnalysis::kName,
+     [](Kernels& k, gpu::SampleType t) { return k.box_filter.Prepare(t); }},
 };
 
 }  // namespace
@@ -31,8 +33,8 @@ absl::Status Kernels::Prepare() {
        {gpu::SampleType::kUint8, gpu::SampleType::kUint16, gpu::SampleType::kFloat32}) {
     for (const AnalysisEntry& a : kAnalyses) {
       if (absl::Status s = a.prepare(*this, type); !s.ok()) {
-        return Annotate(s, StrCat("preparing the ", a.name, " kernel for ",
-                                  gpu::SampleTypeName(type)));
+        return Annotate(
+            s, StrCat("preparing the ", a.name, " kernel for ", gpu::SampleTypeName(type)));
       }
     }
   }

@@ -101,20 +101,20 @@ grpc::ServerUnaryReactor* ServeUnary(ServiceEnv& service, grpc::CallbackServerCo
   absl::StatusOr<uint64_t> bytes =
       A::ResultBytes((*input)->desc, *options, service.worker.results().part_bytes());
   if (!bytes.ok()) return call->Answer(bytes.status()), call;
-  Submit(service.worker, call, std::string(A::kMethod), context->deadline(), *bytes,
-         [call, response, in = *input, options = *options](GpuEnv& env,
-                                                           Lease lease) -> absl::Status {
-           absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, *in, call->record);
-           if (!a.ok()) return a.status();
-           if (absl::Status s = A::Run(env, **a, options, call->record, response); !s.ok()) {
-             return s;
-           }
-           *response->mutable_image() = std::move((*a)->info);
-           *response->mutable_timing() = call->record.Timing();
-           call->lease = std::move(lease);
-           call->Answer(absl::OkStatus());
-           return absl::OkStatus();
-         });
+  Submit(
+      service.worker, call, std::string(A::kMethod), context->deadline(), *bytes,
+      [call, response, in = *input, options = *options](GpuEnv& env, Lease lease) -> absl::Status {
+        absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, *in, call->record);
+        if (!a.ok()) return a.status();
+        if (absl::Status s = A::Run(env, **a, options, call->record, response); !s.ok()) {
+          return s;
+        }
+        *response->mutable_image() = std::move((*a)->info);
+        *response->mutable_timing() = call->record.Timing();
+        call->lease = std::move(lease);
+        call->Answer(absl::OkStatus());
+        return absl::OkStatus();
+      });
   return call;
 }
 
@@ -147,8 +147,9 @@ struct StreamWork {
 //                           const Options&, Lease);
 // which sends its messages through the call, closes it, or returns an error.
 template <typename A>
-grpc::ServerWriteReactor<typename A::Response>* ServeStream(
-    ServiceEnv& service, grpc::CallbackServerContext* context, const typename A::Request* request) {
+grpc::ServerWriteReactor<typename A::Response>* ServeStream(ServiceEnv& service,
+                                                            grpc::CallbackServerContext* context,
+                                                            const typename A::Request* request) {
   auto* call = new StreamCall<typename A::Response>(std::string(A::kMethod));
   absl::StatusOr<typename A::Options> options = A::MapOptions(*request);
   if (!options.ok()) return call->Close(options.status()), call;

@@ -76,8 +76,8 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
           }
           break;
         case v1::UploadHeader::kRaw: {
-          absl::StatusOr<gpu::ImageDesc> desc = DescFromLayout(
-              header_.raw(), "header.raw", service_.worker.device().limits, limits);
+          absl::StatusOr<gpu::ImageDesc> desc =
+              DescFromLayout(header_.raw(), "header.raw", service_.worker.device().limits, limits);
           if (!desc.ok()) return desc.status();
           raw_desc_ = *desc;
           if (raw_desc_.bytes() > limits.max_upload_bytes) {
@@ -138,8 +138,8 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
       const SteadyClock::time_point t0 = SteadyClock::now();
       absl::StatusOr<gpu::HostImage> decoded =
           DecodeEncoded(std::span(reinterpret_cast<const uint8_t*>(data_.data()), data_.size()),
-                        int(header_.encoded().desired_channels()),
-                        service_.limits.max_image_pixels, "uploaded file");
+                        int(header_.encoded().desired_channels()), service_.limits.max_image_pixels,
+                        "uploaded file");
       if (!decoded.ok()) return Answer(decoded.status());
       record.set_decode_ns(NsSince(t0));
       record.set_image(gpu::DescribeImage(decoded->desc));
@@ -151,21 +151,22 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
       *host = *std::move(decoded);
     }
     std::string().swap(data_);
-    Submit(service_.worker, this, "UploadImage", context_->deadline(), 0,
-           [this, host](GpuEnv& env, Lease) -> absl::Status {
-             if (absl::Status s = env.images.Reserve(host->desc.bytes()); !s.ok()) return s;
-             const SteadyClock::time_point t0 = SteadyClock::now();
-             absl::StatusOr<gpu::Image> image = gpu::Image::Upload(env.ctx, *host);
-             if (!image.ok()) return image.status();
-             record.set_upload_ns(NsSince(t0));
-             absl::StatusOr<StoredImageInfo> stored =
-                 env.images.Put(*std::move(image), header_.label(), "upload");
-             if (!stored.ok()) return stored.status();
-             FillInfo(*stored, response_->mutable_image());
-             record.set_image(StrCat(stored->id.substr(0, 8), ":", gpu::DescribeImage(stored->desc)));
-             Answer(absl::OkStatus());
-             return absl::OkStatus();
-           });
+    Submit(
+        service_.worker, this, "UploadImage", context_->deadline(), 0,
+        [this, host](GpuEnv& env, Lease) -> absl::Status {
+          if (absl::Status s = env.images.Reserve(host->desc.bytes()); !s.ok()) return s;
+          const SteadyClock::time_point t0 = SteadyClock::now();
+          absl::StatusOr<gpu::Image> image = gpu::Image::Upload(env.ctx, *host);
+          if (!image.ok()) return image.status();
+          record.set_upload_ns(NsSince(t0));
+          absl::StatusOr<StoredImageInfo> stored =
+              env.images.Put(*std::move(image), header_.label(), "upload");
+          if (!stored.ok()) return stored.status();
+          FillInfo(*stored, response_->mutable_image());
+          record.set_image(StrCat(stored->id.substr(0, 8), ":", gpu::DescribeImage(stored->desc)));
+          Answer(absl::OkStatus());
+          return absl::OkStatus();
+        });
   }
 
   void OnCancel() override { cancelled_ = true; }
