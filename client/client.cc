@@ -9,11 +9,22 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace glimpse::client {
 
+namespace {
+std::function<void()>& DieCleanup() {
+  static std::function<void()> cleanup;
+  return cleanup;
+}
+}  // namespace
+
+void OnDie(std::function<void()> cleanup) { DieCleanup() = std::move(cleanup); }
+
 void Die(int code, const std::string& message) {
   std::fprintf(stderr, "glimpse: %s\n", message.c_str());
+  if (std::function<void()> cleanup = std::exchange(DieCleanup(), nullptr)) cleanup();
   std::exit(code);
 }
 

@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,8 +22,10 @@ inline constexpr int kExitUsage = 2;        // bad command line
 inline constexpr int kExitUnreachable = 3;  // no server at the address (or it timed out)
 inline constexpr int kExitLocalIo = 4;      // a local file could not be read or written
 
-// Prints "glimpse: <message>" to stderr and exits with `code`.
+// Prints "glimpse: <message>" to stderr, runs the clean-up set by OnDie, and exits with `code`.
 [[noreturn]] void Die(int code, const std::string& message);
+// Sets what Die runs before exiting (a temporary upload to delete); nullptr clears it.
+void OnDie(std::function<void()> cleanup);
 // Dies with the exit code that fits the status, naming the call.
 [[noreturn]] void DieRpc(const std::string& what, const grpc::Status& status);
 

@@ -44,7 +44,7 @@ Outcome Call(const Connection& c, const std::string& rpc, const std::string& id)
     v1::HistogramResponse response;
     out.status = c.stub->Histogram(&context, request, &response);
     out.timing = response.timing();
-  } else if (rpc == "integral") {
+  } else if (rpc == "integral_image") {
     v1::IntegralImageRequest request;
     *request.mutable_image() = ref;
     auto reader = c.stub->IntegralImage(&context, request);
@@ -53,7 +53,7 @@ Outcome Call(const Connection& c, const std::string& rpc, const std::string& id)
       if (m.has_trailer()) out.timing = m.trailer().timing();
     }
     out.status = reader->Finish();
-  } else if (rpc == "compact") {
+  } else if (rpc == "compaction") {
     v1::CompactRequest request;
     *request.mutable_image() = ref;
     request.mutable_options()->set_lo(250);
@@ -64,7 +64,7 @@ Outcome Call(const Connection& c, const std::string& rpc, const std::string& id)
       if (m.has_timing()) out.timing = m.timing();
     }
     out.status = reader->Finish();
-  } else if (rpc == "box") {
+  } else if (rpc == "box_filter") {
     v1::BoxFilterRequest request;
     *request.mutable_image() = ref;
     request.mutable_options()->set_rx(3);
@@ -78,7 +78,9 @@ Outcome Call(const Connection& c, const std::string& rpc, const std::string& id)
     out.status = reader->Finish();
   } else {
     Die(kExitUsage,
-        fmt::format("--rpcs: unknown RPC \"{}\" (histogram, integral, compact, box)", rpc));
+        fmt::format(
+            "--rpcs: unknown analysis \"{}\" (histogram, integral_image, compaction, box_filter)",
+            rpc));
   }
   out.ok = out.status.ok();
   return out;
@@ -122,7 +124,14 @@ std::string MakeImage(int width, int height) {
 }  // namespace
 
 int RunLoad(const Options& o, const Connection& c) {
-  const std::vector<std::string> rpcs = Split(o.Get("rpcs", "histogram,integral,compact,box"));
+  std::vector<std::string> rpcs =
+      Split(o.Get("rpcs", "histogram,integral_image,compaction,box_filter"));
+  // The commands' short names are accepted here too.
+  for (std::string& r : rpcs) {
+    if (r == "integral") r = "integral_image";
+    if (r == "compact") r = "compaction";
+    if (r == "box") r = "box_filter";
+  }
   const std::vector<std::string> sizes = Split(o.Get("sizes", "1,8"));
   const int concurrency = int(o.GetInt("concurrency", 4, 1, 1024));
   const int duration_s = int(o.GetInt("duration-s", 10, 1, 3600));

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "client/client.h"
 #include "client/output_files.h"
@@ -17,7 +18,8 @@
 namespace glimpse::client {
 namespace {
 
-constexpr char kUsage[] = R"(glimpse: command-line client of glimpse-server (GPU image analytics).
+constexpr char kUsageHead[] =
+    R"(glimpse: command-line client of glimpse-server (GPU image analytics).
 
 Usage: glimpse [--server=HOST:PORT] [--tls-ca=FILE] [--timeout-s=N] COMMAND [ARGS] [--opt=value]
 
@@ -27,45 +29,111 @@ Global options (before the command):
   --timeout-s=N        deadline of each call in seconds (default 300; 0 = none)
 
 Commands (IMAGE is a stored image id, or an image file: files up to 3 MiB are sent inline,
-larger ones are uploaded, analysed and deleted):
-  info                                server, device, limits, queue and store usage
-  health [--service=NAME]             prints SERVING and exits 0 when the server serves, else 1
-  upload FILE [--label=L] [--channels=N]
-              [--raw=WxHxC --format=uint8|uint16|float32]
-                                      stores an image; prints its id (raw: FILE holds pixels)
-  list                                stored images, most recently used first
-  delete ID...                        frees stored images
-  histogram IMAGE [--bins=256] [--lo=V] [--hi=V] [--source=all|channel|luma|rgb_mean]
-              [--channel=C] [--variant=NAME] [--csv=FILE] [--json=FILE] [--png=FILE]
-  integral IMAGE [--squared] [--variant=NAME] [--npy=integral.npy] [--squared-npy=FILE]
-  compact IMAGE --lo=V --hi=V [--outside] [--source=channel|luma] [--channel=C]
-              [--max-results=N] [--count-only] [--variant=NAME] [--csv=FILE]
-  box IMAGE [--rx=1] [--ry=RX] [--border=reflect101|replicate|constant] [--border-value=V]
-              [--variant=NAME] [--out=box.png (.png: PNG, .npy: numpy, else raw bytes)]
-              [--keep] [--label=L]
-  load [--rpcs=histogram,integral,compact,box] [--sizes=1,8] [--concurrency=4]
-              [--duration-s=10] [--markdown=FILE]
-                                      load test: requests/s and p50/p99 latency per RPC and size
-
+larger ones are uploaded, analysed and deleted, also when the call fails):
+)";
+constexpr char kUsageTail[] = R"(
 Exit codes: 0 ok, 1 the server refused or failed the call (or is not SERVING), 2 bad command
 line, 3 server unreachable or deadline exceeded, 4 a local file could not be read or written.
 )";
 
-const std::map<std::string, std::set<std::string>>& CommandFlags() {
-  static const std::map<std::string, std::set<std::string>> kFlags = {
-      {"info", {}},
-      {"health", {"service"}},
-      {"upload", {"label", "channels", "raw", "format"}},
-      {"list", {}},
-      {"delete", {}},
-      {"histogram", {"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png"}},
-      {"integral", {"squared", "variant", "npy", "squared-npy"}},
-      {"compact",
-       {"lo", "hi", "outside", "source", "channel", "max-results", "count-only", "variant", "csv"}},
-      {"box", {"rx", "ry", "border", "border-value", "variant", "out", "keep", "label"}},
-      {"load", {"rpcs", "sizes", "concurrency", "duration-s", "markdown"}},
+int Info(const Options& o, const Connection& c);
+int Health(const Options& o, const Connection& c);
+int Upload(const Options& o, const Connection& c);
+int List(const Options& o, const Connection& c);
+int Delete(const Options& o, const Connection& c);
+int Histogram(const Options& o, const Connection& c);
+int IntegralImage(const Options& o, const Connection& c);
+int Compaction(const Options& o, const Connection& c);
+int BoxFilter(const Options& o, const Connection& c);
+
+// Every command, once: the usage text, the dispatch and the flags each accepts come from here.
+// Analyses go by their names in gpu/ and the server; the short names stay as aliases.
+struct Command {
+  const char* name;
+  std::vector<std::string> aliases;
+  const char* usage;  // after the name
+  std::set<std::string> flags;
+  int (*run)(const Options&, const Connection&);
+};
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> kCommands = {
+      {"info",
+       {},
+       "                          server, device, limits, queue, store, result buffer",
+       {},
+       Info},
+      {"health",
+       {},
+       " [--service=NAME]       prints SERVING and exits 0 when the server serves, else 1",
+       {"service"},
+       Health},
+      {"upload",
+       {},
+       " FILE [--label=L] [--channels=N] [--raw=WxHxC --format=uint8|uint16|float32]\n"
+       "                                      stores an image; prints its id (raw: FILE holds "
+       "pixels)",
+       {"label", "channels", "raw", "format"},
+       Upload},
+      {"list", {}, "                          stored images, most recently used first", {}, List},
+      {"delete", {}, " ID...                  frees stored images", {}, Delete},
+      {"histogram",
+       {},
+       " IMAGE [--bins=256] [--lo=V] [--hi=V] [--source=all|channel|luma|rgb_mean]\n"
+       "              [--channel=C] [--variant=NAME] [--csv=FILE] [--json=FILE] [--png=FILE]",
+       {"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png"},
+       Histogram},
+      {"integral_image",
+       {"integral"},
+       " IMAGE [--squared] [--variant=NAME] [--npy=integral.npy] [--squared-npy=FILE]",
+       {"squared", "variant", "npy", "squared-npy"},
+       IntegralImage},
+      {"compaction",
+       {"compact"},
+       " IMAGE --lo=V --hi=V [--outside] [--source=channel|luma] [--channel=C]\n"
+       "              [--max-results=N] [--count-only] [--variant=NAME] [--csv=FILE]",
+       {"lo", "hi", "outside", "source", "channel", "max-results", "count-only", "variant", "csv"},
+       Compaction},
+      {"box_filter",
+       {"box"},
+       " IMAGE [--rx=1] [--ry=RX] [--border=reflect101|replicate|constant] [--border-value=V]\n"
+       "              [--variant=NAME] [--out=box.png (.png: PNG, .npy: numpy, else raw bytes)]\n"
+       "              [--keep] [--label=L]",
+       {"rx", "ry", "border", "border-value", "variant", "out", "keep", "label"},
+       BoxFilter},
+      {"load",
+       {},
+       " [--rpcs=histogram,integral_image,compaction,box_filter] [--sizes=1,8]\n"
+       "              [--concurrency=4] [--duration-s=10] [--markdown=FILE]\n"
+       "                                      load test: requests/s and p50/p99 latency per RPC "
+       "and size",
+       {"rpcs", "sizes", "concurrency", "duration-s", "markdown"},
+       RunLoad},
   };
-  return kFlags;
+  return kCommands;
+}
+
+const Command* FindCommand(const std::string& name) {
+  for (const Command& c : Commands()) {
+    if (c.name == name) return &c;
+    for (const std::string& a : c.aliases) {
+      if (a == name) return &c;
+    }
+  }
+  return nullptr;
+}
+
+std::string Usage() {
+  std::string out = kUsageHead;
+  for (const Command& c : Commands()) {
+    out += fmt::format("  {}{}\n", c.name, c.usage);
+    if (!c.aliases.empty()) {
+      std::string names;
+      for (const std::string& a : c.aliases) names += (names.empty() ? "" : ", ") + a;
+      out += fmt::format("              (also: {})\n", names);
+    }
+  }
+  return out + kUsageTail;
 }
 
 Options ParseArgs(int argc, char** argv) {
@@ -77,7 +145,7 @@ Options ParseArgs(int argc, char** argv) {
   for (; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h" || a == "help") {
-      std::fputs(kUsage, stdout);
+      std::fputs(Usage().c_str(), stdout);
       std::exit(kExitOk);
     }
     if (a.rfind("--", 0) != 0) break;
@@ -103,16 +171,17 @@ Options ParseArgs(int argc, char** argv) {
   }
   if (i >= argc) Die(kExitUsage, "no command given (see glimpse --help)");
   o.command = argv[i++];
-  auto known = CommandFlags().find(o.command);
-  if (known == CommandFlags().end()) {
+  const Command* known = FindCommand(o.command);
+  if (known == nullptr) {
     Die(kExitUsage, fmt::format("unknown command \"{}\" (see glimpse --help)", o.command));
   }
+  o.command = known->name;
   for (; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--", 0) == 0) {
       const size_t eq = a.find('=');
       const std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-      if (!known->second.count(name)) {
+      if (!known->flags.count(name)) {
         Die(kExitUsage, fmt::format("{} has no option --{} (see glimpse --help)", o.command, name));
       }
       o.flags[name] = eq == std::string::npos ? "true" : a.substr(eq + 1);
@@ -181,8 +250,17 @@ class ImageArg {
     if (!s.ok()) DieRpc("upload of " + arg, s);
     temp_id_ = response.image().image_id();
     ref_.set_image_id(temp_id_);
+    // A failed call exits through Die, past this object's destructor.
+    OnDie([this] { DeleteTemporary(); });
   }
   ~ImageArg() {
+    OnDie(nullptr);
+    DeleteTemporary();
+  }
+  const v1::ImageRef& ref() const { return ref_; }
+
+ private:
+  void DeleteTemporary() {
     if (temp_id_.empty()) return;
     grpc::ClientContext context;
     c_.Prepare(&context);
@@ -190,10 +268,9 @@ class ImageArg {
     request.set_image_id(temp_id_);
     v1::DeleteImageResponse response;
     (void)c_.stub->DeleteImage(&context, request, &response);
+    temp_id_.clear();
   }
-  const v1::ImageRef& ref() const { return ref_; }
 
- private:
   const Connection& c_;
   v1::ImageRef ref_;
   std::string temp_id_;
@@ -205,7 +282,7 @@ void CheckIo(const std::string& error) {
 
 // ---- commands -------------------------------------------------------------------------------
 
-int Info(const Connection& c) {
+int Info(const Options&, const Connection& c) {
   grpc::ClientContext context;
   c.Prepare(&context);
   v1::ServerInfo i;
@@ -220,14 +297,17 @@ int Info(const Connection& c) {
       "analyses   {}\n"
       "queue      {} waiting (max {}); jobs run {}, dropped unrun {}, rejected (full) {}\n"
       "store      {} images, {:.1f} / {:.1f} MiB; TTL {} s; evicted or expired {}\n"
-      "limits     {} pixels per image, {} bytes per upload, {} bytes per message\n",
+      "limits     {} pixels per image, {} bytes per upload, {} bytes per message\n"
+      "results    {:.1f} / {:.1f} MiB held for readers (peak {:.1f}); {} jobs waiting for room\n",
       i.version(), i.uptime_s(), i.vendor(), i.renderer(), i.gl_version(), i.device_platform(),
       i.software() ? ", software" : "", i.limits().max_texture_size(),
       i.limits().max_storage_block_bytes() >> 20, i.limits().max_shared_memory_bytes() >> 10,
       i.limits().int64() ? "yes" : "no", analyses, i.queue_length(), i.max_queue(), i.jobs_run(),
       i.jobs_dropped(), i.jobs_rejected(), i.stored_images(), i.stored_bytes() / 1048576.0,
       i.store_budget_bytes() / 1048576.0, i.image_ttl_s(), i.images_evicted(), i.max_image_pixels(),
-      i.max_upload_bytes(), i.max_message_bytes());
+      i.max_upload_bytes(), i.max_message_bytes(), i.result_buffer_used_bytes() / 1048576.0,
+      i.result_buffer_bytes() / 1048576.0, i.result_buffer_peak_bytes() / 1048576.0,
+      i.jobs_waiting_for_results());
   return kExitOk;
 }
 
@@ -289,7 +369,7 @@ int Upload(const Options& o, const Connection& c) {
   return kExitOk;
 }
 
-int List(const Connection& c) {
+int List(const Options&, const Connection& c) {
   grpc::ClientContext context;
   c.Prepare(&context);
   v1::ListImagesResponse r;
@@ -374,7 +454,7 @@ File OpenOrDie(const std::string& path) {
   return f;
 }
 
-int Integral(const Options& o, const Connection& c) {
+int IntegralImage(const Options& o, const Connection& c) {
   ImageArg image(o, c);
   v1::IntegralImageRequest request;
   *request.mutable_image() = image.ref();
@@ -422,7 +502,7 @@ int Integral(const Options& o, const Connection& c) {
   }
   grpc::Status s = reader->Finish();
   if (progress) progress->Done();
-  if (!s.ok()) DieRpc("integral", s);
+  if (!s.ok()) DieRpc("integral_image", s);
   fmt::print("integral image of {}: {} table(s) of {}x{}x{} {}, variant {}; {}\nwrote {}{}\n",
              Describe(header.image()), header.squared() ? 2 : 1, header.height(), header.width(),
              header.channels(),
@@ -432,7 +512,7 @@ int Integral(const Options& o, const Connection& c) {
   return kExitOk;
 }
 
-int Compact(const Options& o, const Connection& c) {
+int Compaction(const Options& o, const Connection& c) {
   ImageArg image(o, c);
   if (!o.Has("lo") || !o.Has("hi")) Die(kExitUsage, "compact needs --lo=V and --hi=V");
   v1::CompactRequest request;
@@ -472,7 +552,7 @@ int Compact(const Options& o, const Connection& c) {
     }
   }
   grpc::Status s = reader->Finish();
-  if (!s.ok()) DieRpc("compact", s);
+  if (!s.ok()) DieRpc("compaction", s);
   fmt::print("compact of {}: {} pixels pass, {} returned{}; variant {}; {}\n",
              Describe(header.image()), header.total(), header.returned(),
              header.truncated() ? " (truncated: raise --max-results)" : "", header.variant(),
@@ -485,7 +565,7 @@ int Compact(const Options& o, const Connection& c) {
   return kExitOk;
 }
 
-int Box(const Options& o, const Connection& c) {
+int BoxFilter(const Options& o, const Connection& c) {
   ImageArg image(o, c);
   v1::BoxFilterRequest request;
   *request.mutable_image() = image.ref();
@@ -546,7 +626,7 @@ int Box(const Options& o, const Connection& c) {
   }
   grpc::Status s = reader->Finish();
   if (progress) progress->Done();
-  if (!s.ok()) DieRpc("box", s);
+  if (!s.ok()) DieRpc("box_filter", s);
   fmt::print("box filter {}x{} of {}: variant {}; {}\n", 2 * opt->rx() + 1, 2 * opt->ry() + 1,
              Describe(header.image()), header.variant(), DescribeTiming(timing));
   if (!out.empty()) fmt::print("wrote {}\n", out);
@@ -561,15 +641,5 @@ int main(int argc, char** argv) {
   using namespace glimpse::client;
   const Options o = ParseArgs(argc, argv);
   const Connection c = Connect(o);
-  if (o.command == "info") return Info(c);
-  if (o.command == "health") return Health(o, c);
-  if (o.command == "upload") return Upload(o, c);
-  if (o.command == "list") return List(c);
-  if (o.command == "delete") return Delete(o, c);
-  if (o.command == "histogram") return Histogram(o, c);
-  if (o.command == "integral") return Integral(o, c);
-  if (o.command == "compact") return Compact(o, c);
-  if (o.command == "box") return Box(o, c);
-  if (o.command == "load") return RunLoad(o, c);
-  return kExitUsage;
+  return FindCommand(o.command)->run(o, c);
 }

@@ -1,5 +1,5 @@
 // Reactors shared by the handlers: a unary call answered from any thread, and a server stream fed
-// by a producer thread through a bounded buffer. Both log one line per call when they finish.
+// batches of messages that never makes its producer wait. Both log one line per call.
 #ifndef GLIMPSE_SERVER_CALL_H_
 #define GLIMPSE_SERVER_CALL_H_
 
@@ -7,14 +7,18 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <iterator>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "glimpse/v1/image_analytics.pb.h"
+#include "server/result_budget.h"
 
 namespace glimpse::server {
 
@@ -26,6 +30,9 @@ class CallRecord {
   void set_image(std::string image) { image_ = std::move(image); }
   void set_queue(std::chrono::nanoseconds d) { queue_ns_ = uint64_t(d.count()); }
   void set_gpu_ns(uint64_t ns) { gpu_ns_ = ns; }
+  // A result produced in parts waits and runs once per part.
+  void add_queue(std::chrono::nanoseconds d) { queue_ns_ += uint64_t(d.count()); }
+  void add_gpu_ns(uint64_t ns) { gpu_ns_ += ns; }
   void set_upload_ns(uint64_t ns) { upload_ns_ = ns; }
   void set_decode_ns(uint64_t ns) { decode_ns_ = ns; }
   uint64_t elapsed_ns() const;
@@ -41,7 +48,8 @@ class CallRecord {
   uint64_t queue_ns_ = 0, gpu_ns_ = 0, upload_ns_ = 0, decode_ns_ = 0;
 };
 
-// A unary call. Finish from any thread, once.
+// A unary call. Answer from any thread, once. Holds the lease of its response's bytes until
+// gRPC is done with it.
 class UnaryCall : public grpc::ServerUnaryReactor {
  public:
   explicit UnaryCall(std::string method) : record(std::move(method)) {}
@@ -52,6 +60,7 @@ class UnaryCall : public grpc::ServerUnaryReactor {
   void Answer(const absl::Status& status);
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
   CallRecord record;
+  Lease lease;
 
  private:
   void OnCancel() override { cancelled_.store(true, std::memory_order_release); }
@@ -59,40 +68,38 @@ class UnaryCall : public grpc::ServerUnaryReactor {
   std::atomic<bool> cancelled_{false};
 };
 
-// A server stream. One producer (any thread) calls Write for each message, then Close once.
-// Write blocks while more than `max_buffered_bytes` wait to be sent, so a slow client slows the
-// producer instead of filling memory.
+// A server stream that never makes its producer wait. A producer (any thread) hands over whole
+// batches of messages with the lease of their bytes; the lease is given back when the batch has
+// been sent, or at once when the reader cancels or passes its deadline. Close ends the call once
+// everything handed over has been sent.
 template <typename Response>
 class StreamCall : public grpc::ServerWriteReactor<Response> {
  public:
-  StreamCall(std::string method, size_t max_buffered_bytes)
-      : record(std::move(method)), max_buffered_(max_buffered_bytes) {}
+  explicit StreamCall(std::string method) : record(std::move(method)) {}
 
-  // CANCELLED once the client has gone away (stop producing, then Close).
-  absl::Status Write(Response message) {
+  // Queues the messages. `drained` runs (on a gRPC thread) once they have all been sent, or once
+  // the reader has gone away (then cancelled() is true): a producer of parts makes the next one
+  // there. CANCELLED if the reader has already gone (nothing is queued, drained is not run).
+  absl::Status Send(std::vector<Response> messages, Lease lease,
+                    std::function<void()> drained = nullptr) {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return cancelled_ || buffered_ <= max_buffered_; });
     if (cancelled_) return absl::CancelledError("the client cancelled the call");
-    buffered_ += message.ByteSizeLong();
-    pending_.push_back(std::move(message));
-    if (writing_) return absl::OkStatus();
-    writing_ = true;
-    current_ = std::move(pending_.front());
-    pending_.pop_front();
-    lock.unlock();
-    this->StartWrite(&current_);
+    batches_.push_back({std::deque<Response>(std::make_move_iterator(messages.begin()),
+                                             std::make_move_iterator(messages.end())),
+                        std::move(lease), std::move(drained)});
+    if (!writing_) StartNextLocked(lock);
     return absl::OkStatus();
   }
 
-  // Ends the call with `status` once everything written has been sent (or dropped on failure).
+  // Ends the call with `status` once everything sent has been written (or dropped on failure).
+  // Later calls are ignored.
   void Close(const grpc::Status& status) {
-    record.Log(status);
     std::unique_lock lock(mu_);
+    if (closed_) return;
     closed_ = true;
     status_ = status;
-    if (writing_) return;  // OnWriteDone finishes
-    lock.unlock();
-    this->Finish(status);
+    record.Log(status);
+    MaybeFinish(lock);
   }
   void Close(const absl::Status& status);
 
@@ -103,45 +110,84 @@ class StreamCall : public grpc::ServerWriteReactor<Response> {
   CallRecord record;
 
  private:
+  struct Batch {
+    std::deque<Response> messages;
+    Lease lease;
+    std::function<void()> drained;
+  };
+
+  // Starts writing the next queued message, running the callbacks of batches that are done.
+  void StartNextLocked(std::unique_lock<std::mutex>& lock) {
+    std::vector<Batch> done;
+    while (!batches_.empty() && batches_.front().messages.empty()) {
+      done.push_back(std::move(batches_.front()));
+      batches_.pop_front();
+    }
+    const bool write = !batches_.empty();
+    if (write) {
+      current_ = std::move(batches_.front().messages.front());
+      batches_.front().messages.pop_front();
+      writing_ = true;
+    }
+    lock.unlock();
+    if (write) this->StartWrite(&current_);
+    for (Batch& b : done) {
+      b.lease.Release();
+      if (b.drained) b.drained();
+    }
+  }
+
   void OnWriteDone(bool ok) override {
     std::unique_lock lock(mu_);
-    buffered_ -= std::min(buffered_, current_.ByteSizeLong());
-    if (!ok) {
-      cancelled_ = true;
-      pending_.clear();
-      buffered_ = 0;
-    }
-    if (!pending_.empty()) {
-      current_ = std::move(pending_.front());
-      pending_.pop_front();
+    writing_ = false;
+    if (!ok) cancelled_ = true;
+    if (cancelled_) {
+      std::deque<Batch> dropped;
+      dropped.swap(batches_);
       lock.unlock();
-      cv_.notify_all();
-      this->StartWrite(&current_);
+      DropAll(dropped);
+      lock.lock();
+      MaybeFinish(lock);
       return;
     }
-    writing_ = false;
-    const bool finish = closed_;
+    StartNextLocked(lock);
+    lock.lock();
+    MaybeFinish(lock);
+  }
+
+  // Finishes the call once it is closed and nothing is left to write. Unlocks.
+  void MaybeFinish(std::unique_lock<std::mutex>& lock) {
+    if (finished_ || !closed_ || writing_ || !batches_.empty()) return;
+    finished_ = true;
     const grpc::Status status = status_;
     lock.unlock();
-    cv_.notify_all();
-    if (finish) this->Finish(status);
+    this->Finish(status);
   }
+
   void OnCancel() override {
-    {
-      std::lock_guard lock(mu_);
-      cancelled_ = true;
-    }
-    cv_.notify_all();
+    std::unique_lock lock(mu_);
+    cancelled_ = true;
+    std::deque<Batch> dropped;
+    dropped.swap(batches_);
+    lock.unlock();
+    // Gives the reader's share of the result buffer back now, not when gRPC gets round to it.
+    DropAll(dropped);
   }
+
+  static void DropAll(std::deque<Batch>& batches) {
+    for (Batch& b : batches) {
+      b.messages.clear();
+      b.lease.Release();
+      if (b.drained) b.drained();
+    }
+  }
+
   void OnDone() override { delete this; }
 
-  const size_t max_buffered_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Response> pending_;
+  std::deque<Batch> batches_;
   Response current_;
-  size_t buffered_ = 0;
-  bool writing_ = false, closed_ = false, cancelled_ = false;
+  bool writing_ = false, closed_ = false, cancelled_ = false, finished_ = false;
   grpc::Status status_;
 };
 

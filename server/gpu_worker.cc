@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
 #include "absl/status/status.h"
 #include "gpu/str.h"
 #include "server/status_util.h"
@@ -11,7 +13,12 @@ namespace glimpse::server {
 using SteadyClock = std::chrono::steady_clock;
 
 GpuWorker::GpuWorker(const WorkerOptions& options)
-    : options_(options), store_(options.store_bytes, options.image_ttl) {}
+    : options_(options),
+      store_(options.store_bytes, options.image_ttl),
+      results_(options.result_buffer_bytes) {
+  // Jobs waiting for result bytes may run as soon as a reader lets some go.
+  results_.SetOnRelease([this] { cv_.notify_all(); });
+}
 
 absl::StatusOr<std::unique_ptr<GpuWorker>> GpuWorker::Start(const WorkerOptions& options) {
   if (options.max_queue < 1) {
@@ -36,6 +43,13 @@ absl::Status GpuWorker::Enqueue(Job job) {
   {
     std::lock_guard lock(mu_);
     if (stopping_) return absl::UnavailableError("the server is shutting down");
+    if (job.result_bytes > results_.budget()) {
+      ++jobs_rejected_;
+      return absl::ResourceExhaustedError(
+          StrCat("the result needs ", job.result_bytes,
+                 " bytes, more than the server's whole result buffer of ", results_.budget(),
+                 " bytes (--result-buffer-bytes)"));
+    }
     if (queue_.size() >= size_t(options_.max_queue)) {
       ++jobs_rejected_;
       return absl::ResourceExhaustedError(
@@ -65,34 +79,51 @@ WorkerStats GpuWorker::Stats() const {
   return {.queue_length = queue_.size(),
           .jobs_run = jobs_run_,
           .jobs_dropped = jobs_dropped_,
-          .jobs_rejected = jobs_rejected_};
+          .jobs_rejected = jobs_rejected_,
+          .jobs_waiting_for_results = waiting_for_results_};
 }
 
-void GpuWorker::RunOne(GpuEnv& env, Queued& q, bool past_drain_deadline) {
-  Job& job = q.job;
-  absl::Status drop;
-  if (past_drain_deadline) {
-    drop = absl::UnavailableError("the server shut down before this call's turn on the GPU");
-  } else if (job.cancelled && job.cancelled()) {
-    drop = absl::CancelledError("the call was cancelled while it waited in the GPU queue");
-  } else if (std::chrono::system_clock::now() >= job.deadline) {
-    drop =
-        absl::DeadlineExceededError("the call's deadline passed while it waited in the GPU queue");
-  }
-  if (!drop.ok()) {
-    spdlog::debug("{}: dropped unrun: {}", job.method, MessageOf(drop));
-    {
-      std::lock_guard lock(mu_);
-      ++jobs_dropped_;
+bool GpuWorker::TakeRunnableLocked(Queued* out, Lease* lease,
+                                   std::vector<std::pair<Job, absl::Status>>* dropped) {
+  const bool past_drain_deadline = stopping_ && SteadyClock::now() >= drain_deadline_;
+  const auto now = std::chrono::system_clock::now();
+  waiting_for_results_ = 0;
+  bool found = false;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    Job& job = it->job;
+    absl::Status drop;
+    if (past_drain_deadline) {
+      drop = absl::UnavailableError("the server shut down before this call's turn on the GPU");
+    } else if (job.cancelled && job.cancelled()) {
+      drop = absl::CancelledError("the call was cancelled while it waited in the GPU queue");
+    } else if (now >= job.deadline) {
+      drop = absl::DeadlineExceededError(
+          job.result_bytes > 0
+              ? "the call's deadline passed while it waited in the GPU queue (or for result "
+                "buffer space, --result-buffer-bytes)"
+              : "the call's deadline passed while it waited in the GPU queue");
     }
-    if (job.drop) job.drop(drop);
-    return;
+    if (!drop.ok()) {
+      ++jobs_dropped_;
+      dropped->emplace_back(std::move(job), drop);
+      it = queue_.erase(it);
+      continue;
+    }
+    if (!found) {
+      std::optional<Lease> l = results_.TryAcquire(job.result_bytes);
+      if (l) {
+        *lease = *std::move(l);
+        *out = std::move(*it);
+        it = queue_.erase(it);
+        found = true;
+        ++jobs_run_;
+        continue;
+      }
+    }
+    if (job.result_bytes > 0) ++waiting_for_results_;
+    ++it;
   }
-  {
-    std::lock_guard lock(mu_);
-    ++jobs_run_;
-  }
-  job.run(env, SteadyClock::now() - q.enqueued);
+  return found;
 }
 
 void GpuWorker::Loop(std::promise<absl::Status>* started) {
@@ -111,30 +142,34 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
     return;
   }
   started->set_value(absl::OkStatus());  // `started` is gone after this line
-  GpuEnv env{**ctx, *kernels, store_};
+  GpuImages images(store_);
+  GpuEnv env(**ctx, *kernels, images);
 
   while (true) {
     Queued q;
-    bool past_deadline = false;
+    Lease lease;
+    std::vector<std::pair<Job, absl::Status>> dropped;
+    bool run = false;
     {
       std::unique_lock lock(mu_);
-      // Wake at least every second to free expired images.
-      cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) {
-        if (stopping_) break;
-        lock.unlock();
-        store_.Collect();
-        continue;
+      run = TakeRunnableLocked(&q, &lease, &dropped);
+      if (!run && dropped.empty()) {
+        if (queue_.empty() && stopping_) break;
+        // Wake at least every second to free expired images; more often while jobs wait for
+        // result bytes, so their deadlines and cancellations are seen promptly.
+        cv_.wait_for(
+            lock, queue_.empty() ? std::chrono::milliseconds(1000) : std::chrono::milliseconds(20));
       }
-      q = std::move(queue_.front());
-      queue_.pop_front();
-      past_deadline = stopping_ && SteadyClock::now() >= drain_deadline_;
     }
-    RunOne(env, q, past_deadline);
+    for (auto& [job, status] : dropped) {
+      spdlog::debug("{}: dropped unrun: {}", job.method, MessageOf(status));
+      if (job.drop) job.drop(status);
+    }
+    if (run) q.job.run(env, std::move(lease), SteadyClock::now() - q.enqueued);
     // Free what the job's call no longer needs (and what was erased meanwhile) on this thread.
-    store_.Collect();
+    images.Collect();
   }
-  store_.Clear();
+  images.Clear();
   kernels.reset();
   ctx->reset();
 }

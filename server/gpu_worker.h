@@ -1,4 +1,6 @@
-// The one thread that owns the EGL context: a bounded queue of jobs run one at a time.
+// The one thread that owns the EGL context: a bounded queue of jobs run one at a time. A job that
+// produces a result takes its bytes from the result budget before it runs; while they are not
+// free it waits in the queue (its deadline still counts) and jobs behind it that fit run first.
 #ifndef GLIMPSE_SERVER_GPU_WORKER_H_
 #define GLIMPSE_SERVER_GPU_WORKER_H_
 
@@ -13,25 +15,24 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gpu/context.h"
+#include "server/gpu_env.h"
 #include "server/image_store.h"
-#include "server/kernels.h"
+#include "server/result_budget.h"
 
 namespace glimpse::server {
 
-// What a job may use. Only valid inside Job::run, on the worker thread.
-struct GpuEnv {
-  gpu::Context& ctx;
-  Kernels& kernels;
-  ImageStore& store;
-};
-
 struct Job {
   std::string method;  // for logs
-  // The work; `queued` is how long it waited. Must answer its call.
-  std::function<void(GpuEnv& env, std::chrono::nanoseconds queued)> run;
+  // Result bytes the job needs before it runs (0: none), at most the whole budget.
+  uint64_t result_bytes = 0;
+  // The work, with the lease of result_bytes; `queued` is how long it waited. Must answer its
+  // call (or hand the lease and the answer on).
+  std::function<void(GpuEnv& env, Lease lease, std::chrono::nanoseconds queued)> run;
   // Called instead of run when the job is dropped unrun (cancelled, deadline passed, shutdown).
   // Must answer its call with `status`.
   std::function<void(const absl::Status& status)> drop;
@@ -46,13 +47,15 @@ struct WorkerOptions {
   int max_queue = 64;
   uint64_t store_bytes = uint64_t{2} << 30;
   std::chrono::seconds image_ttl{3600};
+  uint64_t result_buffer_bytes = uint64_t{256} << 20;
 };
 
 struct WorkerStats {
   uint64_t queue_length = 0;
   uint64_t jobs_run = 0;
-  uint64_t jobs_dropped = 0;   // dequeued unrun: cancelled, expired or shut down
-  uint64_t jobs_rejected = 0;  // refused at Enqueue: queue full
+  uint64_t jobs_dropped = 0;              // dequeued unrun: cancelled, expired or shut down
+  uint64_t jobs_rejected = 0;             // refused at Enqueue: queue full
+  uint64_t jobs_waiting_for_results = 0;  // queued jobs whose result bytes are not free now
 };
 
 class GpuWorker {
@@ -64,8 +67,9 @@ class GpuWorker {
   GpuWorker(const GpuWorker&) = delete;
   GpuWorker& operator=(const GpuWorker&) = delete;
 
-  // Queues the job. RESOURCE_EXHAUSTED (naming --max-queue) when the queue is full, UNAVAILABLE
-  // once stopping; the job is then not run and its drop is not called.
+  // Queues the job. RESOURCE_EXHAUSTED when the queue is full (naming --max-queue) or the job's
+  // result_bytes exceed the whole result budget (naming --result-buffer-bytes), UNAVAILABLE once
+  // stopping; the job is then not run and its drop is not called.
   absl::Status Enqueue(Job job);
 
   // Stops taking jobs, runs the queued ones until `drain_deadline`, drops the rest, frees every
@@ -75,6 +79,7 @@ class GpuWorker {
   WorkerStats Stats() const;
   const gpu::DeviceInfo& device() const { return device_; }
   ImageStore& store() { return store_; }
+  ResultBudget& results() { return results_; }
   int max_queue() const { return options_.max_queue; }
 
  private:
@@ -84,10 +89,14 @@ class GpuWorker {
   };
   explicit GpuWorker(const WorkerOptions& options);
   void Loop(std::promise<absl::Status>* started);
-  void RunOne(GpuEnv& env, Queued& q, bool past_drain_deadline);
+  // Under mu_: takes the first queued job that can run now (its result bytes leased into
+  // *lease), moving the ones to drop into *dropped. False when none can run.
+  bool TakeRunnableLocked(Queued* job, Lease* lease,
+                          std::vector<std::pair<Job, absl::Status>>* dropped);
 
   const WorkerOptions options_;
   ImageStore store_;
+  ResultBudget results_;
   gpu::DeviceInfo device_;
   std::thread thread_;
 
@@ -96,7 +105,7 @@ class GpuWorker {
   std::deque<Queued> queue_;
   bool stopping_ = false;
   std::chrono::steady_clock::time_point drain_deadline_;
-  uint64_t jobs_run_ = 0, jobs_dropped_ = 0, jobs_rejected_ = 0;
+  uint64_t jobs_run_ = 0, jobs_dropped_ = 0, jobs_rejected_ = 0, waiting_for_results_ = 0;
 };
 
 }  // namespace glimpse::server

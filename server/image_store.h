@@ -36,8 +36,9 @@ struct StoreUsage {
   uint64_t evicted = 0;  // evicted for room or expired, since start
 };
 
-// Metadata calls are safe on any thread. The gpu::Image objects are created, used and destroyed
-// only on the GPU worker thread: Erase and eviction move them to a graveyard that Collect() frees.
+// The catalogue of stored images, safe on any thread. The gpu::Image objects are created, used and
+// destroyed only on the GPU worker thread, through GpuImages (server/gpu_env.h), which only the
+// worker can make: Erase and eviction move them to a graveyard that the worker frees.
 class ImageStore {
  public:
   // ttl of zero: images never expire.
@@ -46,20 +47,6 @@ class ImageStore {
   ImageStore(const ImageStore&) = delete;
   ImageStore& operator=(const ImageStore&) = delete;
 
-  // OK when an image of `bytes` can be stored, evicting least recently used images as needed;
-  // RESOURCE_EXHAUSTED when it exceeds the whole budget. Call before allocating the texture.
-  absl::Status Reserve(uint64_t bytes);
-  // Stores the image under a new random id (evicting as needed).
-  absl::StatusOr<StoredImageInfo> Put(gpu::Image image, std::string label, std::string origin);
-  // The image for a call, marked as used now. The pointer stays valid until the next Collect().
-  // NOT_FOUND if unknown, deleted, evicted or expired. REQUIRES: the worker thread.
-  absl::StatusOr<const gpu::Image*> Use(const std::string& id, StoredImageInfo* info = nullptr);
-  // Frees the textures of erased, evicted and expired images. REQUIRES: the worker thread.
-  void Collect();
-  // Frees every image. REQUIRES: the worker thread.
-  void Clear();
-
-  // Any thread.
   absl::StatusOr<StoredImageInfo> Info(const std::string& id);
   std::vector<StoredImageInfo> List();                    // most recently used first
   absl::StatusOr<uint64_t> Erase(const std::string& id);  // the bytes freed
@@ -68,6 +55,21 @@ class ImageStore {
   std::chrono::seconds ttl() const { return ttl_; }
 
  private:
+  friend class GpuImages;
+
+  // OK when an image of `bytes` can be stored, evicting least recently used images as needed;
+  // RESOURCE_EXHAUSTED when it exceeds the whole budget. Call before allocating the texture.
+  absl::Status Reserve(uint64_t bytes);
+  // Stores the image under a new random id (evicting as needed).
+  absl::StatusOr<StoredImageInfo> Put(gpu::Image image, std::string label, std::string origin);
+  // The image for a call, marked as used now. The pointer stays valid until the next Collect().
+  // NOT_FOUND if unknown, deleted, evicted or expired.
+  absl::StatusOr<const gpu::Image*> Use(const std::string& id, StoredImageInfo* info = nullptr);
+  // Frees the textures of erased, evicted and expired images.
+  void Collect();
+  // Frees every image.
+  void Clear();
+
   struct Entry {
     StoredImageInfo info;
     std::unique_ptr<gpu::Image> image;

@@ -1,27 +1,50 @@
 #include "server/kernels.h"
 
 #include "gpu/str.h"
+#include "server/box_filter.h"
+#include "server/compaction.h"
+#include "server/histogram.h"
+#include "server/integral_image.h"
 #include "server/status_util.h"
 
 namespace glimpse::server {
+namespace {
+
+// One line per analysis: its name and how its kernel is prepared.
+struct AnalysisEntry {
+  std::string_view name;
+  absl::Status (*prepare)(Kernels& k, gpu::SampleType type);
+};
+constexpr AnalysisEntry kAnalyses[] = {
+    {HistogramAnalysis::kName,
+     [](Kernels& k, gpu::SampleType t) { return k.histogram.Prepare(t); }},
+    {IntegralImageAnalysis::kName,
+     [](Kernels& k, gpu::SampleType t) { return k.integral_image.Prepare(t); }},
+    {CompactionAnalysis::kName,
+     [](Kernels& k, gpu::SampleType t) { return k.compaction.Prepare(t); }},
+    {BoxFilterAnalysis::kName,
+     [](Kernels& k, gpu::SampleType t) { return k.box_filter.Prepare(t); }},
+};
+
+}  // namespace
 
 absl::Status Kernels::Prepare() {
   for (gpu::SampleType type :
        {gpu::SampleType::kUint8, gpu::SampleType::kUint16, gpu::SampleType::kFloat32}) {
-    auto check = [&](std::string_view kernel, const absl::Status& s) {
-      return Annotate(s,
-                      StrCat("preparing the ", kernel, " kernel for ", gpu::SampleTypeName(type)));
-    };
-    if (absl::Status s = check("histogram", histogram.Prepare(type)); !s.ok()) return s;
-    if (absl::Status s = check("integral image", integral.Prepare(type)); !s.ok()) return s;
-    if (absl::Status s = check("box filter", box_filter.Prepare(type)); !s.ok()) return s;
-    if (absl::Status s = check("compaction", compaction.Prepare(type)); !s.ok()) return s;
+    for (const AnalysisEntry& a : kAnalyses) {
+      if (absl::Status s = a.prepare(*this, type); !s.ok()) {
+        return Annotate(
+            s, StrCat("preparing the ", a.name, " kernel for ", gpu::SampleTypeName(type)));
+      }
+    }
   }
   return absl::OkStatus();
 }
 
 std::vector<std::string> Kernels::Available() {
-  return {"histogram", "integral_image", "compact", "box_filter"};
+  std::vector<std::string> names;
+  for (const AnalysisEntry& a : kAnalyses) names.emplace_back(a.name);
+  return names;
 }
 
 }  // namespace glimpse::server

@@ -1,35 +1,36 @@
-// The kernels the GPU worker owns.
+// The kernels the GPU worker owns, and the table of the analyses the server serves.
 #ifndef GLIMPSE_SERVER_KERNELS_H_
 #define GLIMPSE_SERVER_KERNELS_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "gpu/box_filter.h"
+#include "gpu/compaction.h"
 #include "gpu/context.h"
 #include "gpu/histogram.h"
 #include "gpu/integral_image.h"
-#include "gpu/box_filter.h"
-#include "gpu/compaction.h"
 
 namespace glimpse::server {
 
 // REQUIRES: created, used and destroyed on the context's thread.
 struct Kernels {
   explicit Kernels(gpu::Context& ctx)
-      : histogram(ctx), integral(ctx), box_filter(ctx), compaction(ctx) {}
+      : histogram(ctx), integral_image(ctx), compaction(ctx), box_filter(ctx) {}
 
-  // Compiles every program of every kernel for every sample type: a broken shader is a start-up
-  // error, and the first call does not pay for compilation.
+  // The worker's one start-up step: compiles every program of every kernel for every sample
+  // type, so a broken shader is a start-up error and the first call does not pay for compiling.
   absl::Status Prepare();
 
-  // Names of the analyses served ("histogram", ...).
+  // Names of the analyses served, as in gpu/ and the proto: "histogram", "integral_image", ...
   static std::vector<std::string> Available();
 
   gpu::HistogramKernel histogram;
-  gpu::IntegralImageKernel integral;
-  gpu::BoxFilterKernel box_filter;
+  gpu::IntegralImageKernel integral_image;
   gpu::CompactionKernel compaction;
+  gpu::BoxFilterKernel box_filter;
 };
 
 }  // namespace glimpse::server

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   int64_t max_message_bytes = 4194304;
   int64_t max_connection_age_s = 300;
   int64_t shutdown_grace_s = 20;
+  int64_t result_buffer_bytes = int64_t(glimpse::server::WorkerOptions{}.result_buffer_bytes);
   std::string tls_cert, tls_key;
   constexpr int64_t kBig = int64_t{1} << 50;
 
@@ -55,6 +56,10 @@ int main(int argc, char** argv) {
                "GPU memory budget of the image store; least recently used images are evicted");
   flags.AddInt("image-ttl-s", &image_ttl_s, 0, kBig,
                "stored images unused this many seconds are freed (0 = never)");
+  flags.AddInt("result-buffer-bytes", &result_buffer_bytes, 1 << 16, kBig,
+               "host memory for results waiting for their readers; a stream takes at most an "
+               "eighth at a time (larger integral tables are made in parts as they are read), "
+               "and jobs whose results do not fit wait in the queue");
   flags.AddInt("max-message-bytes", &max_message_bytes, 1024, INT32_MAX,
                "largest single gRPC message accepted (inline images must fit)");
   flags.AddInt("max-connection-age-s", &max_connection_age_s, 0, INT32_MAX / 1000,
@@ -88,6 +93,7 @@ int main(int argc, char** argv) {
   o.worker.max_queue = int(max_queue);
   o.worker.store_bytes = uint64_t(store_bytes);
   o.worker.image_ttl = std::chrono::seconds(image_ttl_s);
+  o.worker.result_buffer_bytes = uint64_t(result_buffer_bytes);
   o.limits.max_image_pixels = uint64_t(max_image_pixels);
   o.limits.max_upload_bytes = uint64_t(max_upload_bytes);
   o.limits.max_message_bytes = uint64_t(max_message_bytes);

@@ -1,27 +1,17 @@
-// The ImageAnalytics service: each handler turns its request into a job on the GPU worker's queue
-// and answers when the job is done.
+// The ImageAnalytics service: each RPC handed to the runner with its analysis (server/runner.h),
+// or answered from the image store's catalogue.
 #ifndef GLIMPSE_SERVER_SERVICE_H_
 #define GLIMPSE_SERVER_SERVICE_H_
 
 #include <chrono>
-#include <cstdint>
-#include <string>
 
 #include "glimpse/v1/image_analytics.grpc.pb.h"
 #include "server/gpu_worker.h"
 #include "server/host_pool.h"
+#include "server/limits.h"
+#include "server/runner.h"
 
 namespace glimpse::server {
-
-struct ServiceLimits {
-  uint64_t max_image_pixels = uint64_t{1} << 28;
-  uint64_t max_upload_bytes = uint64_t{1} << 30;
-  uint64_t max_message_bytes = uint64_t{4} << 20;
-  // Result bytes a stream may hold waiting for a slow client before its producer waits.
-  size_t stream_buffer_bytes = size_t{32} << 20;
-  // Size of the data in one streamed result message.
-  size_t chunk_bytes = size_t{1} << 20;
-};
 
 class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
  public:
@@ -44,6 +34,7 @@ class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
                                       v1::HistogramResponse* response) override;
   grpc::ServerWriteReactor<v1::IntegralImageResponse>* IntegralImage(
       grpc::CallbackServerContext* context, const v1::IntegralImageRequest* request) override;
+  // The compaction analysis.
   grpc::ServerWriteReactor<v1::CompactResponse>* Compact(
       grpc::CallbackServerContext* context, const v1::CompactRequest* request) override;
   grpc::ServerWriteReactor<v1::BoxFilterResponse>* BoxFilter(
@@ -54,14 +45,18 @@ class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
 
   GpuWorker& worker() { return worker_; }
   const ServiceLimits& limits() const { return limits_; }
-  HostPool& pool() { return pool_; }
 
  private:
   GpuWorker& worker_;
   const ServiceLimits limits_;
   const std::chrono::steady_clock::time_point started_;
   HostPool pool_;
+  ServiceEnv env_;
 };
+
+// GetServerInfo's answer (server/server_info.cc).
+void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits,
+                    std::chrono::steady_clock::duration uptime, v1::ServerInfo* info);
 
 }  // namespace glimpse::server
 

@@ -24,7 +24,7 @@ class WorkerBlocker {
     std::future<void> running = started.get_future();
     server::Job job;
     job.method = "test blocker";
-    job.run = [this, &started](server::GpuEnv&, std::chrono::nanoseconds) {
+    job.run = [this, &started](server::GpuEnv&, server::Lease, std::chrono::nanoseconds) {
       started.set_value();
       release_.get_future().wait();
     };

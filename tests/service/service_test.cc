@@ -9,18 +9,12 @@
 #include <limits>
 #include <random>
 
+#include "gpu/reference/box_filter.h"
+#include "gpu/reference/compaction.h"
 #include "gpu/reference/histogram.h"
+#include "gpu/reference/integral_image.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/service/service_test_util.h"
-#if GLIMPSE_HAVE_INTEGRAL
-#include "gpu/reference/integral_image.h"
-#endif
-#if GLIMPSE_HAVE_COMPACTION
-#include "gpu/reference/compaction.h"
-#endif
-#if GLIMPSE_HAVE_BOX_FILTER
-#include "gpu/reference/box_filter.h"
-#endif
 
 #define STB_IMAGE_WRITE_STATIC
 #define STB_IMAGE_WRITE_IMPLEMENTATION
@@ -397,7 +391,6 @@ TEST_F(ServiceTest, HistogramMatchesReferenceForOptionsAndInputs) {
   }
 }
 
-#if GLIMPSE_HAVE_INTEGRAL
 struct IntegralStream {
   v1::IntegralHeader header;
   v1::IntegralTrailer trailer;
@@ -492,9 +485,7 @@ TEST_F(ServiceTest, LargeIntegralResultStreamsInChunks) {
   EXPECT_LE(got.largest, size_t(2) << 20);
   EXPECT_GT(got.trailer.timing().gpu_ns(), 0u);
 }
-#endif  // GLIMPSE_HAVE_INTEGRAL
 
-#if GLIMPSE_HAVE_COMPACTION
 struct CompactStream {
   v1::CompactHeader header;
   std::string xy, values;
@@ -586,9 +577,7 @@ TEST_F(ServiceTest, CompactMatchesReference) {
     EXPECT_TRUE(got.values == AsBytes(ref->values));
   }
 }
-#endif  // GLIMPSE_HAVE_COMPACTION
 
-#if GLIMPSE_HAVE_BOX_FILTER
 struct BoxStream {
   v1::BoxFilterHeader header;
   std::string data;
@@ -724,7 +713,6 @@ TEST_F(ServiceTest, BoxFilterChainsIntoHistogramById) {
   ASSERT_TRUE(Histogram(hreq, &hresp).ok());
   ExpectHistogramEquals(hresp, *ref);
 }
-#endif  // GLIMPSE_HAVE_BOX_FILTER
 
 // ---- bad input: the right code, a message naming the field, and the server keeps serving -------
 
@@ -879,7 +867,6 @@ TEST_F(ServiceTest, BadAnalysisRequestsAreRefusedWithTheirReason) {
                r.mutable_image()->mutable_encoded()->set_data(std::string(5 << 20, 'x'));
              }),
              grpc::StatusCode::RESOURCE_EXHAUSTED, "");
-#if GLIMPSE_HAVE_INTEGRAL
   {
     v1::IntegralImageRequest req;
     *req.mutable_image() = ById(*id);
@@ -887,8 +874,6 @@ TEST_F(ServiceTest, BadAnalysisRequestsAreRefusedWithTheirReason) {
     IntegralStream got = ReadIntegral(stub(), req);
     ExpectCode(got.status, grpc::StatusCode::INVALID_ARGUMENT, "bogus");
   }
-#endif
-#if GLIMPSE_HAVE_COMPACTION
   {
     v1::CompactRequest req;
     *req.mutable_image() = ById(*id);
@@ -901,8 +886,6 @@ TEST_F(ServiceTest, BadAnalysisRequestsAreRefusedWithTheirReason) {
     req.mutable_options()->set_channel(4);
     ExpectCode(ReadCompact(stub(), req).status, grpc::StatusCode::INVALID_ARGUMENT, "channel");
   }
-#endif
-#if GLIMPSE_HAVE_BOX_FILTER
   {
     v1::BoxFilterRequest req;
     *req.mutable_image() = ById(*id);
@@ -916,7 +899,6 @@ TEST_F(ServiceTest, BadAnalysisRequestsAreRefusedWithTheirReason) {
     *req.mutable_image() = InlineRaw(HostImage::Zeros({4, 4, 1, SampleType::kFloat32}));
     ExpectCode(ReadBox(stub(), req).status, grpc::StatusCode::INVALID_ARGUMENT, "PNG");
   }
-#endif
 }
 
 }  // namespace

@@ -1,0 +1,173 @@
+// The one path every call that needs the GPU takes: the image reference resolved, the request
+// mapped to gpu/ options, a job queued with the call's deadline and cancellation, its result bytes
+// leased, its time recorded, and its status turned into the gRPC answer. The analyses
+// (server/histogram.h, ...) supply only the mapping, the work and the answer.
+#ifndef GLIMPSE_SERVER_RUNNER_H_
+#define GLIMPSE_SERVER_RUNNER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "gpu/str.h"
+#include "server/call.h"
+#include "server/gpu_worker.h"
+#include "server/host_pool.h"
+#include "server/image_ref.h"
+#include "server/limits.h"
+
+namespace glimpse::server {
+
+// What the handlers share.
+struct ServiceEnv {
+  GpuWorker& worker;
+  const ServiceLimits& limits;
+  HostPool& pool;
+};
+
+// The variant named in a request, or INVALID_ARGUMENT listing the names gpu/ knows.
+template <typename Enum, typename NameFn, typename ParseFn>
+absl::StatusOr<Enum> ParseVariant(const std::string& s, std::string_view analysis, NameFn name,
+                                  ParseFn parse) {
+  if (std::optional<Enum> v = parse(s)) return *v;
+  std::string names = "auto";
+  for (int i = 1; i < 32; ++i) {
+    const Enum e = static_cast<Enum>(i);
+    const std::string_view n = name(e);
+    if (n.empty() || n == "auto") continue;
+    std::optional<Enum> back = parse(n);
+    if (back && *back == e) StrAppend(&names, ", ", n);
+  }
+  return absl::InvalidArgumentError(
+      StrCat("variant must be one of ", names, " for ", analysis, ", got \"", s, "\""));
+}
+
+// Ends a call with `status`, whatever its kind.
+template <typename Call>
+void EndCall(Call* call, const absl::Status& status) {
+  if constexpr (requires { call->Close(status); }) {
+    call->Close(status);
+  } else {
+    call->Answer(status);
+  }
+}
+
+// Queues `work` for `call`. A non-OK status from the work, or the reason the job was refused or
+// dropped unrun (cancelled, deadline passed, shutdown), ends the call; OK means the work has
+// answered the call or handed the answer on.
+template <typename Call>
+void Submit(GpuWorker& worker, Call* call, std::string method,
+            std::chrono::system_clock::time_point deadline, uint64_t result_bytes,
+            std::function<absl::Status(GpuEnv&, Lease)> work) {
+  Job job;
+  job.method = std::move(method);
+  job.result_bytes = result_bytes;
+  job.run = [call, work = std::move(work)](GpuEnv& env, Lease lease,
+                                           std::chrono::nanoseconds queued) {
+    call->record.add_queue(queued);
+    if (absl::Status s = work(env, std::move(lease)); !s.ok()) EndCall(call, s);
+  };
+  job.drop = [call](const absl::Status& s) { EndCall(call, s); };
+  job.cancelled = [call] { return call->cancelled(); };
+  job.deadline = deadline;
+  if (absl::Status s = worker.Enqueue(std::move(job)); !s.ok()) EndCall(call, s);
+}
+
+// A unary analysis A provides:
+//   kMethod; Request, Response, Options;
+//   static absl::StatusOr<Options> MapOptions(const Request&);              (pure)
+//   static absl::StatusOr<uint64_t> ResultBytes(const gpu::ImageDesc&, const Options&,
+//                                               uint64_t part_bytes);   (checks with gpu/)
+//   static absl::Status Run(GpuEnv&, const Acquired&, const Options&, CallRecord&, Response*);
+template <typename A>
+grpc::ServerUnaryReactor* ServeUnary(ServiceEnv& service, grpc::CallbackServerContext* context,
+                                     const typename A::Request* request,
+                                     typename A::Response* response) {
+  auto* call = new UnaryCall(std::string(A::kMethod));
+  absl::StatusOr<typename A::Options> options = A::MapOptions(*request);
+  if (!options.ok()) return call->Answer(options.status()), call;
+  absl::StatusOr<std::shared_ptr<const Input>> input =
+      ReadImageRef(request->image(), service.worker.device().limits, service.limits,
+                   service.worker.store(), call->record);
+  if (!input.ok()) return call->Answer(input.status()), call;
+  absl::StatusOr<uint64_t> bytes =
+      A::ResultBytes((*input)->desc, *options, service.worker.results().part_bytes());
+  if (!bytes.ok()) return call->Answer(bytes.status()), call;
+  Submit(
+      service.worker, call, std::string(A::kMethod), context->deadline(), *bytes,
+      [call, response, in = *input, options = *options](GpuEnv& env, Lease lease) -> absl::Status {
+        absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, *in, call->record);
+        if (!a.ok()) return a.status();
+        if (absl::Status s = A::Run(env, **a, options, call->record, response); !s.ok()) {
+          return s;
+        }
+        *response->mutable_image() = std::move((*a)->info);
+        *response->mutable_timing() = call->record.Timing();
+        call->lease = std::move(lease);
+        call->Answer(absl::OkStatus());
+        return absl::OkStatus();
+      });
+  return call;
+}
+
+// The state of one streamed analysis, handed to its work on the worker (and on to host threads).
+template <typename Response>
+struct StreamWork {
+  ServiceEnv* service;
+  StreamCall<Response>* call;
+  std::shared_ptr<const Input> input;
+  std::chrono::system_clock::time_point deadline;
+  std::string method;
+
+  // Queues more work for the call (the next part of its result): run on the worker, with the
+  // image acquired again, once `result_bytes` are free; its deadline and cancellation still count.
+  void Continue(uint64_t result_bytes,
+                std::function<absl::Status(GpuEnv&, const Acquired&, Lease)> work) const {
+    Submit(service->worker, call, method, deadline, result_bytes,
+           [call = call, in = input, work = std::move(work)](GpuEnv& env,
+                                                             Lease lease) -> absl::Status {
+             absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, *in, call->record);
+             if (!a.ok()) return a.status();
+             return work(env, **a, std::move(lease));
+           });
+  }
+};
+
+// A streamed analysis A provides kMethod; Request, Response, Options; MapOptions and ResultBytes
+// as above (ResultBytes: the bytes of the first part), and
+//   static absl::Status Run(const StreamWork<Response>&, GpuEnv&, const Acquired&,
+//                           const Options&, Lease);
+// which sends its messages through the call, closes it, or returns an error.
+template <typename A>
+grpc::ServerWriteReactor<typename A::Response>* ServeStream(ServiceEnv& service,
+                                                            grpc::CallbackServerContext* context,
+                                                            const typename A::Request* request) {
+  auto* call = new StreamCall<typename A::Response>(std::string(A::kMethod));
+  absl::StatusOr<typename A::Options> options = A::MapOptions(*request);
+  if (!options.ok()) return call->Close(options.status()), call;
+  absl::StatusOr<std::shared_ptr<const Input>> input =
+      ReadImageRef(request->image(), service.worker.device().limits, service.limits,
+                   service.worker.store(), call->record);
+  if (!input.ok()) return call->Close(input.status()), call;
+  absl::StatusOr<uint64_t> bytes =
+      A::ResultBytes((*input)->desc, *options, service.worker.results().part_bytes());
+  if (!bytes.ok()) return call->Close(bytes.status()), call;
+  StreamWork<typename A::Response> w{&service, call, *input, context->deadline(),
+                                     std::string(A::kMethod)};
+  w.Continue(*bytes, [w, options = *options](GpuEnv& env, const Acquired& a, Lease lease) {
+    return A::Run(w, env, a, options, std::move(lease));
+  });
+  return call;
+}
+
+}  // namespace glimpse::server
+
+#endif  // GLIMPSE_SERVER_RUNNER_H_

@@ -1,0 +1,49 @@
+// GetServerInfo: the device, the settings and the usage of the queue, store and result buffer.
+#include <string>
+
+#include "server/service.h"
+
+namespace glimpse::server {
+
+constexpr char kVersion[] = "0.1.0";
+
+void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits,
+                    std::chrono::steady_clock::duration uptime, v1::ServerInfo* response) {
+  const gpu::DeviceInfo& d = worker.device();
+  response->set_version(kVersion);
+  response->set_device_platform(d.platform);
+  response->set_vendor(d.vendor);
+  response->set_renderer(d.renderer);
+  response->set_gl_version(d.version);
+  response->set_software(d.software);
+  v1::DeviceLimits* l = response->mutable_limits();
+  l->set_max_texture_size(uint32_t(d.limits.max_texture_size));
+  l->set_max_storage_block_bytes(uint64_t(d.limits.max_storage_block_bytes));
+  l->set_max_shared_memory_bytes(uint32_t(d.limits.max_shared_memory_bytes));
+  l->set_max_invocations(uint32_t(d.limits.max_invocations));
+  l->set_int64(d.limits.int64);
+  response->set_max_queue(uint32_t(worker.max_queue()));
+  response->set_max_image_pixels(limits.max_image_pixels);
+  response->set_max_upload_bytes(limits.max_upload_bytes);
+  response->set_max_message_bytes(limits.max_message_bytes);
+  const StoreUsage usage = worker.store().Usage();
+  response->set_store_budget_bytes(usage.budget);
+  response->set_image_ttl_s(uint64_t(worker.store().ttl().count()));
+  const WorkerStats stats = worker.Stats();
+  response->set_queue_length(uint32_t(stats.queue_length));
+  response->set_stored_images(usage.images);
+  response->set_stored_bytes(usage.bytes);
+  response->set_jobs_run(stats.jobs_run);
+  response->set_jobs_dropped(stats.jobs_dropped);
+  response->set_jobs_rejected(stats.jobs_rejected);
+  response->set_images_evicted(usage.evicted);
+  response->set_uptime_s(std::chrono::duration_cast<std::chrono::seconds>(uptime).count());
+  for (const std::string& name : Kernels::Available()) response->add_analyses(name);
+  const ResultBudgetUsage results = worker.results().Usage();
+  response->set_result_buffer_bytes(results.budget);
+  response->set_result_buffer_used_bytes(results.used);
+  response->set_result_buffer_peak_bytes(results.peak);
+  response->set_jobs_waiting_for_results(uint32_t(stats.jobs_waiting_for_results));
+}
+
+}  // namespace glimpse::server
