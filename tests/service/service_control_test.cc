@@ -165,7 +165,10 @@ TEST(ServiceControlTest, StoreEvictsLeastRecentlyUsedAndExpiresIdleImages) {
   std::unique_ptr<TestServer> ts = TestServer::Start(o);
   GLIMPSE_REQUIRE_SERVER(ts);
   v1::ImageAnalytics::Stub& stub = *ts->stub;
-  const HostImage img = HostImage::Zeros({100, 100, 4, SampleType::kUint8});  // 40000 bytes
+  // 40000 bytes held either way: two fit the budget, three do not.
+  const bool software = ServerIsSoftware(stub);
+  const HostImage img = HostImage::Zeros({100, software ? 50 : 100, 4, SampleType::kUint8});
+  ASSERT_EQ(StoredBytes(img.desc, software), 40'000u);
   auto info = [&](const std::string& id) {
     grpc::ClientContext ctx;
     v1::GetImageInfoRequest req;

@@ -112,6 +112,18 @@ inline grpc::Status UploadRaw(v1::ImageAnalytics::Stub& stub, const v1::UploadHe
   return writer->Finish();
 }
 
+inline bool ServerIsSoftware(v1::ImageAnalytics::Stub& stub) {
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  return stub.GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok() && info.software();
+}
+
+// The memory a stored image holds (ImageInfo.bytes): its pixels, plus on CPU renderers the packed
+// copy that their kernels read (gpu::Image).
+inline uint64_t StoredBytes(const gpu::ImageDesc& d, bool software) {
+  return d.bytes() + (software ? uint64_t(gpu::PackedTexelsPerRow(d)) * 16 * d.height : 0);
+}
+
 inline std::string Bytes(const gpu::HostImage& img) {
   return std::string(reinterpret_cast<const char*>(img.data.data()), img.data.size());
 }
