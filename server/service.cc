@@ -23,7 +23,7 @@ namespace {
 using std::chrono::nanoseconds;
 using SteadyClock = std::chrono::steady_clock;
 
-constexpr char kVersion[] = "0.1.0";
+constexpr char kVersion[] = GLIMPSE_VERSION;  // the CMake project version
 
 uint64_t NsSince(SteadyClock::time_point t0) {
   return uint64_t(std::chrono::duration_cast<nanoseconds>(SteadyClock::now() - t0).count());
@@ -520,6 +520,7 @@ grpc::ServerUnaryReactor* ImageAnalyticsService::Histogram(grpc::CallbackServerC
     absl::StatusOr<gpu::HistogramResult> r = env.kernels.histogram.Run(*a.image, options);
     if (!r.ok()) return call->Answer(r.status());
     call->record.set_gpu_ns(r->gpu_ns);
+    call->record.set_analysis("histogram", gpu::HistogramVariantName(r->variant));
     response->set_bins(uint32_t(r->bins));
     response->set_lo(r->lo);
     response->set_hi(r->hi);
@@ -599,6 +600,7 @@ grpc::ServerWriteReactor<v1::IntegralImageResponse>* ImageAnalyticsService::Inte
                });
            if (!r.ok()) return call->Close(r.status());
            call->record.set_gpu_ns(r->gpu_ns);
+           call->record.set_analysis("integral_image", gpu::IntegralVariantName(r->variant));
            v1::IntegralImageResponse m;
            m.mutable_trailer()->set_variant(std::string(gpu::IntegralVariantName(r->variant)));
            *m.mutable_trailer()->mutable_timing() = call->record.Timing();
@@ -657,6 +659,7 @@ grpc::ServerWriteReactor<v1::CompactResponse>* ImageAnalyticsService::Compact(
            absl::StatusOr<gpu::CompactResult> r = env.kernels.compaction.Run(*a.image, options);
            if (!r.ok()) return call->Close(r.status());
            call->record.set_gpu_ns(r->gpu_ns);
+           call->record.set_analysis("compaction", gpu::CompactVariantName(r->variant));
            auto result = std::make_shared<gpu::CompactResult>(*std::move(r));
            auto info = std::make_shared<v1::ImageInfo>(std::move(a.info));
            // Streaming out is host work: off the GPU thread.
@@ -768,6 +771,7 @@ grpc::ServerWriteReactor<v1::BoxFilterResponse>* ImageAnalyticsService::BoxFilte
         absl::StatusOr<gpu::BoxFilterResult> r = env.kernels.box_filter.Run(*a.image, options);
         if (!r.ok()) return call->Close(r.status());
         call->record.set_gpu_ns(r->gpu_ns);
+        call->record.set_analysis("box_filter", gpu::BoxFilterVariantName(r->variant));
         auto host = std::make_shared<gpu::HostImage>();
         if (encoding != v1::PIXEL_ENCODING_NONE) *host = r->image.Download();
         auto header = std::make_shared<v1::BoxFilterResponse>();
