@@ -186,8 +186,8 @@ class BytesInterceptorFactory : public grpc::experimental::ServerInterceptorFact
 // ---- figures read at scrape time --------------------------------------------------------------
 
 prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type,
-                                double value, std::vector<prometheus::ClientMetric::Label> labels =
-                                                  {}) {
+                                double value,
+                                std::vector<prometheus::ClientMetric::Label> labels = {}) {
   prometheus::ClientMetric m;
   m.label = std::move(labels);
   if (type == prometheus::MetricType::Counter) {
@@ -200,8 +200,7 @@ prometheus::MetricFamily Family(std::string name, std::string help, prometheus::
 
 class ServerCollectable : public prometheus::Collectable {
  public:
-  ServerCollectable(std::function<ServerGauges()> gauges,
-                    std::map<std::string, std::string> device)
+  ServerCollectable(std::function<ServerGauges()> gauges, std::map<std::string, std::string> device)
       : gauges_(std::move(gauges)) {
     for (auto& [k, v] : device) device_.push_back({k, v});
   }
@@ -221,7 +220,8 @@ class ServerCollectable : public prometheus::Collectable {
         "rejected (queue full)",
         MetricType::Counter,
         {}};
-    for (const auto& [outcome, n] : {std::pair{"run", g.jobs_run}, {"dropped", g.jobs_dropped},
+    for (const auto& [outcome, n] : {std::pair{"run", g.jobs_run},
+                                     {"dropped", g.jobs_dropped},
                                      {"rejected", g.jobs_rejected}}) {
       prometheus::ClientMetric m;
       m.label = {{"outcome", outcome}};
@@ -242,8 +242,7 @@ class ServerCollectable : public prometheus::Collectable {
     out.push_back(Family("glimpse_store_expiries_total",
                          "Stored images freed after --image-ttl-s unused", MetricType::Counter,
                          double(g.images_expired)));
-    out.push_back(Family("glimpse_build_info", "The server's build: always 1", MetricType::Gauge,
-                         1,
+    out.push_back(Family("glimpse_build_info", "The server's build: always 1", MetricType::Gauge, 1,
                          {{"version", GLIMPSE_VERSION},
                           {"grpc_version", grpc::Version()},
                           {"compiler", __VERSION__}}));
@@ -262,9 +261,9 @@ class ServerCollectable : public prometheus::Collectable {
 void RecordCall(const CallSample& call) { CallMetrics::Get().Record(call); }
 
 const std::vector<double>& TimeBuckets() {
-  static const std::vector<double> kBuckets = {
-      10e-6, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 20e-3,
-      50e-3, 100e-3, 200e-3, 500e-3, 1, 2, 5, 10, 20, 50};
+  static const std::vector<double> kBuckets = {10e-6,  20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3,
+                                               2e-3,   5e-3,  10e-3, 20e-3,  50e-3,  100e-3, 200e-3,
+                                               500e-3, 1,     2,     5,      10,     20,     50};
   return kBuckets;
 }
 
