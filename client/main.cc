@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "client/chart.h"
 #include "client/client.h"
 #include "client/output_files.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -36,7 +37,8 @@ larger ones are uploaded, analysed and deleted):
   list                                stored images, most recently used first
   delete ID...                        frees stored images
   histogram IMAGE [--bins=256] [--lo=V] [--hi=V] [--source=all|channel|luma|rgb_mean]
-              [--channel=C] [--variant=NAME] [--csv=FILE] [--json=FILE] [--png=FILE]
+              [--channel=C] [--variant=NAME] [--csv=FILE] [--json=FILE] [--png=FILE [--log]]
+                                      --png: a chart; --log: counts on a log scale
   integral IMAGE [--squared] [--variant=NAME] [--npy=integral.npy] [--squared-npy=FILE]
   compact IMAGE --lo=V --hi=V [--outside] [--source=channel|luma] [--channel=C]
               [--max-results=N] [--count-only] [--variant=NAME] [--csv=FILE]
@@ -58,7 +60,8 @@ const std::map<std::string, std::set<std::string>>& CommandFlags() {
       {"upload", {"label", "channels", "raw", "format"}},
       {"list", {}},
       {"delete", {}},
-      {"histogram", {"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png"}},
+      {"histogram",
+       {"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png", "log"}},
       {"integral", {"squared", "variant", "npy", "squared-npy"}},
       {"compact",
        {"lo", "hi", "outside", "source", "channel", "max-results", "count-only", "variant", "csv"}},
@@ -358,7 +361,12 @@ int Histogram(const Options& o, const Connection& c) {
   bool wrote = false;
   if (o.Has("csv")) CheckIo(WriteHistogramCsv(o.Get("csv"), r)), wrote = true;
   if (o.Has("json")) CheckIo(WriteHistogramJson(o.Get("json"), r)), wrote = true;
-  if (o.Has("png")) CheckIo(WriteHistogramPng(o.Get("png"), r)), wrote = true;
+  if (o.Has("png")) {
+    CheckIo(WriteHistogramChart(o.Get("png"), r,
+                                {std::filesystem::path(o.positional[0]).filename().string(), source,
+                                 opt->channel(), o.GetBool("log")}));
+    wrote = true;
+  }
   if (!wrote) CheckIo(WriteHistogramCsv("-", r));
   return kExitOk;
 }
