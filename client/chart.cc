@@ -221,7 +221,7 @@ struct Series {
 }  // namespace
 
 std::string DrawHistogramChart(const v1::HistogramResponse& h, const HistogramChartOptions& o,
-                               RgbImage* out) {
+                               HistogramChart* out) {
   const int n = h.histograms_size();
   const int bins = int(h.bins());
   if (n == 0 || bins == 0 || !(h.hi() > h.lo())) return "no histogram to draw";
@@ -256,7 +256,7 @@ std::string DrawHistogramChart(const v1::HistogramResponse& h, const HistogramCh
   // Layout: a whole number of columns per bin where that gives a plot 560-800 px wide.
   const int per_bin = 800 / bins;
   const int plot_w = per_bin >= 1 && bins * per_bin >= 560 ? bins * per_bin : 800;
-  const int plot_h = 380, left = 84, right = 28, top = 78, bottom = 62;
+  const int plot_h = 380, left = 84, right = 28, top = 100, bottom = 62;
   Canvas c(left + plot_w + right, top + plot_h + bottom);
   const int x0 = left, y0 = top + plot_h;  // the plot's bottom-left corner
 
@@ -331,22 +331,14 @@ std::string DrawHistogramChart(const v1::HistogramResponse& h, const HistogramCh
   c.Fill(x0 - 1, top, x0, y0 + 1, kAxis);
   c.Fill(x0 - 1, y0, x0 + plot_w, y0 + 1, kAxis);
 
-  // Legend, top right inside the plot.
-  int legend_w = 0;
-  for (const Series& s : series) legend_w = std::max(legend_w, TextWidth(font, s.name, 12));
-  legend_w += 40;
-  const int lx = x0 + plot_w - legend_w - 10, ly = top + 10, line = 18;
-  const int legend_h = n * line + 8;
-  c.Fill(lx, ly, lx + legend_w, ly + legend_h, {255, 255, 255}, 0.88f);
-  c.Fill(lx, ly, lx + legend_w, ly + 1, kGrid);
-  c.Fill(lx, ly + legend_h - 1, lx + legend_w, ly + legend_h, kGrid);
-  c.Fill(lx, ly, lx + 1, ly + legend_h, kGrid);
-  c.Fill(lx + legend_w - 1, ly, lx + legend_w, ly + legend_h, kGrid);
+  // Legend: one row between the title and the plot, where it can hide no data.
+  int lx = x0;
   for (int i = 0; i < n; ++i) {
-    const int y = ly + 6 + i * line;
-    c.Fill(lx + 8, y + 2, lx + 28, y + 12, series[size_t(i)].color, 0.18f);
-    c.Fill(lx + 8, y + 2, lx + 28, y + 4, series[size_t(i)].color, 0.95f);
-    Text(c, font, series[size_t(i)].name, 12, lx + 34, y + 11, kText);
+    const int y = top - 24;
+    c.Fill(lx, y - 9, lx + 20, y + 1, series[size_t(i)].color, 0.18f);
+    c.Fill(lx, y - 9, lx + 20, y - 7, series[size_t(i)].color, 0.95f);
+    Text(c, font, series[size_t(i)].name, 12, lx + 26, y, kText);
+    lx += 26 + TextWidth(font, series[size_t(i)].name, 12) + 22;
   }
 
   // Title: what was counted, over what.
@@ -363,12 +355,17 @@ std::string DrawHistogramChart(const v1::HistogramResponse& h, const HistogramCh
   out->width = c.width();
   out->height = c.height();
   out->rgb = c.Take();
+  out->plot_left = x0;
+  out->plot_top = top;
+  out->plot_width = plot_w;
+  out->plot_height = plot_h;
+  out->count_top = axis_top;
   return "";
 }
 
 std::string WriteHistogramChart(const std::string& path, const v1::HistogramResponse& h,
                                 const HistogramChartOptions& o) {
-  RgbImage chart;
+  HistogramChart chart;
   if (std::string err = DrawHistogramChart(h, o, &chart); !err.empty()) return err;
   return WritePng(path, chart.width, chart.height, 3,
                   std::string(chart.rgb.begin(), chart.rgb.end()));

@@ -20,14 +20,18 @@ struct HistogramChartOptions {
   bool log_scale = false;      // counts on a log10 axis (zero counts sit on the baseline)
 };
 
-struct RgbImage {
+struct HistogramChart {
   int width = 0, height = 0;
   std::vector<uint8_t> rgb;  // row-major, 3 bytes a pixel
+  // Where the data is: columns [plot_left, plot_left + plot_width), count 0 on row
+  // plot_top + plot_height; the count axis ends at count_top (log scale: 10^count_top).
+  int plot_left = 0, plot_top = 0, plot_width = 0, plot_height = 0;
+  double count_top = 0;
 };
 
 // "" and the chart, or an error message.
 std::string DrawHistogramChart(const v1::HistogramResponse& h, const HistogramChartOptions& o,
-                               RgbImage* out);
+                               HistogramChart* out);
 // Draws and writes a PNG; "" or a message naming the file.
 std::string WriteHistogramChart(const std::string& path, const v1::HistogramResponse& h,
                                 const HistogramChartOptions& o);
