@@ -303,7 +303,8 @@ def check_k8s(c, defaults, port, grace_s, services, image_uid, metrics_port):
   want = {"prometheus.io/scrape": "true", "prometheus.io/port": str(metrics_port),
           "prometheus.io/path": "/metrics"}
   for key, value in want.items():
-    c.check(notes.get(key) == value, f"{name}: pod annotation {key}: {value!r}, got {notes.get(key)!r}")
+    c.check(notes.get(key) == value,
+            f"{name}: pod annotation {key}: {value!r}, got {notes.get(key)!r}")
 
   allowed = {""} | set(services)
   for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
