@@ -267,9 +267,11 @@ const std::vector<double>& TimeBuckets() {
   return kBuckets;
 }
 
-std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-NewBytesInterceptorFactory() {
-  return std::make_unique<BytesInterceptorFactory>();
+std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+MetricsInterceptors() {
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> v;
+  v.push_back(std::make_unique<BytesInterceptorFactory>());
+  return v;
 }
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(

@@ -52,9 +52,10 @@ void RecordCall(const CallSample& call);
 // buckets at most 2.5x wide.
 const std::vector<double>& TimeBuckets();
 
-// Counts the serialized bytes of every message of glimpse.v1.ImageAnalytics received and sent,
-// by method. Install on the ServerBuilder (experimental().SetInterceptorCreators).
-std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewBytesInterceptorFactory();
+// Interceptors that count the serialized bytes of every message of glimpse.v1.ImageAnalytics
+// received and sent, by method: for ServerBuilder::experimental().SetInterceptorCreators.
+std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+MetricsInterceptors();
 
 // The HTTP endpoint: GET /metrics answers the process-wide registry plus the gauges, build and
 // device info of one server.

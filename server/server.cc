@@ -7,7 +7,6 @@
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "gpu/str.h"
@@ -89,9 +88,7 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
   }
   builder.RegisterService(s->service_.get());
   if (!options.metrics_listen.empty()) {
-    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> f;
-    f.push_back(NewBytesInterceptorFactory());
-    builder.experimental().SetInterceptorCreators(std::move(f));
+    builder.experimental().SetInterceptorCreators(MetricsInterceptors());
   }
   builder.SetMaxReceiveMessageSize(
       int(std::min<uint64_t>(options.limits.max_message_bytes, uint64_t{INT32_MAX})));
