@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "client/chart.h"
 #include "client/client.h"
 #include "client/output_files.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -80,8 +81,9 @@ const std::vector<Command>& Commands() {
       {"histogram",
        {},
        " IMAGE [--bins=256] [--lo=V] [--hi=V] [--source=all|channel|luma|rgb_mean]\n"
-       "              [--channel=C] [--variant=NAME] [--csv=FILE] [--json=FILE] [--png=FILE]",
-       {"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png"},
+       "              [--channel=C] [--variant=NAME] [--csv=FILE] [--json=FILE] [--png=FILE [--log]]\n"
+       "                                      --png: a chart; --log: counts on a log scale",
+       {"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png", "log"},
        Histogram},
       {"integral_image",
        {"integral"},
@@ -438,7 +440,12 @@ int Histogram(const Options& o, const Connection& c) {
   bool wrote = false;
   if (o.Has("csv")) CheckIo(WriteHistogramCsv(o.Get("csv"), r)), wrote = true;
   if (o.Has("json")) CheckIo(WriteHistogramJson(o.Get("json"), r)), wrote = true;
-  if (o.Has("png")) CheckIo(WriteHistogramPng(o.Get("png"), r)), wrote = true;
+  if (o.Has("png")) {
+    CheckIo(WriteHistogramChart(o.Get("png"), r,
+                                {std::filesystem::path(o.positional[0]).filename().string(), source,
+                                 opt->channel(), o.GetBool("log")}));
+    wrote = true;
+  }
   if (!wrote) CheckIo(WriteHistogramCsv("-", r));
   return kExitOk;
 }

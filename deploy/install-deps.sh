@@ -11,10 +11,12 @@ build_pkgs=(
   python3 python3-glad python3-yaml
   libegl-dev libegl1 libegl-mesa0 libgl1-mesa-dri
   libspdlog-dev libfmt-dev libabsl-dev libstb-dev googletest libgtest-dev
+  prometheus-cpp-dev curl fonts-dejavu-core
 )
 runtime_pkgs=(
   libegl1 libegl-mesa0 libgl1-mesa-dri libgrpc++1.51 libgrpc29 libprotobuf32
-  libabsl20220623 libspdlog1.10 libfmt9 ca-certificates
+  libabsl20220623 libspdlog1.10 libfmt9 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
+  ca-certificates
 )
 
 pkgs=("${build_pkgs[@]}")

@@ -98,6 +98,7 @@ absl::Status BoxFilterAnalysis::Run(const StreamWork<Response>& work, GpuEnv& en
   absl::StatusOr<gpu::BoxFilterResult> r = env.kernels.box_filter.Run(*image.image, options.filter);
   if (!r.ok()) return r.status();
   work.call->record.set_gpu_ns(r->gpu_ns);
+  work.call->record.set_analysis(kName, gpu::BoxFilterVariantName(r->variant));
   auto host = std::make_shared<gpu::HostImage>();
   if (options.encoding != v1::PIXEL_ENCODING_NONE) *host = r->image.Download();
   auto header = std::make_shared<v1::BoxFilterResponse>();

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   int64_t shutdown_grace_s = 20;
   int64_t result_buffer_bytes = int64_t(glimpse::server::WorkerOptions{}.result_buffer_bytes);
   std::string tls_cert, tls_key;
+  std::string metrics_listen = EnvOr("GLIMPSE_METRICS_LISTEN", "");
   constexpr int64_t kBig = int64_t{1} << 50;
 
   glimpse::server::FlagSet flags(
@@ -69,6 +70,9 @@ int main(int argc, char** argv) {
                "on SIGTERM/SIGINT: stop taking calls, finish queued ones within this, exit 0");
   flags.AddString("tls-cert", &tls_cert, "PEM certificate chain file for TLS (with --tls-key)");
   flags.AddString("tls-key", &tls_key, "PEM private key file for TLS (with --tls-cert)");
+  flags.AddString("metrics-listen", &metrics_listen,
+                  "serve Prometheus metrics at http://HOST:PORT/metrics (port 0 picks a free "
+                  "one; empty = off); $GLIMPSE_METRICS_LISTEN sets the default");
   if (std::string err = flags.Parse(argc, argv); !err.empty()) {
     std::fprintf(stderr, "glimpse-server: %s\n", err.c_str());
     return 2;
@@ -100,6 +104,7 @@ int main(int argc, char** argv) {
   o.max_connection_age_s = int(max_connection_age_s);
   o.tls_cert_file = tls_cert;
   o.tls_key_file = tls_key;
+  o.metrics_listen = metrics_listen;
 
   // Threads started from here on inherit the blocked signals; this thread waits for them.
   sigset_t signals;

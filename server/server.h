@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/gpu_worker.h"
+#include "server/metrics.h"
 #include "server/service.h"
 
 namespace glimpse::server {
@@ -21,6 +22,7 @@ struct ServerOptions {
   ServiceLimits limits;
   int max_connection_age_s = 300;           // 0 = never
   std::string tls_cert_file, tls_key_file;  // PEM; both or neither
+  std::string metrics_listen;               // host:port of the Prometheus /metrics; "" = off
 };
 
 class GlimpseServer {
@@ -31,6 +33,8 @@ class GlimpseServer {
 
   // The port it listens on (the one picked when `listen` ends in ":0"); 0 when in-process only.
   int port() const { return port_; }
+  // The port /metrics is served on; 0 when metrics_listen is empty.
+  int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
   std::shared_ptr<grpc::Channel> InProcessChannel();
 
   // Reports NOT_SERVING, stops taking calls, lets queued and running calls finish within `grace`
@@ -45,6 +49,7 @@ class GlimpseServer {
   std::unique_ptr<GpuWorker> worker_;
   std::unique_ptr<ImageAnalyticsService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsEndpoint> metrics_;  // reads worker_: stopped before it goes
   int port_ = 0;
   bool shut_down_ = false;
 };

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <future>
 #include <memory>
 #include <random>
 #include <string>
@@ -111,6 +112,33 @@ inline grpc::Status UploadRaw(v1::ImageAnalytics::Stub& stub, const v1::UploadHe
   writer->WritesDone();
   return writer->Finish();
 }
+
+// Occupies the worker until Release(); returns once the blocking job is running.
+class WorkerBlocker {
+ public:
+  explicit WorkerBlocker(server::GpuWorker& worker) {
+    std::promise<void> started;
+    std::future<void> running = started.get_future();
+    server::Job job;
+    job.method = "test blocker";
+    job.run = [this, &started](server::GpuEnv&, server::Lease, std::chrono::nanoseconds) {
+      started.set_value();
+      release_.get_future().wait();
+    };
+    job.drop = [](const absl::Status&) {};
+    EXPECT_TRUE(worker.Enqueue(std::move(job)).ok());
+    running.wait();
+  }
+  ~WorkerBlocker() { Release(); }
+  void Release() {
+    if (!released_) release_.set_value();
+    released_ = true;
+  }
+
+ private:
+  std::promise<void> release_;
+  bool released_ = false;
+};
 
 inline bool ServerIsSoftware(v1::ImageAnalytics::Stub& stub) {
   grpc::ClientContext ctx;
