@@ -1,6 +1,7 @@
 """Starts the real glimpse-server on a free port for the session and hands out clients and seeded
 random images. The server binary: $GLIMPSE_SERVER_BINARY, else build/server/glimpse-server.
 Without an EGL context the tests skip, unless GLIMPSE_REQUIRE_GPU_CONTEXT=1 (CI)."""
+import contextlib
 import os
 import pathlib
 import re
@@ -44,43 +45,51 @@ def rng(request):
     return np.random.default_rng(seed)
 
 
-@pytest.fixture(scope="session")
-def server():
-    """The address of a running glimpse-server."""
+@contextlib.contextmanager
+def running_server(*flags):
+    """Starts the server binary on a free port with extra flags; yields its port; SIGTERM at the
+    end must stop it with exit code 0."""
     binary = os.environ.get("GLIMPSE_SERVER_BINARY") or str(REPO / "build/server/glimpse-server")
     if not os.access(binary, os.X_OK):
         pytest.fail(f"no server binary at {binary} (build it, or set GLIMPSE_SERVER_BINARY)")
     log = tempfile.NamedTemporaryFile("w+", prefix="glimpse-server-", suffix=".log")
-    proc = subprocess.Popen([binary, "--listen=127.0.0.1:0", "--shutdown-grace-s=5"],
+    proc = subprocess.Popen([binary, "--listen=127.0.0.1:0", "--shutdown-grace-s=5", *flags],
                             stdout=log, stderr=subprocess.STDOUT)
-    port = None
-    deadline = time.monotonic() + 60
-    while port is None and time.monotonic() < deadline:
-        text = pathlib.Path(log.name).read_text()
-        m = re.search(r"listening on .*\(port (\d+)\)", text)
-        if m:
-            port = int(m.group(1))
-        elif proc.poll() is not None:
-            if "opening the GL context" in text and os.environ.get(
-                    "GLIMPSE_REQUIRE_GPU_CONTEXT") != "1":
-                pytest.skip(f"no EGL context: {text}")
-            pytest.fail(f"server exited at start-up:\n{text}")
-        else:
-            time.sleep(0.1)
-    if port is None:
-        proc.kill()
-        pytest.fail(f"server did not report its port within 60 s:\n{pathlib.Path(log.name).read_text()}")
-    address = f"127.0.0.1:{port}"
-    with glimpse.Client(address, timeout=30) as c:
-        assert c.health() == "SERVING"
-    yield address
-    proc.send_signal(signal.SIGTERM)
     try:
+        port = None
+        deadline = time.monotonic() + 60
+        while port is None and time.monotonic() < deadline:
+            text = pathlib.Path(log.name).read_text()
+            m = re.search(r"listening on .*\(port (\d+)\)", text)
+            if m:
+                port = int(m.group(1))
+            elif proc.poll() is not None:
+                if "opening the GL context" in text and os.environ.get(
+                        "GLIMPSE_REQUIRE_GPU_CONTEXT") != "1":
+                    pytest.skip(f"no EGL context: {text}")
+                pytest.fail(f"server exited at start-up:\n{text}")
+            else:
+                time.sleep(0.1)
+        if port is None:
+            pytest.fail(f"no port reported within 60 s:\n{pathlib.Path(log.name).read_text()}")
+        yield port
+        proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, pathlib.Path(log.name).read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The address of a glimpse-server running for the whole session."""
+    with running_server() as port:
+        address = f"127.0.0.1:{port}"
+        with glimpse.Client(address, timeout=30) as c:
+            assert c.health() == "SERVING"
+        yield address
 
 
 @pytest.fixture

@@ -1,10 +1,12 @@
 """Upload, list, info, delete, health, connection options and errors."""
+import subprocess
+
 import grpc
 import numpy as np
 import pytest
 
 import glimpse
-from conftest import DTYPES, REPO, random_image
+from conftest import DTYPES, REPO, random_image, running_server
 
 SAMPLE = REPO / "samples" / "glimpse-sample.png"
 
@@ -136,3 +138,20 @@ def test_local_argument_errors(client):
         client.histogram([[1, 2]])
     with pytest.raises(FileNotFoundError):
         client.histogram("/no/such/file.png")
+
+
+def test_tls(tmp_path):
+    # A self-signed certificate for localhost (openssl comes with ca-certificates).
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    with running_server(f"--tls-cert={cert}", f"--tls-key={key}") as port:
+        for ca in (str(cert), cert.read_bytes()):
+            with glimpse.Client(f"localhost:{port}", tls_ca=ca, timeout=30) as c:
+                assert c.health() == "SERVING"
+                assert c.histogram(np.full((2, 3), 7, np.uint8), bins=8).counts[0, 0] == 6
+        with glimpse.Client(f"localhost:{port}", timeout=5) as plain:
+            with pytest.raises(glimpse.GlimpseError) as e:
+                plain.info()
+        assert e.value.code == grpc.StatusCode.UNAVAILABLE
