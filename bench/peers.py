@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, List, Optional
+from typing import Callable, List
 
 import cv2
 import numpy as np
