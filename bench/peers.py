@@ -31,15 +31,6 @@ import numpy as np
 
 import glimpse
 
-# The variants each analysis offers (GetServerInfo does not list them): keep in step with the
-# README's variant tables. A name the server refuses is reported and skipped.
-VARIANTS = {
-    "histogram": ["global_atomics", "shared_atomics", "shared_per_thread", "private_rows"],
-    "integral_image": ["naive", "work_efficient", "scan_transpose_scan", "strip_scan"],
-    "compaction": ["atomic_per_pixel", "workgroup_aggregated", "ordered_scan"],
-    "box_filter": ["shared_tile", "separable", "integral"],
-}
-
 
 @dataclasses.dataclass
 class Case:
@@ -259,6 +250,8 @@ def main():
     try:
         with glimpse.Client(address, timeout=600) as client:
             info = client.info()
+            # The variants each analysis offers, as the server lists them ("auto" first).
+            offered = {a.name: list(a.variants) for a in info.analysis_info}
             header = (f"{info.renderer} | {info.gl_version} | OpenCV {cv2.__version__}, "
                       f"cv2.setNumThreads({threads}), LP_NUM_THREADS={threads} | "
                       f"{os.cpu_count()} CPUs | runs {args.runs} | seed {args.seed}")
@@ -271,8 +264,8 @@ def main():
                 handles = {k: client.upload(v, label=f"peers {k}") for k, v in images.items()}
                 try:
                     for case in cases:
-                        variants = ["auto"] + (VARIANTS[case.analysis]
-                                               if args.variants == "all" else [])
+                        variants = (offered[case.analysis] if args.variants == "all"
+                                    else ["auto"])
                         cold = None
                         if server and not args.no_cold:
                             cold = cold_start(args.server_binary, threads, case,

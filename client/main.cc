@@ -291,7 +291,11 @@ int Info(const Options&, const Connection& c) {
   grpc::Status s = c.stub->GetServerInfo(&context, v1::GetServerInfoRequest(), &i);
   if (!s.ok()) DieRpc("info", s);
   std::string analyses;
-  for (const std::string& a : i.analyses()) analyses += (analyses.empty() ? "" : ", ") + a;
+  for (const v1::AnalysisInfo& a : i.analysis_info()) {
+    std::string variants;
+    for (const std::string& v : a.variants()) variants += (variants.empty() ? "" : ", ") + v;
+    analyses += fmt::format("{}{} ({})", analyses.empty() ? "" : "\n           ", a.name(), variants);
+  }
   fmt::print(
       "server     glimpse-server {} (up {} s)\n"
       "device     {} | {} | {} ({}{})\n"

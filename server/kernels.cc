@@ -5,6 +5,7 @@
 #include "server/compaction.h"
 #include "server/histogram.h"
 #include "server/integral_image.h"
+#include "server/runner.h"
 #include "server/status_util.h"
 
 namespace glimpse::server {
@@ -14,16 +15,32 @@ namespace {
 struct AnalysisEntry {
   std::string_view name;
   absl::Status (*prepare)(Kernels& k, gpu::SampleType type);
+  std::vector<std::string> (*variants)();
 };
 constexpr AnalysisEntry kAnalyses[] = {
     {HistogramAnalysis::kName,
-     [](Kernels& k, gpu::SampleType t) { return k.histogram.Prepare(t); }},
+     [](Kernels& k, gpu::SampleType t) { return k.histogram.Prepare(t); },
+     [] {
+       return VariantNames<gpu::HistogramVariant>(gpu::HistogramVariantName,
+                                                  gpu::ParseHistogramVariant);
+     }},
     {IntegralImageAnalysis::kName,
-     [](Kernels& k, gpu::SampleType t) { return k.integral_image.Prepare(t); }},
+     [](Kernels& k, gpu::SampleType t) { return k.integral_image.Prepare(t); },
+     [] {
+       return VariantNames<gpu::IntegralVariant>(gpu::IntegralVariantName,
+                                                 gpu::ParseIntegralVariant);
+     }},
     {CompactionAnalysis::kName,
-     [](Kernels& k, gpu::SampleType t) { return k.compaction.Prepare(t); }},
+     [](Kernels& k, gpu::SampleType t) { return k.compaction.Prepare(t); },
+     [] {
+       return VariantNames<gpu::CompactVariant>(gpu::CompactVariantName, gpu::ParseCompactVariant);
+     }},
     {BoxFilterAnalysis::kName,
-     [](Kernels& k, gpu::SampleType t) { return k.box_filter.Prepare(t); }},
+     [](Kernels& k, gpu::SampleType t) { return k.box_filter.Prepare(t); },
+     [] {
+       return VariantNames<gpu::BoxFilterVariant>(gpu::BoxFilterVariantName,
+                                                  gpu::ParseBoxFilterVariant);
+     }},
 };
 
 }  // namespace
@@ -45,6 +62,13 @@ std::vector<std::string> Kernels::Available() {
   std::vector<std::string> names;
   for (const AnalysisEntry& a : kAnalyses) names.emplace_back(a.name);
   return names;
+}
+
+std::vector<std::string> Kernels::Variants(std::string_view analysis) {
+  for (const AnalysisEntry& a : kAnalyses) {
+    if (a.name == analysis) return a.variants();
+  }
+  return {};
 }
 
 }  // namespace glimpse::server

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gpu/str.h"
@@ -33,18 +34,28 @@ struct ServiceEnv {
   HostPool& pool;
 };
 
-// The variant named in a request, or INVALID_ARGUMENT listing the names gpu/ knows.
+// The names of an analysis's variants that gpu/ parses back to themselves, "auto" first.
 template <typename Enum, typename NameFn, typename ParseFn>
-absl::StatusOr<Enum> ParseVariant(const std::string& s, std::string_view analysis, NameFn name,
-                                  ParseFn parse) {
-  if (std::optional<Enum> v = parse(s)) return *v;
-  std::string names = "auto";
+std::vector<std::string> VariantNames(NameFn name, ParseFn parse) {
+  std::vector<std::string> names = {"auto"};
   for (int i = 1; i < 32; ++i) {
     const Enum e = static_cast<Enum>(i);
     const std::string_view n = name(e);
     if (n.empty() || n == "auto") continue;
     std::optional<Enum> back = parse(n);
-    if (back && *back == e) StrAppend(&names, ", ", n);
+    if (back && *back == e) names.emplace_back(n);
+  }
+  return names;
+}
+
+// The variant named in a request, or INVALID_ARGUMENT listing the names gpu/ knows.
+template <typename Enum, typename NameFn, typename ParseFn>
+absl::StatusOr<Enum> ParseVariant(const std::string& s, std::string_view analysis, NameFn name,
+                                  ParseFn parse) {
+  if (std::optional<Enum> v = parse(s)) return *v;
+  std::string names;
+  for (const std::string& n : VariantNames<Enum>(name, parse)) {
+    StrAppend(&names, names.empty() ? "" : ", ", n);
   }
   return absl::InvalidArgumentError(
       StrCat("variant must be one of ", names, " for ", analysis, ", got \"", s, "\""));

@@ -38,7 +38,12 @@ void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits,
   response->set_jobs_rejected(stats.jobs_rejected);
   response->set_images_evicted(usage.evicted);
   response->set_uptime_s(std::chrono::duration_cast<std::chrono::seconds>(uptime).count());
-  for (const std::string& name : Kernels::Available()) response->add_analyses(name);
+  for (const std::string& name : Kernels::Available()) {
+    response->add_analyses(name);
+    v1::AnalysisInfo* a = response->add_analysis_info();
+    a->set_name(name);
+    for (const std::string& v : Kernels::Variants(name)) a->add_variants(v);
+  }
   const ResultBudgetUsage results = worker.results().Usage();
   response->set_result_buffer_bytes(results.budget);
   response->set_result_buffer_used_bytes(results.used);

@@ -162,6 +162,22 @@ TEST_F(ServiceTest, ServerInfoDescribesDeviceAndSettings) {
   EXPECT_EQ(info.max_queue(), 64u);
   ASSERT_GE(info.analyses_size(), 1);
   EXPECT_EQ(info.analyses(0), "histogram");
+  // Every analysis lists its variants, "auto" first, each one a name the server takes.
+  ASSERT_EQ(info.analysis_info_size(), info.analyses_size());
+  for (int i = 0; i < info.analyses_size(); ++i) {
+    const v1::AnalysisInfo& a = info.analysis_info(i);
+    EXPECT_EQ(a.name(), info.analyses(i));
+    ASSERT_GE(a.variants_size(), 2) << a.name();
+    EXPECT_EQ(a.variants(0), "auto");
+  }
+  const v1::AnalysisInfo& histogram = info.analysis_info(0);
+  for (const std::string& v : histogram.variants()) {
+    v1::HistogramRequest req;
+    *req.mutable_image() = InlineRaw(HostImage::Zeros({3, 2, 1, SampleType::kUint8}));
+    req.set_variant(v);
+    v1::HistogramResponse resp;
+    EXPECT_TRUE(Histogram(req, &resp).ok()) << v;
+  }
 }
 
 // ---- upload and the store ---------------------------------------------------------------------
