@@ -17,10 +17,14 @@ constexpr int kSumGroupSize = 64;  // histogram_private_array_sum.comp's local_s
 
 int SourceDefine(const ImageDesc& desc, HistogramSource s) {
   switch (s) {
-    case HistogramSource::kChannel: return desc.channels == 1 ? 1 : 0;  // same counts, one program
-    case HistogramSource::kAllChannels: return 1;
-    case HistogramSource::kLuma: return 2;
-    case HistogramSource::kRgbMean: break;
+    case HistogramSource::kChannel:
+      return desc.channels == 1 ? 1 : 0;  // same counts, one program
+    case HistogramSource::kAllChannels:
+      return 1;
+    case HistogramSource::kLuma:
+      return 2;
+    case HistogramSource::kRgbMean:
+      break;
   }
   return 3;
 }

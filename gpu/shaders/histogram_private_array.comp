@@ -25,18 +25,19 @@ uniform uint u_key_shift;
 
 const int kSamplesPerTexel = 128 / SAMPLE_BITS;
 
-#if SOURCE == 1
-#define NUM_ARRAYS CHANNELS
-#else
-#define NUM_ARRAYS 1
-#endif
 // One array of HIST_WORDS counters per histogram (LLVM compiles several small arrays much faster
 // than one large one), plus a spare counter each for keys outside the range: an unconditional
-// increment is cheaper than a masked one.
-uint h0[HIST_WORDS + 1];
-#if NUM_ARRAYS > 1
-uint h1[HIST_WORDS + 1];
+// increment is cheaper than a masked one. A single histogram gets two copies, even and odd
+// pixels, so that neighbouring pixels in the same bin do not wait on each other's increment.
+#if SOURCE == 1 && CHANNELS > 1
+#define NUM_ARRAYS CHANNELS
+#define COPIES 1
+#else
+#define NUM_ARRAYS 2
+#define COPIES 2
 #endif
+uint h0[HIST_WORDS + 1];
+uint h1[HIST_WORDS + 1];
 #if NUM_ARRAYS > 2
 uint h2[HIST_WORDS + 1];
 #endif
@@ -44,28 +45,26 @@ uint h2[HIST_WORDS + 1];
 uint h3[HIST_WORDS + 1];
 #endif
 
-void bump(int hist, uint i) {
-#if NUM_ARRAYS > 1
-  if (hist == 1) { h1[i] += 1u; return; }
-#endif
+void bump(int array, uint i) {
+  if (array == 1) { h1[i] += 1u; return; }
 #if NUM_ARRAYS > 2
-  if (hist == 2) { h2[i] += 1u; return; }
+  if (array == 2) { h2[i] += 1u; return; }
 #endif
 #if NUM_ARRAYS > 3
-  if (hist == 3) { h3[i] += 1u; return; }
+  if (array == 3) { h3[i] += 1u; return; }
 #endif
   h0[i] += 1u;
 }
 
 #if defined(FMT_UINT)
 #define SAMPLE uint
-void count(int hist, uint key) {
+void count(int array, uint key) {
 #if defined(KEY_TABLE)
   int b = bin_table[key];
-  if (b >= 0) bump(hist, uint(b));
+  if (b >= 0) bump(array, uint(b));
 #else
   uint d = key - u_key_base;
-  bump(hist, d < u_key_range ? (d * u_key_mul) >> u_key_shift : uint(HIST_WORDS));
+  bump(array, d < u_key_range ? (d * u_key_mul) >> u_key_shift : uint(HIST_WORDS));
 #endif
 }
 SAMPLE sample_of(uvec4 t, int j) {
@@ -77,9 +76,9 @@ SAMPLE sample_of(uvec4 t, int j) {
 }
 #else
 #define SAMPLE float
-void count(int hist, float v) {
+void count(int array, float v) {
   int b = bin_of_value(v);
-  if (b >= 0) bump(hist, uint(b));
+  if (b >= 0) bump(array, uint(b));
 }
 SAMPLE sample_of(uvec4 t, int j) { return uintBitsToFloat(t[j]); }
 #endif
@@ -87,12 +86,14 @@ SAMPLE sample_of(uvec4 t, int j) { return uintBitsToFloat(t[j]); }
 // Red and green of the pixel being read, kept across texels (a 3-channel pixel may straddle two).
 SAMPLE g_r, g_g;
 
-// Sample value v of channel c.
-void count_sample(SAMPLE v, int c) {
+// Sample value v of channel c; j: the sample's place in its texel.
+void count_sample(SAMPLE v, int c, int j) {
+  // The copy for this pixel: even or odd (3-channel pixels do not align with texels: one copy).
+  const int copy = COPIES == 2 && CHANNELS != 3 ? (j / CHANNELS) & 1 : 0;
 #if SOURCE == 0
-  if (c == u_channel) count(0, v);
+  if (c == u_channel) count(copy, v);
 #elif SOURCE == 1
-  count(c, v);
+  count(COPIES == 2 ? copy : c, v);
 #else
   if (c == 0) {
     g_r = v;
@@ -100,15 +101,15 @@ void count_sample(SAMPLE v, int c) {
     g_g = v;
   } else if (c == 2) {
 #if defined(FMT_UINT) && SOURCE == 2
-    count(0, luma_u(uvec3(g_r, g_g, v)));
+    count(copy, luma_u(uvec3(g_r, g_g, v)));
 #elif defined(FMT_UINT)
-    count(0, g_r + g_g + v);
+    count(copy, g_r + g_g + v);
 #elif SOURCE == 2
     precise float y = 0.299 * g_r + 0.587 * g_g + 0.114 * v;
-    count(0, y);
+    count(copy, y);
 #else
     precise float m = (g_r + g_g + v) * (1.0 / 3.0);
-    count(0, m);
+    count(copy, m);
 #endif
   }
 #endif
@@ -118,9 +119,7 @@ void main() {
   const int me = int(gl_GlobalInvocationID.x);
   for (int k = 0; k < u_bins; ++k) {
     h0[k] = 0u;
-#if NUM_ARRAYS > 1
     h1[k] = 0u;
-#endif
 #if NUM_ARRAYS > 2
     h2[k] = 0u;
 #endif
@@ -136,19 +135,21 @@ void main() {
     for (int tx = 0; tx < full; ++tx) {
       uvec4 t = imageLoad(u_packed, ivec2(tx, y));
       for (int j = 0; j < kSamplesPerTexel; ++j) {
-        count_sample(sample_of(t, j), CHANNELS == 3 ? (c0 + j) % 3 : j % CHANNELS);
+        count_sample(sample_of(t, j), CHANNELS == 3 ? (c0 + j) % 3 : j % CHANNELS, j);
       }
       if (CHANNELS == 3) c0 = (c0 + kSamplesPerTexel) % 3;
     }
     if (rest > 0) {  // the row's last texel is part padding
       uvec4 t = imageLoad(u_packed, ivec2(full, y));
-      for (int j = 0; j < rest; ++j) count_sample(sample_of(t, j), (c0 + j) % CHANNELS);
+      for (int j = 0; j < rest; ++j) count_sample(sample_of(t, j), (c0 + j) % CHANNELS, j);
     }
   }
   for (int k = 0; k < u_bins; ++k) {
     int base = me * u_words + k;
+#if COPIES == 2
+    partials[base] = h0[k] + h1[k];
+#else
     partials[base] = h0[k];
-#if NUM_ARRAYS > 1
     partials[base + u_bins] = h1[k];
 #endif
 #if NUM_ARRAYS > 2
