@@ -299,14 +299,15 @@ TEST(HistogramTest, AutoPicksPrivateArrayForEightBitImagesOnCpuRenderers) {
   EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kAllChannels, 256), HistogramVariant::kPrivateArray);
   EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kLuma, 256), HistogramVariant::kPrivateArray);
   EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kRgbMean, 16, 10), HistogramVariant::kPrivateArray);
-  // More than 256 bins, or bounds only the table bins exactly: private rows, or shared memory.
+  // More than 256 bins, or bounds only the table bins exactly: private rows, or global atomics.
   EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kLuma, 257), HistogramVariant::kPrivateRows);
   EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kLuma, 200, 0.5), HistogramVariant::kPrivateRows);
-  EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kAllChannels, 257),
-            HistogramVariant::kSharedPerThread);
+  EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kAllChannels, 257), HistogramVariant::kGlobalAtomics);
   EXPECT_EQ(pick(cpu, rgba16, HistogramSource::kAllChannels, 256), HistogramVariant::kPrivateRows);
   EXPECT_EQ(pick(gpu, rgba8, HistogramSource::kAllChannels, 256),
             HistogramVariant::kSharedPerThread);
+  EXPECT_EQ(pick(gpu, rgba8, HistogramSource::kAllChannels, 2049),
+            HistogramVariant::kGlobalAtomics);
 }
 
 TEST(HistogramTest, IntegerBoundsOfEightBitKeysBinByMultiplyShift) {
