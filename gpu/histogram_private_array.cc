@@ -17,21 +17,13 @@ constexpr int kSumGroupSize = 64;  // histogram_private_array_sum.comp's local_s
 
 int SourceDefine(const ImageDesc& desc, HistogramSource s) {
   switch (s) {
-    case HistogramSource::kChannel:
-      return desc.channels == 1 ? 1 : 0;  // same counts, one program
-    case HistogramSource::kAllChannels:
-      return 1;
-    case HistogramSource::kLuma:
-      return 2;
-    case HistogramSource::kRgbMean:
-      break;
+    case HistogramSource::kChannel: return desc.channels == 1 ? 1 : 0;  // 1 channel: as "all"
+    case HistogramSource::kAllChannels: return 1;
+    case HistogramSource::kLuma: return 2;
+    case HistogramSource::kRgbMean: break;
   }
   return 3;
 }
-
-}  // namespace
-
-namespace {
 
 std::optional<KeyArithmetic> FindKeyArithmeticFrom(const std::vector<int32_t>& table,
                                                    int64_t origin) {
@@ -68,7 +60,8 @@ std::optional<KeyArithmetic> FindKeyArithmeticFrom(const std::vector<int32_t>& t
 
 std::optional<KeyArithmetic> FindKeyArithmetic(const HistogramOptions& o,
                                                const std::vector<int32_t>& table) {
-  // Integer bounds below zero put bin 0 below key 0: count from the lower bound (in keys).
+  // Integer bounds below zero put key 0 past bin 0: offsets count from the lower bound (in keys,
+  // so times 3 for the RGB mean, keyed on R+G+B); otherwise from the first counted key.
   const int64_t scale = o.source == HistogramSource::kRgbMean ? 3 : 1;
   const double lo = o.lo.value_or(0);
   const int64_t origin = lo == std::floor(lo) && lo > -1e9 && lo <= 0 ? int64_t(lo) * scale : 0;

@@ -1,8 +1,9 @@
 // A private counter array per invocation, for CPU renderers. Each invocation walks whole rows of
 // the image's packed form (16 bytes per image load) and increments its own counters with plain
-// adds: llvmpipe keeps such an array per SIMD lane, whereas shared-memory and storage accesses,
-// atomic or not, become a loop over the lanes. Invocation i takes rows i, i + N, i + 2N, ... and
-// writes its counters to partials[i]; histogram_private_array_sum adds the partials up.
+// adds. llvmpipe keeps such an array per SIMD lane on its stack and indexes it lane by lane with
+// plain loads and stores, where shared-memory and storage accesses become a loop over the lanes
+// with a bounds check each, and atomics besides. Invocation i takes rows i, i + N, i + 2N, ...
+// and writes its counters to partials[i]; histogram_private_array_sum adds the partials up.
 //
 // Compile-time: the image format (FMT_*, CHANNELS, SAMPLE_BITS), SOURCE (0 one channel, 1 every
 // channel, 2 luma, 3 R+G+B) and HIST_WORDS, so the per-texel work unrolls to straight-line code.
