@@ -302,13 +302,13 @@ absl::Status HistogramKernel::Prepare(SampleType type) {
 }
 
 absl::Status HistogramKernel::WarmUp() {
-  // The programs kAuto can pick (see ResolveHistogramVariant): global atomics; on GPUs shared
-  // per thread; on CPU renderers private rows, whose row count (32, 16 or 8) follows the counters
-  // (up to 256, 512, 1024), and for 8-bit images private_array with small arrays and
-  // multiply-shift binning, one per source. Each for every sample type and
-  // channel count (the texture format is part of llvmpipe's compiled variant, and of the
-  // private_array program), and on four shapes of image: llvmpipe also compiles a variant per
-  // power-of-two-ness of the bound texture's width and height (pixels for the texture, 16-byte
+  // The programs kAuto can pick (see ResolveHistogramVariant; the test sweeps kAuto to catch any
+  // drift): global atomics; on GPUs shared per thread; on CPU renderers private rows, whose row
+  // count (32, 16 or 8) follows the counters (up to 256, 512, 1024), and for 8-bit images
+  // private_array with small arrays and multiply-shift binning, one per source. Each for every
+  // sample type and channel count (the texture format is part of llvmpipe's compiled variant, and
+  // of the private_array program), and on four shapes of image: llvmpipe also compiles a variant
+  // per power-of-two-ness of the bound texture's width and height (pixels for the texture, 16-byte
   // texels for the packed form).
   struct Dispatch {
     HistogramVariant variant;
