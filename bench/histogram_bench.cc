@@ -1,11 +1,14 @@
 // Times every histogram variant with GL timer queries and prints the seed's table (CPU 1 thread,
-// GPU global atomics, GPU shared, GPU shared + per-thread, plus private rows) at 3200x2400 and 8K.
+// GPU global atomics, GPU shared, GPU shared + per-thread, plus private rows and private array)
+// at 3200x2400 and 8K, for 16 bins of the RGB mean, 256 bins of each channel and 256 of luma.
 //   histogram_bench [--runs N] [--large-runs N] [--warmup N] [--sizes 3200x2400,7680x4320]
+//                   [--variants a,b,...] [--configs rgb_mean,all,luma]
 //                   [--json FILE] [--device auto|software|N]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,19 +31,53 @@ int Main(int argc, char** argv) {
   args.runs = 15;
   args.large_runs = 15;
   args.warmup = 3;
-  ParseBenchArgs(argc, argv, &args);
+  std::vector<gpu::HistogramVariant> variants = {
+      gpu::HistogramVariant::kGlobalAtomics,   gpu::HistogramVariant::kSharedAtomics,
+      gpu::HistogramVariant::kSharedPerThread, gpu::HistogramVariant::kPrivateRows,
+      gpu::HistogramVariant::kPrivateArray,    gpu::HistogramVariant::kAuto};
+  std::vector<std::string> config_names = {"rgb_mean", "all", "luma"};
+  ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
+    if (flag == "--configs") {
+      config_names = SplitCommas(value);
+      return true;
+    }
+    if (flag != "--variants") return false;
+    variants.clear();
+    for (const std::string& name : SplitCommas(value)) {
+      std::optional<gpu::HistogramVariant> v = gpu::ParseHistogramVariant(name);
+      if (!v) {
+        std::fprintf(stderr, "--variants: unknown variant %s\n", name.c_str());
+        std::exit(2);
+      }
+      variants.push_back(*v);
+    }
+    return true;
+  });
   std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
   gpu::Context& c = *ctx;
   const double copy = CopyBandwidthGBs(c);
 
-  // The seed's histogram: 16 bins of the RGB mean. And the usual one: 256 bins per channel.
-  std::vector<Config> configs(2);
-  configs[0].label = "rgb_mean 16 bins";
-  configs[0].options.bins = 16;
-  configs[0].options.source = gpu::HistogramSource::kRgbMean;
-  configs[1].label = "all 256 bins";
-  configs[1].options.bins = 256;
-  configs[1].options.source = gpu::HistogramSource::kAllChannels;
+  // The seed's histogram: 16 bins of the RGB mean. The usual ones: 256 bins per channel, of luma.
+  std::vector<Config> configs;
+  for (const std::string& name : config_names) {
+    Config cfg;
+    if (name == "rgb_mean") {
+      cfg.label = "rgb_mean 16 bins";
+      cfg.options.bins = 16;
+      cfg.options.source = gpu::HistogramSource::kRgbMean;
+    } else if (name == "all") {
+      cfg.label = "all 256 bins";
+      cfg.options.source = gpu::HistogramSource::kAllChannels;
+    } else if (name == "luma") {
+      cfg.label = "luma 256 bins";
+      cfg.options.source = gpu::HistogramSource::kLuma;
+    } else {
+      std::fprintf(stderr, "--configs: unknown configuration %s (rgb_mean, all, luma)\n",
+                   name.c_str());
+      return 2;
+    }
+    configs.push_back(cfg);
+  }
 
   std::vector<Row> rows;
   std::mt19937_64 rng(42);
@@ -68,10 +105,7 @@ int Main(int argc, char** argv) {
       rows.push_back({"histogram", "cpu_1_thread", size, cfg.label, cpu.median_ms,
                       bytes / (cpu.median_ms * 1e6), 0, cpu.runs});
       auto expected = reference::Histogram(host, cfg.options);
-      for (gpu::HistogramVariant v :
-           {gpu::HistogramVariant::kGlobalAtomics, gpu::HistogramVariant::kSharedAtomics,
-            gpu::HistogramVariant::kSharedPerThread, gpu::HistogramVariant::kPrivateRows,
-            gpu::HistogramVariant::kAuto}) {
+      for (gpu::HistogramVariant v : variants) {
         gpu::HistogramOptions o = cfg.options;
         o.variant = v;
         bool correct = true;

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "absl/status/status.h"
+#include "gpu/histogram_private_array.h"
 #include "gpu/str.h"
 
 namespace glimpse::gpu {
@@ -11,9 +14,12 @@ namespace {
 
 constexpr HistogramVariant kConcreteVariants[] = {
     HistogramVariant::kGlobalAtomics, HistogramVariant::kSharedAtomics,
-    HistogramVariant::kSharedPerThread, HistogramVariant::kPrivateRows};
-constexpr int kTile = 64;        // pixels per side of the tiled variants' workgroup
-constexpr int kGroupSide = 16;   // invocations per side of the one-pixel-per-thread variants
+    HistogramVariant::kSharedPerThread, HistogramVariant::kPrivateRows,
+    HistogramVariant::kPrivateArray};
+constexpr HistogramSource kSources[] = {HistogramSource::kChannel, HistogramSource::kAllChannels,
+                                        HistogramSource::kLuma, HistogramSource::kRgbMean};
+constexpr int kTile = 64;       // pixels per side of the tiled variants' workgroup
+constexpr int kGroupSide = 16;  // invocations per side of the one-pixel-per-thread variants
 constexpr int kMaxPrivateRows = 32;
 constexpr int kMinPrivateRows = 8;
 
@@ -51,7 +57,8 @@ std::string ProgramName(HistogramVariant v) {
 // The source, channel count and bin slice are uniforms, so few programs serve every request.
 std::string Defines(SampleType type, const DeviceLimits& limits, HistogramVariant v,
                     const SharedPlan& plan) {
-  std::string defs = type == SampleType::kFloat32 ? "#define FMT_FLOAT 1\n" : "#define FMT_UINT 1\n";
+  std::string defs =
+      type == SampleType::kFloat32 ? "#define FMT_FLOAT 1\n" : "#define FMT_UINT 1\n";
   StrAppend(&defs, "#define SHARED_WORDS ", limits.max_shared_memory_bytes / 4, "\n");
   if (v == HistogramVariant::kPrivateRows) StrAppend(&defs, "#define ROWS ", plan.rows, "\n");
   return defs;
@@ -73,143 +80,14 @@ int64_t FloorDiv(int64_t num, int64_t den) {
   return (num % den != 0 && num < 0) ? q - 1 : q;
 }
 
-}  // namespace
-
-std::string_view HistogramVariantName(HistogramVariant v) {
-  switch (v) {
-    case HistogramVariant::kAuto: return "auto";
-    case HistogramVariant::kGlobalAtomics: return "global_atomics";
-    case HistogramVariant::kSharedAtomics: return "shared_atomics";
-    case HistogramVariant::kSharedPerThread: return "shared_per_thread";
-    case HistogramVariant::kPrivateRows: return "private_rows";
-  }
-  return "unknown";
-}
-
-std::optional<HistogramVariant> ParseHistogramVariant(std::string_view name) {
-  if (name.empty() || name == "auto") return HistogramVariant::kAuto;
-  for (HistogramVariant v : kConcreteVariants) {
-    if (HistogramVariantName(v) == name) return v;
-  }
-  return std::nullopt;
-}
-
-std::string_view HistogramSourceName(HistogramSource s) {
-  switch (s) {
-    case HistogramSource::kChannel: return "channel";
-    case HistogramSource::kAllChannels: return "all";
-    case HistogramSource::kLuma: return "luma";
-    case HistogramSource::kRgbMean: return "rgb_mean";
-  }
-  return "unknown";
-}
-
-std::optional<HistogramSource> ParseHistogramSource(std::string_view name) {
-  for (HistogramSource s : {HistogramSource::kChannel, HistogramSource::kAllChannels,
-                            HistogramSource::kLuma, HistogramSource::kRgbMean}) {
-    if (HistogramSourceName(s) == name) return s;
-  }
-  return std::nullopt;
-}
-
-absl::StatusOr<HistogramOptions> ResolveHistogramOptions(const ImageDesc& desc,
-                                                         const HistogramOptions& options) {
-  HistogramOptions o = options;
-  if (o.bins < 1 || o.bins > kMaxHistogramBins) {
-    return absl::InvalidArgumentError(
-        StrCat("bins must be in [1, ", kMaxHistogramBins, "], got ", o.bins));
-  }
-  const double full_hi = desc.type == SampleType::kUint8    ? 256.0
-                         : desc.type == SampleType::kUint16 ? 65536.0
-                                                            : 1.0;
-  if (!o.lo) o.lo = 0.0;
-  if (!o.hi) o.hi = full_hi;
-  if (!std::isfinite(*o.lo)) return absl::InvalidArgumentError(StrCat("lo must be finite, got ", *o.lo));
-  if (!std::isfinite(*o.hi)) return absl::InvalidArgumentError(StrCat("hi must be finite, got ", *o.hi));
-  if (!(*o.lo < *o.hi)) {
-    return absl::InvalidArgumentError(
-        StrCat("lo must be below hi, got lo = ", *o.lo, ", hi = ", *o.hi));
-  }
-  if (o.source == HistogramSource::kChannel && (o.channel < 0 || o.channel >= desc.channels)) {
-    return absl::InvalidArgumentError(StrCat("channel must be in [0, ", desc.channels - 1,
-                                                   "] for a ", desc.channels,
-                                                   "-channel image, got ", o.channel));
-  }
-  if ((o.source == HistogramSource::kLuma || o.source == HistogramSource::kRgbMean) &&
-      desc.channels < 3) {
-    return absl::InvalidArgumentError(StrCat("source ", HistogramSourceName(o.source),
-                                                   " needs 3 or 4 channels, the image has ",
-                                                   desc.channels));
-  }
-  return o;
-}
-
-HistogramVariant ResolveHistogramVariant(const DeviceInfo& device, const ImageDesc& desc,
-                                         const HistogramOptions& o) {
-  if (o.variant != HistogramVariant::kAuto) return o.variant;
-  const int hists = NumHists(desc, o);
-  if (device.software &&
-      PlanShared(HistogramVariant::kPrivateRows, device.limits, hists, o.bins).passes == 1) {
-    return HistogramVariant::kPrivateRows;
-  }
-  if (PlanShared(HistogramVariant::kSharedPerThread, device.limits, hists, o.bins).passes == 1) {
-    return HistogramVariant::kSharedPerThread;
-  }
-  // Re-reading the image once per slice of bins costs more than global atomics on many bins.
-  return HistogramVariant::kGlobalAtomics;
-}
-
-std::vector<int32_t> BuildIntegerBinTable(const ImageDesc& desc, const HistogramOptions& o) {
-  const int64_t max_sample = desc.type == SampleType::kUint8 ? 255 : 65535;
-  const bool mean = o.source == HistogramSource::kRgbMean;
-  // For kRgbMean the key is R+G+B and the value key / 3: scale everything by 3.
-  const int64_t scale = mean ? 3 : 1;
-  const int64_t keys = (mean ? 3 * max_sample : max_sample) + 1;
-  std::vector<int32_t> table(size_t(keys), -1);
-  const double lo = *o.lo, hi = *o.hi;
-  const bool integral_bounds = lo == std::floor(lo) && hi == std::floor(hi) &&
-                               std::abs(lo) < 1e12 && std::abs(hi) < 1e12;
-  for (int64_t key = 0; key < keys; ++key) {
-    if (integral_bounds) {
-      const int64_t l = int64_t(lo) * scale, h = int64_t(hi) * scale;
-      if (key < l || key >= h) continue;
-      table[size_t(key)] = int32_t(FloorDiv((key - l) * o.bins, h - l));
-    } else {
-      const long double v = (long double)key / scale;
-      if (v < lo || v >= hi) continue;
-      long double t = (v - lo) * o.bins / ((long double)hi - lo);
-      table[size_t(key)] = int32_t(std::min<long double>(std::floor(t), o.bins - 1));
-    }
-  }
-  return table;
-}
-
-absl::Status HistogramKernel::Prepare(SampleType type) {
-  // Every program a request can need: each variant, and each private row count.
-  for (HistogramVariant v : kConcreteVariants) {
-    for (int hists_bins : {256, 4 * 256, 4 * kMaxHistogramBins}) {
-      SharedPlan plan = PlanShared(v, ctx_.limits(), 1, hists_bins);
-      absl::StatusOr<GLuint> p = ctx_.Program(ProgramName(v), Defines(type, ctx_.limits(), v, plan));
-      if (!p.ok()) return p.status();
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<HistogramResult> HistogramKernel::Run(const Image& image,
-                                                     const HistogramOptions& options) {
+// The variants that read the texture with texelFetch and count into shared or global memory.
+absl::StatusOr<uint64_t> RunShared(Context& ctx, const Image& image, const HistogramOptions& o,
+                                   HistogramVariant variant, int hists,
+                                   std::vector<uint32_t>* raw) {
   const ImageDesc& desc = image.desc();
-  absl::StatusOr<HistogramOptions> resolved = ResolveHistogramOptions(desc, options);
-  if (!resolved.ok()) return resolved.status();
-  const HistogramOptions& o = *resolved;
-  if (desc.pixels() >= (int64_t{1} << 32)) {
-    return absl::InvalidArgumentError("images of 2^32 pixels or more overflow the 32-bit bin counters");
-  }
-  const HistogramVariant variant = ResolveHistogramVariant(ctx_.info(), desc, o);
-  const int hists = NumHists(desc, o);
-  const SharedPlan plan = PlanShared(variant, ctx_.limits(), hists, o.bins);
+  const SharedPlan plan = PlanShared(variant, ctx.limits(), hists, o.bins);
   absl::StatusOr<GLuint> program =
-      ctx_.Program(ProgramName(variant), Defines(desc.type, ctx_.limits(), variant, plan));
+      ctx.Program(ProgramName(variant), Defines(desc.type, ctx.limits(), variant, plan));
   if (!program.ok()) return program.status();
 
   Buffer counts = Buffer::Create(size_t(hists) * o.bins * sizeof(uint32_t));
@@ -235,7 +113,7 @@ absl::StatusOr<HistogramResult> HistogramKernel::Run(const Image& image,
   glUniform1d(glGetUniformLocation(prog, "u_scale"), double(o.bins) / (*o.hi - *o.lo));
   const GLint bin_base = glGetUniformLocation(prog, "u_bin_base");
 
-  const int side = variant == HistogramVariant::kGlobalAtomics ? kGroupSide
+  const int side = variant == HistogramVariant::kGlobalAtomics   ? kGroupSide
                    : variant == HistogramVariant::kSharedAtomics ? kGroupSide
                                                                  : kTile;
   const GLuint gx = GLuint(CeilDiv(desc.width, side)), gy = GLuint(CeilDiv(desc.height, side));
@@ -245,13 +123,265 @@ absl::StatusOr<HistogramResult> HistogramKernel::Run(const Image& image,
     glDispatchCompute(gx, gy, 1);
   }
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
-  HistogramResult result;
-  result.gpu_ns = timer.StopAndRead();
+  const uint64_t gpu_ns = timer.StopAndRead();
   glUseProgram(0);
 
-  std::vector<uint32_t> raw(size_t(hists) * o.bins);
-  counts.Read(0, raw.size() * sizeof(uint32_t), raw.data());
-  if (absl::Status s = ctx_.CheckGlError("histogram"); !s.ok()) return s;
+  raw->resize(size_t(hists) * o.bins);
+  counts.Read(0, raw->size() * sizeof(uint32_t), raw->data());
+  if (absl::Status s = ctx.CheckGlError("histogram"); !s.ok()) return s;
+  return gpu_ns;
+}
+
+}  // namespace
+
+std::string_view HistogramVariantName(HistogramVariant v) {
+  switch (v) {
+    case HistogramVariant::kAuto: return "auto";
+    case HistogramVariant::kGlobalAtomics: return "global_atomics";
+    case HistogramVariant::kSharedAtomics: return "shared_atomics";
+    case HistogramVariant::kSharedPerThread: return "shared_per_thread";
+    case HistogramVariant::kPrivateRows: return "private_rows";
+    case HistogramVariant::kPrivateArray: return "private_array";
+  }
+  return "unknown";
+}
+
+std::optional<HistogramVariant> ParseHistogramVariant(std::string_view name) {
+  if (name.empty() || name == "auto") return HistogramVariant::kAuto;
+  for (HistogramVariant v : kConcreteVariants) {
+    if (HistogramVariantName(v) == name) return v;
+  }
+  return std::nullopt;
+}
+
+std::string_view HistogramSourceName(HistogramSource s) {
+  switch (s) {
+    case HistogramSource::kChannel: return "channel";
+    case HistogramSource::kAllChannels: return "all";
+    case HistogramSource::kLuma: return "luma";
+    case HistogramSource::kRgbMean: return "rgb_mean";
+  }
+  return "unknown";
+}
+
+std::optional<HistogramSource> ParseHistogramSource(std::string_view name) {
+  for (HistogramSource s : kSources) {
+    if (HistogramSourceName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<HistogramOptions> ResolveHistogramOptions(const ImageDesc& desc,
+                                                         const HistogramOptions& options) {
+  HistogramOptions o = options;
+  if (o.bins < 1 || o.bins > kMaxHistogramBins) {
+    return absl::InvalidArgumentError(
+        StrCat("bins must be in [1, ", kMaxHistogramBins, "], got ", o.bins));
+  }
+  const double full_hi = desc.type == SampleType::kUint8    ? 256.0
+                         : desc.type == SampleType::kUint16 ? 65536.0
+                                                            : 1.0;
+  if (!o.lo) o.lo = 0.0;
+  if (!o.hi) o.hi = full_hi;
+  if (!std::isfinite(*o.lo))
+    return absl::InvalidArgumentError(StrCat("lo must be finite, got ", *o.lo));
+  if (!std::isfinite(*o.hi))
+    return absl::InvalidArgumentError(StrCat("hi must be finite, got ", *o.hi));
+  if (!(*o.lo < *o.hi)) {
+    return absl::InvalidArgumentError(
+        StrCat("lo must be below hi, got lo = ", *o.lo, ", hi = ", *o.hi));
+  }
+  if (o.source == HistogramSource::kChannel && (o.channel < 0 || o.channel >= desc.channels)) {
+    return absl::InvalidArgumentError(StrCat("channel must be in [0, ", desc.channels - 1,
+                                             "] for a ", desc.channels, "-channel image, got ",
+                                             o.channel));
+  }
+  if ((o.source == HistogramSource::kLuma || o.source == HistogramSource::kRgbMean) &&
+      desc.channels < 3) {
+    return absl::InvalidArgumentError(StrCat("source ", HistogramSourceName(o.source),
+                                             " needs 3 or 4 channels, the image has ",
+                                             desc.channels));
+  }
+  if (o.variant == HistogramVariant::kPrivateArray &&
+      int64_t{NumHists(desc, o)} * o.bins > kMaxPrivateArrayWords) {
+    return absl::InvalidArgumentError(
+        StrCat("bins x histograms must be at most ", kMaxPrivateArrayWords,
+               " for variant private_array, got ", o.bins, " x ", NumHists(desc, o)));
+  }
+  return o;
+}
+
+HistogramVariant ResolveHistogramVariant(const DeviceInfo& device, const ImageDesc& desc,
+                                         const HistogramOptions& o) {
+  if (o.variant != HistogramVariant::kAuto) return o.variant;
+  const int hists = NumHists(desc, o);
+  // Only with multiply-shift binning: the table is read from a storage buffer one SIMD lane at a
+  // time, is needed only for rare bounds (e.g. fractional ones), and would add a program per
+  // channel count and source to warm up.
+  // And only with the small arrays: more than 256 bins of 8-bit values are rare, and would double
+  // the programs to warm up.
+  if (device.software && desc.type == SampleType::kUint8 &&
+      o.bins <= internal::kPrivateArraySmallBins &&
+      internal::FindKeyArithmetic(o, BuildIntegerBinTable(desc, o))) {
+    return HistogramVariant::kPrivateArray;
+  }
+  if (device.software) {
+    // Beyond private rows, global atomics beat the shared histogram on llvmpipe (1.5-3x for
+    // 1024-4096 counters, smooth and random images: shared atomics also loop over the lanes).
+    return PlanShared(HistogramVariant::kPrivateRows, device.limits, hists, o.bins).passes == 1
+               ? HistogramVariant::kPrivateRows
+               : HistogramVariant::kGlobalAtomics;
+  }
+  if (PlanShared(HistogramVariant::kSharedPerThread, device.limits, hists, o.bins).passes == 1) {
+    return HistogramVariant::kSharedPerThread;
+  }
+  // Re-reading the image once per slice of bins costs more than global atomics on many bins.
+  return HistogramVariant::kGlobalAtomics;
+}
+
+std::vector<int32_t> BuildIntegerBinTable(const ImageDesc& desc, const HistogramOptions& o) {
+  const int64_t max_sample = desc.type == SampleType::kUint8 ? 255 : 65535;
+  const bool mean = o.source == HistogramSource::kRgbMean;
+  // For kRgbMean the key is R+G+B and the value key / 3: scale everything by 3.
+  const int64_t scale = mean ? 3 : 1;
+  const int64_t keys = (mean ? 3 * max_sample : max_sample) + 1;
+  std::vector<int32_t> table(size_t(keys), -1);
+  const double lo = *o.lo, hi = *o.hi;
+  const bool integral_bounds =
+      lo == std::floor(lo) && hi == std::floor(hi) && std::abs(lo) < 1e12 && std::abs(hi) < 1e12;
+  for (int64_t key = 0; key < keys; ++key) {
+    if (integral_bounds) {
+      const int64_t l = int64_t(lo) * scale, h = int64_t(hi) * scale;
+      if (key < l || key >= h) continue;
+      table[size_t(key)] = int32_t(FloorDiv((key - l) * o.bins, h - l));
+    } else {
+      const long double v = (long double)key / scale;
+      if (v < lo || v >= hi) continue;
+      long double t = (v - lo) * o.bins / ((long double)hi - lo);
+      table[size_t(key)] = int32_t(std::min<long double>(std::floor(t), o.bins - 1));
+    }
+  }
+  return table;
+}
+
+absl::Status HistogramKernel::Prepare(SampleType type) {
+  // Every program a request can need: each variant, and each private row count.
+  for (HistogramVariant v : kConcreteVariants) {
+    if (v == HistogramVariant::kPrivateArray) continue;
+    for (int hists_bins : {256, 4 * 256, 4 * kMaxHistogramBins}) {
+      SharedPlan plan = PlanShared(v, ctx_.limits(), 1, hists_bins);
+      absl::StatusOr<GLuint> p =
+          ctx_.Program(ProgramName(v), Defines(type, ctx_.limits(), v, plan));
+      if (!p.ok()) return p.status();
+    }
+  }
+  // private_array: one program per channel count, source, array size and key binning.
+  std::set<std::string> defines;
+  for (int channels = 1; channels <= 4; ++channels) {
+    const ImageDesc desc{1, 1, channels, type};
+    for (HistogramSource source : kSources) {
+      if (channels < 3 && source != HistogramSource::kChannel &&
+          source != HistogramSource::kAllChannels) {
+        continue;
+      }
+      const int hists = source == HistogramSource::kAllChannels ? channels : 1;
+      for (int bins : {1, kMaxPrivateArrayWords / hists}) {
+        for (bool key_table : {false, true}) {
+          defines.insert(internal::PrivateArrayDefines(desc, source, bins, key_table));
+        }
+      }
+    }
+  }
+  for (const std::string& d : defines) {
+    if (absl::StatusOr<GLuint> p = ctx_.Program("histogram_private_array", d); !p.ok()) {
+      return p.status();
+    }
+  }
+  absl::StatusOr<GLuint> sum = ctx_.Program("histogram_private_array_sum");
+  return sum.ok() ? absl::OkStatus() : sum.status();
+}
+
+absl::Status HistogramKernel::WarmUp() {
+  // The programs kAuto can pick (see ResolveHistogramVariant; the test sweeps kAuto to catch any
+  // drift): global atomics; on GPUs shared per thread; on CPU renderers private rows, whose row
+  // count (32, 16 or 8) follows the counters (up to 256, 512, 1024), and for 8-bit images
+  // private_array with small arrays and multiply-shift binning, one per source. Each for every
+  // sample type and channel count (the texture format is part of llvmpipe's compiled variant, and
+  // of the private_array program), and on four shapes of image: llvmpipe also compiles a variant
+  // per power-of-two-ness of the bound texture's width and height (pixels for the texture, 16-byte
+  // texels for the packed form).
+  struct Dispatch {
+    HistogramVariant variant;
+    HistogramSource source;
+    int bins;
+  };
+  std::vector<Dispatch> dispatches = {
+      {HistogramVariant::kGlobalAtomics, HistogramSource::kChannel, kMaxHistogramBins}};
+  if (ctx_.info().software) {
+    for (int bins : {256, 512, kMaxPrivateArrayWords}) {
+      dispatches.push_back({HistogramVariant::kPrivateRows, HistogramSource::kChannel, bins});
+    }
+  } else {
+    dispatches.push_back({HistogramVariant::kSharedPerThread, HistogramSource::kChannel, 4096});
+  }
+  auto pow2 = [](int64_t v) { return (v & (v - 1)) == 0; };
+  for (SampleType type : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
+    for (int channels = 1; channels <= 4; ++channels) {
+      std::vector<Dispatch> all = dispatches;
+      if (ctx_.info().software && type == SampleType::kUint8) {
+        for (HistogramSource source : kSources) {
+          all.push_back({HistogramVariant::kPrivateArray, source, 16});
+        }
+      }
+      int odd_width = 3;
+      while (pow2(odd_width) || pow2(PackedTexelsPerRow({odd_width, 1, channels, type}))) {
+        ++odd_width;
+      }
+      for (int width : {2, odd_width}) {
+        for (int height : {2, 3}) {
+          const ImageDesc desc{width, height, channels, type};
+          absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
+          if (!image.ok()) return image.status();
+          for (const Dispatch& d : all) {
+            HistogramOptions o;
+            o.variant = d.variant;
+            o.source = d.source;
+            o.bins = d.bins;
+            if (!ResolveHistogramOptions(desc, o).ok()) continue;  // e.g. luma of 1 channel
+            if (absl::StatusOr<HistogramResult> r = Run(*image, o); !r.ok()) return r.status();
+          }
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HistogramResult> HistogramKernel::Run(const Image& image,
+                                                     const HistogramOptions& options) {
+  const ImageDesc& desc = image.desc();
+  absl::StatusOr<HistogramOptions> resolved = ResolveHistogramOptions(desc, options);
+  if (!resolved.ok()) return resolved.status();
+  const HistogramOptions& o = *resolved;
+  if (desc.pixels() >= (int64_t{1} << 32)) {
+    return absl::InvalidArgumentError(
+        "images of 2^32 pixels or more overflow the 32-bit bin counters");
+  }
+  const HistogramVariant variant = ResolveHistogramVariant(ctx_.info(), desc, o);
+  const int hists = NumHists(desc, o);
+  HistogramResult result;
+  std::vector<uint32_t> raw;
+  if (variant == HistogramVariant::kPrivateArray) {
+    absl::StatusOr<internal::PrivateArrayCounts> r =
+        internal::RunPrivateArray(ctx_, image, o, hists);
+    if (!r.ok()) return r.status();
+    raw = std::move(r->counts);
+    result.gpu_ns = r->gpu_ns;
+  } else {
+    absl::StatusOr<uint64_t> gpu_ns = RunShared(ctx_, image, o, variant, hists, &raw);
+    if (!gpu_ns.ok()) return gpu_ns.status();
+    result.gpu_ns = *gpu_ns;
+  }
   result.bins = o.bins;
   result.lo = *o.lo;
   result.hi = *o.hi;

@@ -29,16 +29,20 @@ enum class HistogramVariant {
   kSharedAtomics,    // per-workgroup histogram in shared memory, one pixel per thread
   kSharedPerThread,  // shared histogram, a 4x4 block of pixels per thread, per-thread run merging
   kPrivateRows,      // one private shared-memory row per invocation, plain increments, rows summed
+  kPrivateArray,     // a private counter array per invocation over whole rows of the packed form,
+                     // partial histograms summed in a second pass (CPU renderers)
 };
 
 inline constexpr int kMaxHistogramBins = 65536;
+// Counters (bins x histograms) a private_array invocation holds.
+inline constexpr int kMaxPrivateArrayWords = 1024;
 
 struct HistogramOptions {
-  int bins = 256;             // [1, 65536]
-  std::optional<double> lo;   // inclusive; default 0 (integers) or 0.0 (float)
-  std::optional<double> hi;   // exclusive; default 256 / 65536 / 1.0 for uint8 / uint16 / float32
+  int bins = 256;            // [1, 65536]
+  std::optional<double> lo;  // inclusive; default 0 (integers) or 0.0 (float)
+  std::optional<double> hi;  // exclusive; default 256 / 65536 / 1.0 for uint8 / uint16 / float32
   HistogramSource source = HistogramSource::kAllChannels;
-  int channel = 0;            // for kChannel
+  int channel = 0;  // for kChannel
   HistogramVariant variant = HistogramVariant::kAuto;
 };
 
@@ -56,13 +60,16 @@ std::optional<HistogramVariant> ParseHistogramVariant(std::string_view name);
 std::string_view HistogramSourceName(HistogramSource s);  // "channel", "all", "luma", "rgb_mean"
 std::optional<HistogramSource> ParseHistogramSource(std::string_view name);
 
-// Checks options against the image and fills in the defaults; errors name the field and value.
+// Checks options against the image and fills in the defaults; errors name the field and value
+// (and, for variant private_array, the limit on bins x histograms).
 absl::StatusOr<HistogramOptions> ResolveHistogramOptions(const ImageDesc& desc,
                                                          const HistogramOptions& options);
 
-// The variant kAuto runs on this device for these options: on CPU renderers (llvmpipe) private
-// rows while the bins fit, on GPUs shared memory with several pixels per thread (the seed's
-// fastest); global atomics where neither fits in shared memory.
+// The variant kAuto runs on this device for these options: on CPU renderers (llvmpipe)
+// private_array for 8-bit images with up to 256 bins that are a multiply-shift of the key (as
+// for integer bounds), else private rows while they fit in shared memory, else global atomics;
+// on GPUs shared memory with several pixels per thread (the seed's fastest), global atomics where
+// the bins do not fit in shared memory.
 HistogramVariant ResolveHistogramVariant(const DeviceInfo& device, const ImageDesc& desc,
                                          const HistogramOptions& resolved);
 
@@ -77,6 +84,10 @@ class HistogramKernel {
   explicit HistogramKernel(Context& ctx) : ctx_(ctx) {}
   // Compiles every program the kernel may use for images of this sample type (start-up check).
   absl::Status Prepare(SampleType type);
+  // Builds and dispatches, on tiny images, every program kAuto can pick on this device (each
+  // sample type, channel count and source that compiles differently), so that no later kAuto
+  // call compiles anything: drivers compile machine code on a program's first dispatch.
+  absl::Status WarmUp();
   absl::StatusOr<HistogramResult> Run(const Image& image, const HistogramOptions& options);
 
  private:

@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 
+#include "gpu/histogram_private_array.h"
 #include "gpu/reference/histogram.h"
 #include "gpu/str.h"
 #include "tests/gpu_test_env.h"
@@ -14,17 +16,19 @@ namespace glimpse::gpu {
 namespace {
 
 constexpr HistogramVariant kVariants[] = {
-    HistogramVariant::kGlobalAtomics, HistogramVariant::kSharedAtomics,
-    HistogramVariant::kSharedPerThread, HistogramVariant::kPrivateRows, HistogramVariant::kAuto};
+    HistogramVariant::kGlobalAtomics,   HistogramVariant::kSharedAtomics,
+    HistogramVariant::kSharedPerThread, HistogramVariant::kPrivateRows,
+    HistogramVariant::kPrivateArray,    HistogramVariant::kAuto};
 constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
 
 std::string Describe(const ImageDesc& d, const HistogramOptions& o) {
-  return StrCat(DescribeImage(d), " bins=", o.bins, " lo=", o.lo ? *o.lo : -1, " hi=",
-                o.hi ? *o.hi : -1, " source=", HistogramSourceName(o.source), " channel=", o.channel,
-                " variant=", HistogramVariantName(o.variant));
+  return StrCat(DescribeImage(d), " bins=", o.bins, " lo=", o.lo ? *o.lo : -1,
+                " hi=", o.hi ? *o.hi : -1, " source=", HistogramSourceName(o.source),
+                " channel=", o.channel, " variant=", HistogramVariantName(o.variant));
 }
 
-// Runs every variant on `host` and expects each to equal the CPU reference exactly.
+// Runs every variant on `host` and expects each to equal the CPU reference exactly; private_array,
+// where bins x histograms exceed its array, must refuse the request instead.
 void ExpectAllVariantsMatchReference(Context& ctx, const HostImage& host, HistogramOptions o) {
   auto image = Image::Upload(ctx, host);
   ASSERT_TRUE(image.ok()) << image.status();
@@ -39,12 +43,23 @@ void ExpectAllVariantsMatchReference(Context& ctx, const HostImage& host, Histog
   for (HistogramVariant v : kVariants) {
     o.variant = v;
     auto got = kernel.Run(*image, o);
+    const int64_t words = int64_t{o.bins} * int64_t(expected->counts.size());
+    if (v == HistogramVariant::kPrivateArray && words > kMaxPrivateArrayWords) {
+      ASSERT_FALSE(got.ok()) << Describe(host.desc, o);
+      EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(got.status().message().find(StrCat("bins x histograms must be at most 1024 for "
+                                                   "variant private_array, got ",
+                                                   o.bins, " x ", expected->counts.size())),
+                std::string::npos)
+          << got.status();
+      continue;
+    }
     ASSERT_TRUE(got.ok()) << got.status() << " " << Describe(host.desc, o);
     ASSERT_EQ(got->counts.size(), expected->counts.size()) << Describe(host.desc, o);
     for (size_t h = 0; h < got->counts.size(); ++h) {
-      ASSERT_EQ(got->counts[h], expected->counts[h]) << "histogram " << h << " of "
-                                                     << Describe(host.desc, o) << ", "
-                                                     << total << " values counted";
+      ASSERT_EQ(got->counts[h], expected->counts[h])
+          << "histogram " << h << " of " << Describe(host.desc, o) << ", " << total
+          << " values counted";
     }
     EXPECT_EQ(got->bins, o.bins);
     if (v != HistogramVariant::kAuto) {
@@ -97,14 +112,15 @@ TEST(HistogramTest, RangesThatCutBothEndsAndAwkwardBinCounts) {
   struct Case {
     int bins;
     double lo, hi;
-  } cases[] = {{1, 0, 256}, {10, 20, 200}, {8, 16, 208}, {7, 3, 250}, {255, 0, 256},
-               {3, 100.5, 101.5}, {1000, 0, 256}, {5, -10, 5}};
+  } cases[] = {{1, 0, 256},   {10, 20, 200},     {8, 16, 208},   {7, 3, 250},
+               {255, 0, 256}, {3, 100.5, 101.5}, {1000, 0, 256}, {5, -10, 5}};
   for (const Case& c : cases) {
     HistogramOptions o;
     o.bins = c.bins;
     o.lo = c.lo;
     o.hi = c.hi;
-    for (auto s : {HistogramSource::kAllChannels, HistogramSource::kLuma, HistogramSource::kRgbMean}) {
+    for (auto s :
+         {HistogramSource::kAllChannels, HistogramSource::kLuma, HistogramSource::kRgbMean}) {
       o.source = s;
       ExpectAllVariantsMatchReference(ctx, u8, o);
     }
@@ -163,7 +179,8 @@ TEST(HistogramTest, ExactValuesOnKnownImages) {
     EXPECT_EQ(r->counts[0][1], 18u);  // 38..55
     EXPECT_EQ(r->counts[0][9], 18u);  // 182..199
   }
-  // Luma of 8-bit RGB matches OpenCV's fixed-point formula: (9798*R + 19235*G + 3735*B + 16384) >> 15.
+  // Luma of 8-bit RGB matches OpenCV's fixed-point formula: (9798*R + 19235*G + 3735*B + 16384)
+  // >> 15.
   HostImage rgb = HostImage::Zeros({1, 1, 3, SampleType::kUint8});
   rgb.set<uint8_t>(0, 0, 0, 200);
   rgb.set<uint8_t>(0, 0, 1, 100);
@@ -183,7 +200,7 @@ TEST(HistogramTest, FloatNaNAndValuesOnTheUpperBoundAreNotCounted) {
   HostImage img = HostImage::Zeros({4, 1, 1, SampleType::kFloat32});
   img.set<float>(0, 0, 0, std::numeric_limits<float>::quiet_NaN());
   img.set<float>(1, 0, 0, 1.0f);                                    // == hi: excluded
-  img.set<float>(2, 0, 0, std::nextafter(1.0f, 0.0f));             // just below hi: last bin
+  img.set<float>(2, 0, 0, std::nextafter(1.0f, 0.0f));              // just below hi: last bin
   img.set<float>(3, 0, 0, std::numeric_limits<float>::infinity());  // outside
   auto image = Image::Upload(ctx, img);
   ASSERT_TRUE(image.ok());
@@ -226,6 +243,8 @@ TEST(HistogramTest, BadOptionsNameTheFieldAndValue) {
       {with([](auto& o) { o.source = HistogramSource::kChannel, o.channel = -1; }), "got -1"},
       {with([](auto& o) { o.source = HistogramSource::kLuma; }),
        "source luma needs 3 or 4 channels, the image has 2"},
+      {with([](auto& o) { o.bins = 513, o.variant = HistogramVariant::kPrivateArray; }),
+       "bins x histograms must be at most 1024 for variant private_array, got 513 x 2"},
   };
   for (const Case& c : cases) {
     auto r = kernel.Run(*image, c.o);
@@ -235,7 +254,134 @@ TEST(HistogramTest, BadOptionsNameTheFieldAndValue) {
   }
   EXPECT_FALSE(ParseHistogramVariant("fastest").has_value());
   EXPECT_EQ(ParseHistogramVariant("private_rows"), HistogramVariant::kPrivateRows);
+  EXPECT_EQ(ParseHistogramVariant("private_array"), HistogramVariant::kPrivateArray);
   EXPECT_EQ(ParseHistogramSource("luma"), HistogramSource::kLuma);
+}
+
+TEST(HistogramTest, PrivateArraySumsManyRowsPerInvocation) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed() + 3);
+  // Taller than the invocations of the counting pass (so each takes several rows, some one more
+  // than others), and counts past 2^16 in one bin.
+  HostImage img = testing::RandomImage({301, 613, 4, SampleType::kUint8}, rng, 1);
+  auto image = Image::Upload(ctx, img);
+  ASSERT_TRUE(image.ok());
+  HistogramKernel kernel(ctx);
+  for (HistogramSource s : {HistogramSource::kAllChannels, HistogramSource::kLuma,
+                            HistogramSource::kRgbMean, HistogramSource::kChannel}) {
+    HistogramOptions o;
+    o.source = s;
+    o.channel = 3;
+    o.variant = HistogramVariant::kPrivateArray;
+    auto expected = reference::Histogram(img, o);
+    ASSERT_TRUE(expected.ok());
+    auto got = kernel.Run(*image, o);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->counts, expected->counts) << HistogramSourceName(s);
+  }
+}
+
+TEST(HistogramTest, AutoPicksPrivateArrayForEightBitImagesOnCpuRenderers) {
+  DeviceInfo cpu, gpu;
+  cpu.software = true;
+  cpu.limits.max_shared_memory_bytes = gpu.limits.max_shared_memory_bytes = 32768;
+  auto pick = [](const DeviceInfo& d, ImageDesc desc, HistogramSource s, int bins, double lo = 0) {
+    HistogramOptions o;
+    o.source = s;
+    o.bins = bins;
+    o.lo = lo;
+    auto r = ResolveHistogramOptions(desc, o);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return ResolveHistogramVariant(d, desc, *r);
+  };
+  const ImageDesc rgba8{8, 8, 4, SampleType::kUint8}, rgba16{8, 8, 4, SampleType::kUint16};
+  EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kAllChannels, 256), HistogramVariant::kPrivateArray);
+  EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kLuma, 256), HistogramVariant::kPrivateArray);
+  EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kRgbMean, 16, 10), HistogramVariant::kPrivateArray);
+  // More than 256 bins, or bounds only the table bins exactly: private rows, or global atomics.
+  EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kLuma, 257), HistogramVariant::kPrivateRows);
+  EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kLuma, 200, 0.5), HistogramVariant::kPrivateRows);
+  EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kAllChannels, 257), HistogramVariant::kGlobalAtomics);
+  EXPECT_EQ(pick(cpu, rgba16, HistogramSource::kAllChannels, 256), HistogramVariant::kPrivateRows);
+  EXPECT_EQ(pick(gpu, rgba8, HistogramSource::kAllChannels, 256),
+            HistogramVariant::kSharedPerThread);
+  EXPECT_EQ(pick(gpu, rgba8, HistogramSource::kAllChannels, 2049),
+            HistogramVariant::kGlobalAtomics);
+}
+
+TEST(HistogramTest, IntegerBoundsOfEightBitKeysBinByMultiplyShift) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed() + 5);
+  // Every bin table of integer bounds that kAuto may give private_array has an exact
+  // multiply-shift form, which equals the table key by key.
+  for (int i = 0; i < 3000; ++i) {
+    const ImageDesc desc{1, 1, 3, SampleType::kUint8};
+    HistogramOptions o;
+    o.source = i % 3 == 0   ? HistogramSource::kChannel
+               : i % 3 == 1 ? HistogramSource::kLuma
+                            : HistogramSource::kRgbMean;
+    o.bins = int(1 + rng() % 256);
+    const int lo = int(rng() % 300) - 20;
+    o.lo = lo;
+    o.hi = lo + 1 + int(rng() % 300);
+    auto r = ResolveHistogramOptions(desc, o);
+    ASSERT_TRUE(r.ok());
+    const std::vector<int32_t> table = BuildIntegerBinTable(desc, *r);
+    const auto k = internal::FindKeyArithmetic(*r, table);
+    ASSERT_TRUE(k.has_value()) << "bins " << o.bins << " lo " << *o.lo << " hi " << *o.hi;
+    for (uint32_t key = 0; key < table.size(); ++key) {
+      const uint32_t d = key - k->base;
+      const int32_t bin = d < k->range ? int32_t((d * k->mul) >> k->shift) : -1;
+      ASSERT_EQ(bin, table[key]) << "key " << key << ", bins " << o.bins << " lo " << *o.lo
+                                 << " hi " << *o.hi;
+    }
+  }
+}
+
+TEST(HistogramTest, AfterWarmUpAutoBuildsNoProgram) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  HistogramKernel kernel(ctx);
+  ASSERT_TRUE(kernel.WarmUp().ok());
+  const size_t built = ctx.programs_built();
+  std::mt19937_64 rng(testing::TestSeed() + 4);
+  struct Range {
+    std::optional<double> lo, hi;
+  };
+  // Default ranges, fractional bounds (binned through the table), narrow integer ranges.
+  const Range ranges[] = {{}, {0.5, 200.25}, {3, 41}};
+  // Widths and heights that are powers of two and not, in pixels and in 16-byte texels.
+  const std::pair<int, int> sizes[] = {{5, 3}, {64, 16}, {33, 8}, {16, 7}};
+  for (SampleType t : kTypes) {
+    for (int ch = 1; ch <= 4; ++ch) {
+      for (auto [w, h] : sizes) {
+        HostImage host = testing::RandomImage({w, h, ch, t}, rng);
+        auto image = Image::Upload(ctx, host);
+        ASSERT_TRUE(image.ok());
+        for (HistogramSource s : {HistogramSource::kChannel, HistogramSource::kAllChannels,
+                                  HistogramSource::kLuma, HistogramSource::kRgbMean}) {
+          if (ch < 3 && (s == HistogramSource::kLuma || s == HistogramSource::kRgbMean)) continue;
+          for (int bins : {1, 16, 100, 256, 257, 512, 1000, 1024, 1025, 3000, 8192, 8193, 65536}) {
+            for (const Range& r : ranges) {
+              HistogramOptions o;
+              o.source = s;
+              o.channel = ch - 1;
+              o.bins = bins;
+              o.lo = r.lo;
+              o.hi = r.hi;
+              if (t == SampleType::kFloat32 && r.lo) o.hi = *r.lo + 1;
+              auto got = kernel.Run(*image, o);
+              ASSERT_TRUE(got.ok()) << got.status() << " " << Describe(host.desc, o);
+              ASSERT_EQ(ctx.programs_built(), built)
+                  << "auto built a program after WarmUp: " << Describe(host.desc, o) << " ran "
+                  << HistogramVariantName(got->variant);
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(HistogramTest, PrepareCompilesEveryProgram) {

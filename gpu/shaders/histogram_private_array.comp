@@ -1,0 +1,163 @@
+// A private counter array per invocation, for CPU renderers. Each invocation walks whole rows of
+// the image's packed form (16 bytes per image load) and increments its own counters with plain
+// adds. llvmpipe keeps such an array per SIMD lane on its stack and indexes it lane by lane with
+// plain loads and stores, where shared-memory and storage accesses become a loop over the lanes
+// with a bounds check each, and atomics besides. Invocation i takes rows i, i + N, i + 2N, ...
+// and writes its counters to partials[i]; histogram_private_array_sum adds the partials up.
+//
+// Compile-time: the image format (FMT_*, CHANNELS, SAMPLE_BITS), SOURCE (0 one channel, 1 every
+// channel, 2 luma, 3 R+G+B) and HIST_WORDS, so the per-texel work unrolls to straight-line code.
+#include "histogram_common.glsl"
+
+layout(local_size_x = 8) in;
+layout(binding = 0, rgba32ui) readonly uniform uimage2D u_packed;
+layout(std430, binding = 2) writeonly buffer Partials { uint partials[]; };  // [N][u_words]
+
+uniform int u_invocations;  // N: rows are dealt out round-robin
+uniform int u_words;        // u_hists * u_bins
+uniform int u_row_samples;  // width * CHANNELS
+// Integer keys: bin = ((key - u_key_base) * u_key_mul) >> u_key_shift for key - u_key_base below
+// u_key_range (checked on the CPU to equal the bin table for every key), else (KEY_TABLE) the
+// table itself.
+uniform uint u_key_base;
+uniform uint u_key_range;
+uniform uint u_key_mul;
+uniform uint u_key_shift;
+
+const int kSamplesPerTexel = 128 / SAMPLE_BITS;
+
+// One array of HIST_WORDS counters per histogram (LLVM compiles several small arrays much faster
+// than one large one), plus a spare counter each for keys outside the range: an unconditional
+// increment is cheaper than a masked one. A single histogram gets two copies, even and odd
+// pixels, so that neighbouring pixels in the same bin do not wait on each other's increment.
+#if SOURCE == 1 && CHANNELS > 1
+#define NUM_ARRAYS CHANNELS
+#define COPIES 1
+#else
+#define NUM_ARRAYS 2
+#define COPIES 2
+#endif
+uint h0[HIST_WORDS + 1];
+uint h1[HIST_WORDS + 1];
+#if NUM_ARRAYS > 2
+uint h2[HIST_WORDS + 1];
+#endif
+#if NUM_ARRAYS > 3
+uint h3[HIST_WORDS + 1];
+#endif
+
+void bump(int array, uint i) {
+  if (array == 1) { h1[i] += 1u; return; }
+#if NUM_ARRAYS > 2
+  if (array == 2) { h2[i] += 1u; return; }
+#endif
+#if NUM_ARRAYS > 3
+  if (array == 3) { h3[i] += 1u; return; }
+#endif
+  h0[i] += 1u;
+}
+
+#if defined(FMT_UINT)
+#define SAMPLE uint
+void count(int array, uint key) {
+#if defined(KEY_TABLE)
+  int b = bin_table[key];
+  if (b >= 0) bump(array, uint(b));
+#else
+  uint d = key - u_key_base;
+  bump(array, d < u_key_range ? (d * u_key_mul) >> u_key_shift : uint(HIST_WORDS));
+#endif
+}
+SAMPLE sample_of(uvec4 t, int j) {
+#if SAMPLE_BITS == 8
+  return (t[j >> 2] >> (8 * (j & 3))) & 0xffu;
+#else
+  return (t[j >> 1] >> (16 * (j & 1))) & 0xffffu;
+#endif
+}
+#else
+#define SAMPLE float
+void count(int array, float v) {
+  int b = bin_of_value(v);
+  if (b >= 0) bump(array, uint(b));
+}
+SAMPLE sample_of(uvec4 t, int j) { return uintBitsToFloat(t[j]); }
+#endif
+
+// Red and green of the pixel being read, kept across texels (a 3-channel pixel may straddle two).
+SAMPLE g_r, g_g;
+
+// Sample value v of channel c; j: the sample's place in its texel.
+void count_sample(SAMPLE v, int c, int j) {
+  // The copy for this pixel: even or odd (3-channel pixels do not align with texels: one copy).
+  const int copy = COPIES == 2 && CHANNELS != 3 ? (j / CHANNELS) & 1 : 0;
+#if SOURCE == 0
+  if (c == u_channel) count(copy, v);
+#elif SOURCE == 1
+  count(COPIES == 2 ? copy : c, v);
+#else
+  if (c == 0) {
+    g_r = v;
+  } else if (c == 1) {
+    g_g = v;
+  } else if (c == 2) {
+#if defined(FMT_UINT) && SOURCE == 2
+    count(copy, luma_u(uvec3(g_r, g_g, v)));
+#elif defined(FMT_UINT)
+    count(copy, g_r + g_g + v);
+#elif SOURCE == 2
+    precise float y = 0.299 * g_r + 0.587 * g_g + 0.114 * v;
+    count(copy, y);
+#else
+    precise float m = (g_r + g_g + v) * (1.0 / 3.0);
+    count(copy, m);
+#endif
+  }
+#endif
+}
+
+void main() {
+  const int me = int(gl_GlobalInvocationID.x);
+  for (int k = 0; k < u_bins; ++k) {
+    h0[k] = 0u;
+    h1[k] = 0u;
+#if NUM_ARRAYS > 2
+    h2[k] = 0u;
+#endif
+#if NUM_ARRAYS > 3
+    h3[k] = 0u;
+#endif
+  }
+  const int full = u_row_samples / kSamplesPerTexel;
+  const int rest = u_row_samples % kSamplesPerTexel;
+  for (int y = me; y < u_size.y; y += u_invocations) {
+    // c0: the channel of the texel's first sample (always 0 unless CHANNELS == 3).
+    int c0 = 0;
+    for (int tx = 0; tx < full; ++tx) {
+      uvec4 t = imageLoad(u_packed, ivec2(tx, y));
+      for (int j = 0; j < kSamplesPerTexel; ++j) {
+        count_sample(sample_of(t, j), CHANNELS == 3 ? (c0 + j) % 3 : j % CHANNELS, j);
+      }
+      if (CHANNELS == 3) c0 = (c0 + kSamplesPerTexel) % 3;
+    }
+    if (rest > 0) {  // the row's last texel is part padding
+      uvec4 t = imageLoad(u_packed, ivec2(full, y));
+      for (int j = 0; j < rest; ++j) count_sample(sample_of(t, j), (c0 + j) % CHANNELS, j);
+    }
+  }
+  for (int k = 0; k < u_bins; ++k) {
+    int base = me * u_words + k;
+#if COPIES == 2
+    partials[base] = h0[k] + h1[k];
+#else
+    partials[base] = h0[k];
+    partials[base + u_bins] = h1[k];
+#endif
+#if NUM_ARRAYS > 2
+    partials[base + 2 * u_bins] = h2[k];
+#endif
+#if NUM_ARRAYS > 3
+    partials[base + 3 * u_bins] = h3[k];
+#endif
+  }
+}
