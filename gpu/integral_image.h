@@ -26,8 +26,10 @@ enum class IntegralVariant {
   kNaive,              // one invocation per row scans it, then one per column scans it
   kWorkEfficient,      // up-sweep/down-sweep scans in shared memory, rows then columns, block sums
   kScanTransposeScan,  // work-efficient row scan, tiled transpose, row scan, transpose back
-  kStripScan,  // per-row strip offsets, then one invocation per 8-column strip walks down the
-               // band keeping the row above in registers: the table is written once, never read
+  kStripScan,     // per-row strip offsets, then one invocation per 8-column strip walks down the
+                  // band keeping the row above in registers: the table is written once, never read
+  kPackedStrips,  // the strip scan reading the packed form (16 bytes per load), 16-sample strips,
+                  // four table elements per store: for CPU renderers. 1, 2 or 4 channels.
 };
 
 std::string_view IntegralVariantName(IntegralVariant v);  // "naive", "work_efficient", ...
@@ -103,6 +105,7 @@ class IntegralImageKernel {
                                           IntegralVariant variant, bool squared, bool two_word);
 
   Context& ctx_;
+  Buffer table_;
 };
 
 // Convenience for tests/bench: collects whole tables (uint64 for integer images, double for

@@ -16,9 +16,9 @@
 namespace glimpse::gpu {
 namespace {
 
-constexpr IntegralVariant kVariants[] = {IntegralVariant::kNaive, IntegralVariant::kWorkEfficient,
-                                         IntegralVariant::kScanTransposeScan,
-                                         IntegralVariant::kStripScan};
+constexpr IntegralVariant kVariants[] = {
+    IntegralVariant::kNaive, IntegralVariant::kWorkEfficient, IntegralVariant::kScanTransposeScan,
+    IntegralVariant::kStripScan, IntegralVariant::kPackedStrips};
 constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
 
 std::string Describe(const ImageDesc& d, const IntegralOptions& o) {
@@ -91,9 +91,10 @@ TEST(IntegralImageTest, MatchesReferenceEveryFormatChannelCountAndVariant) {
   std::mt19937_64 rng(testing::TestSeed());
   IntegralImageKernel kernel(ctx);
   // Awkward sizes: 1x1, one row, one column, primes, a row block (512) + 1, a column block
-  // (64) + 1, one past a transpose tile (32).
-  const std::pair<int, int> sizes[] = {{1, 1},   {1, 37},  {53, 1}, {13, 7},
-                                       {513, 3}, {31, 65}, {33, 97}};
+  // (64) + 1, one past a transpose tile (32); rows of whole packed strips (64 x 1 channel,
+  // 4-element stores) and one sample past them (65).
+  const std::pair<int, int> sizes[] = {{1, 1},   {1, 37},  {53, 1}, {13, 7}, {513, 3},
+                                       {31, 65}, {33, 97}, {64, 9}, {65, 4}};
   for (SampleType t : kTypes) {
     for (int c = 1; c <= 4; ++c) {
       for (auto [w, h] : sizes) {
