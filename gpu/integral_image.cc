@@ -112,11 +112,11 @@ absl::Status ValidateIntegralOptions(const IntegralOptions& o) {
   return absl::OkStatus();
 }
 
-IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, const ImageDesc& desc,
+IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, const ImageDesc& /*desc*/,
                                        IntegralVariant requested) {
   if (requested != IntegralVariant::kAuto) return requested;
   if (!device.software) return IntegralVariant::kWorkEfficient;
-  return desc.channels > 1 ? IntegralVariant::kStripScan : IntegralVariant::kNaive;
+  return IntegralVariant::kPackedStrips;
 }
 
 // Everything one table computation needs: programs, buffers, geometry.

@@ -67,15 +67,14 @@ struct IntegralResult {
 absl::Status ValidateIntegralOptions(const IntegralOptions& options);
 
 // The variant kAuto runs. On CPU renderers (llvmpipe), measured (bench/results/
-// integral_image_llvmpipe.md): the strip scan for images of 2-4 channels (25-30% faster than the
-// naive scans: it writes the 8-byte table once, where the naive scans write it twice and read it
-// once), the naive scans for one channel (the two within the noise of a shared machine: each won
-// at some sizes). Both run their sequential loops as SIMD lanes without barriers; the
-// work-efficient variants pay for a barrier per scan level and are 8-19x slower there. On GPUs the
-// work-efficient scans (not measured here; reasoning): both passes read and write coalesced rows
-// and keep partial sums in shared memory, where the naive and strip variants keep only H or W / 8
-// invocations busy with strided accesses, and scan-transpose-scan moves the table through two
-// more passes.
+// integral_image_llvmpipe.md): the packed strips for every format and channel count (faster than
+// the strip scan and the naive scans in every case measured but 3-channel uint8, a tie: it reads
+// 16 bytes per image load and writes four table elements per storage access, where llvmpipe
+// runs every storage access as a loop over the SIMD lanes). The work-efficient variants pay for a
+// barrier per scan level and are 8-19x slower there. On GPUs the work-efficient scans (not
+// measured here; reasoning): both passes read and write coalesced rows and keep partial sums in
+// shared memory, where the naive and strip variants keep only H or W / 8 invocations busy with
+// strided accesses, and scan-transpose-scan moves the table through two more passes.
 IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, const ImageDesc& desc,
                                        IntegralVariant requested);
 
