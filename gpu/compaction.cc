@@ -24,6 +24,8 @@ constexpr int64_t kScanRun = int64_t{kThreads} * 4;  // values per workgroup of 
 constexpr int kMaxCompactSide = 65536;               // the lists' 16-bit x and y
 constexpr int kStripGroupPixels = 128;  // strip scan: pixels per invocation (4 segments of 32)
 constexpr int kStripThreads = 64;       // strip scan: invocations per workgroup
+constexpr SampleType kSampleTypes[] = {SampleType::kUint8, SampleType::kUint16,
+                                       SampleType::kFloat32};
 
 // Binding points (the shaders' layout(binding = N)).
 constexpr GLuint kCountersBinding = 0, kIndicesBinding = 1, kDataBinding = 2, kBitsBinding = 3,
@@ -338,6 +340,41 @@ absl::Status CompactionKernel::Prepare(SampleType type) {
     if (!p.ok()) return p.status();
   }
   return absl::OkStatus();
+}
+
+absl::Status CompactionKernel::WarmUp() {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  for (SampleType type : kSampleTypes) {
+    for (int channels = 1; channels <= 4; ++channels) {
+      // Every pixel passes, so a list run dispatches every pass down to the gather.
+      const ImageDesc desc{8, 2, channels, type};
+      absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
+      if (!image.ok()) return image.status();
+      for (CompactSource source : {CompactSource::kChannel, CompactSource::kLuma}) {
+        if (source == CompactSource::kLuma && channels < 3) continue;
+        for (bool count_only : {false, true}) {
+          const CompactOptions o{
+              .source = source, .lo = -kInf, .hi = kInf, .count_only = count_only};
+          absl::StatusOr<CompactResult> r = Run(*image, o);
+          if (!r.ok()) return r.status();
+          if (count_only || r->variant != CompactVariant::kOrderedScan) continue;
+          // The scan's way back down runs only past 1024 blocks (8.4 M pixels per band): dispatch
+          // it once with nothing to do (its first workgroup adds nothing).
+          absl::StatusOr<GLuint> add = ctx_.Program("compaction_scan_add", ScanDefines());
+          if (!add.ok()) return add.status();
+          Buffer data = Buffer::Create(16), sums = Buffer::Create(16);
+          data.BindBase(kDataBinding);
+          sums.BindBase(kSumsBinding);
+          SetUint(*add, "u_count", 0);
+          DispatchFlat(*add, ctx_.limits(), 1);
+          glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+          glUseProgram(0);
+          ctx_.Finish();
+        }
+      }
+    }
+  }
+  return ctx_.CheckGlError("compaction warm-up");
 }
 
 absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,

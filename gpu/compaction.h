@@ -93,6 +93,11 @@ class CompactionKernel {
   explicit CompactionKernel(Context& ctx) : ctx_(ctx) {}
   // Compiles every program the kernel may use for images of this sample type (start-up check).
   absl::Status Prepare(SampleType type);
+  // Builds and dispatches, once each on a small image, every program that kAuto can pick on this
+  // context's device, for every sample type, channel count, source and count_only (the programs'
+  // defines), so that no later kAuto call builds a program or pays for the driver's compile at its
+  // first dispatch.
+  absl::Status WarmUp();
   absl::StatusOr<CompactResult> Run(const Image& image, const CompactOptions& options);
 
   // Lowers the bytes the kernel puts in one buffer binding below the device's limit, so tests can

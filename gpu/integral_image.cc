@@ -398,6 +398,24 @@ absl::Status IntegralImageKernel::Prepare(SampleType type) {
   return absl::OkStatus();
 }
 
+absl::Status IntegralImageKernel::WarmUp() {
+  // Wide and tall enough that the work-efficient scans dispatch their block-sum and add passes
+  // (more than one 512-pixel row block and one 64-row column block).
+  constexpr int kWidth = kRowBlock + 1, kHeight = kColBlock + 1;
+  auto sink = [](const IntegralBand&) { return absl::OkStatus(); };
+  for (SampleType type : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
+    for (int channels = 1; channels <= 4; ++channels) {
+      const ImageDesc desc{kWidth, kHeight, channels, type};
+      absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
+      if (!image.ok()) return image.status();
+      // squared = true runs the sum table's programs, then the squared table's.
+      absl::StatusOr<IntegralResult> r = Run(*image, {.squared = true}, sink);
+      if (!r.ok()) return r.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<IntegralResult> IntegralImageKernel::Run(
     const Image& image, const IntegralOptions& options,
     const std::function<absl::Status(const IntegralBand&)>& sink) {

@@ -84,6 +84,11 @@ class IntegralImageKernel {
   explicit IntegralImageKernel(Context& ctx) : ctx_(ctx) {}
   // Compiles every program the kernel may use for images of this sample type.
   absl::Status Prepare(SampleType type);
+  // Builds and dispatches, once each on a small image, every program that kAuto can pick on this
+  // context's device, for every sample type, channel count and `squared` (the programs' defines),
+  // so that no later kAuto call builds a program or pays for the driver's compile at its first
+  // dispatch. (force_two_word, a testing option, is not warmed.)
+  absl::Status WarmUp();
   // Streams the table(s) to `sink` in row bands, top to bottom (sum table first, then the squared
   // table if asked), so results larger than memory limits/one SSBO binding never exist whole.
   // A sink error stops the run and is returned.

@@ -429,6 +429,45 @@ TEST(CompactionTest, StripScanRefusesPixelsThatStraddleWords) {
   }
 }
 
+// Run by CTest in a process of its own, so the context has built nothing before WarmUp().
+TEST(CompactionTest, WarmUpLeavesNothingForAutoToBuild) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  CompactionKernel kernel(ctx);
+  ASSERT_TRUE(kernel.WarmUp().ok());
+  const size_t built = ctx.programs_built();
+  EXPECT_GT(built, 0u);
+  for (SampleType t : kTypes) {
+    for (int ch = 1; ch <= 4; ++ch) {
+      for (auto [w, h] : {std::pair{1, 1}, std::pair{37, 5}, std::pair{130, 3}}) {
+        const ImageDesc d{w, h, ch, t};
+        HostImage host = SelectiveImage(d, 0, 0.5, rng);
+        auto image = Image::Upload(ctx, host);
+        ASSERT_TRUE(image.ok()) << image.status();
+        for (CompactSource source : {CompactSource::kChannel, CompactSource::kLuma}) {
+          if (source == CompactSource::kLuma && ch < 3) continue;
+          for (bool count_only : {false, true}) {
+            for (bool inside : {true, false}) {
+              for (int64_t cap : {int64_t{3}, d.pixels()}) {
+                CompactOptions o{.source = source,
+                                 .lo = PassRangeFor(t).lo,
+                                 .hi = PassRangeFor(t).hi,
+                                 .inside = inside,
+                                 .max_results = cap,
+                                 .count_only = count_only};
+                auto got = kernel.Run(*image, o);
+                ASSERT_TRUE(got.ok()) << got.status() << " " << Describe(d, o);
+                EXPECT_EQ(ctx.programs_built(), built) << Describe(d, o) << " built a program";
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(CompactionTest, NamesRoundTrip) {
   for (CompactVariant v : kVariants) {
     EXPECT_EQ(ParseCompactVariant(CompactVariantName(v)), v);

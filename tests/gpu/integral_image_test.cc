@@ -327,6 +327,35 @@ TEST(IntegralImageTest, VariantNamesRoundTrip) {
   EXPECT_EQ(IntegralElementFor(SampleType::kFloat32), IntegralElement::kFloat64);
 }
 
+// Run by CTest in a process of its own, so the context has built nothing before WarmUp().
+TEST(IntegralImageTest, WarmUpLeavesNothingForAutoToBuild) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  IntegralImageKernel kernel(ctx);
+  ASSERT_TRUE(kernel.WarmUp().ok());
+  const size_t built = ctx.programs_built();
+  EXPECT_GT(built, 0u);
+  for (SampleType t : kTypes) {
+    for (int c = 1; c <= 4; ++c) {
+      for (auto [w, h] : {std::pair{1, 1}, std::pair{37, 5}, std::pair{600, 70}}) {
+        const ImageDesc d{w, h, c, t};
+        absl::StatusOr<Image> img = Image::Upload(ctx, testing::RandomImage(d, rng));
+        ASSERT_TRUE(img.ok()) << img.status();
+        for (bool squared : {false, true}) {
+          for (int64_t band : {int64_t{0}, int64_t{w} * c * 8 * 2}) {
+            absl::StatusOr<IntegralTables> r =
+                ComputeIntegralImage(kernel, *img, {.squared = squared, .band_bytes = band});
+            ASSERT_TRUE(r.ok()) << r.status();
+            EXPECT_EQ(ctx.programs_built(), built)
+                << DescribeImage(d) << (squared ? " squared" : "") << " built a program";
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(IntegralImageTest, PrepareCompilesEveryProgram) {
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   IntegralImageKernel kernel(ctx);
