@@ -19,6 +19,9 @@ constexpr int kColBlock = 64;   // rows per work-efficient column block (integra
 constexpr int kElem = 8;        // bytes per table element
 constexpr int kStrip = 8;       // columns per invocation of the strip-scan variant
 constexpr int kPackedStripMin = 64;  // fewest sample columns per packed-strip invocation
+// Most rows one packed-strip dispatch walks: llvmpipe ends a loop nest after 65535 iterations in
+// all (outer and inner), and each row costs up to 1 + NS / 4 of them (NS <= 96).
+constexpr int kPackedMaxRows = 2048;
 
 void SetInt(GLuint program, const char* name, int v) {
   glUniform1i(glGetUniformLocation(program, name), v);
@@ -50,7 +53,8 @@ int PackedStripSamples(const ImageDesc& desc) {
   return unit * int(CeilDiv(kPackedStripMin, unit));
 }
 
-// The packed-strip variant reads the rectangle from texel boundaries of the packed form.
+// The packed-strip variant reads the rectangle from texel boundaries of the packed form (and a
+// device-side table, one dispatch, holds at most kPackedMaxRows rows).
 bool PackedStripsFit(const ImageDesc& desc, int x0) {
   return (int64_t{x0} * desc.channels * BytesPerSample(desc.type)) % 16 == 0;
 }
@@ -436,8 +440,9 @@ absl::StatusOr<IntegralResult> IntegralImageKernel::Run(
                                              " bytes for a ", DescribeImage(desc), " image), got ",
                                              band_limit));
   }
-  const int rows_max = int(std::min<int64_t>(desc.height, band_limit / row_bytes));
+  int rows_max = int(std::min<int64_t>(desc.height, band_limit / row_bytes));
   if (variant == IntegralVariant::kPackedStrips) {
+    rows_max = std::min(rows_max, kPackedMaxRows);
     if (absl::Status s = EnsurePackedForm(ctx_, image); !s.ok()) return s;
   }
 
@@ -478,7 +483,7 @@ absl::Status IntegralImageKernel::ComputeOnDevice(const Image& image, int x0, in
                                                   uint64_t* gpu_ns, bool force_two_word) {
   variant = ResolveIntegralVariant(ctx_.info(), image.desc(), variant);
   if (variant == IntegralVariant::kPackedStrips) {
-    if (!PackedStripsFit(image.desc(), x0)) {
+    if (!PackedStripsFit(image.desc(), x0) || h > kPackedMaxRows) {
       variant = IntegralVariant::kStripScan;
     } else if (absl::Status s = EnsurePackedForm(ctx_, image); !s.ok()) {
       return s;

@@ -109,6 +109,9 @@ class IntegralImageKernel {
                                           IntegralVariant variant, bool squared, bool two_word);
 
   Context& ctx_;
+  // The band table of the last Run, kept for the next (at most one band: the binding limit), so
+  // that repeat calls write into memory that is already mapped: on CPU renderers a fresh buffer
+  // faults in every page during the dispatch.
   Buffer table_;
 };
 

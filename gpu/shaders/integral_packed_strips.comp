@@ -56,12 +56,19 @@ void main() {
         table4[(row >> 2) + uint(q)] =
             ACC4(prev[4 * q], prev[4 * q + 1], prev[4 * q + 2], prev[4 * q + 3]);
       }
-      continue;
+    } else {
+#endif
+      // Four per iteration: llvmpipe ends a loop nest after 65535 iterations in all, so the rows
+      // of a dispatch times this loop's iterations must stay below that (the C++ side caps the
+      // rows); the loops over texels and samples are unrolled.
+      for (int q = 0; q < NS / 4; ++q) {
+        for (int k = 0; k < 4; ++k) {
+          if (4 * q + k < n) table[row + uint(4 * q + k)] = acc_store(prev[4 * q + k]);
+        }
+      }
+#if defined(VEC4_STORES)
     }
 #endif
-    for (int i = 0; i < NS; ++i) {
-      if (i < n) table[row + uint(i)] = acc_store(prev[i]);
-    }
   }
   for (int i = 0; i < NS; ++i) {
     if (i < n) carry_out[uint(j0 + i)] = acc_store(prev[i]);

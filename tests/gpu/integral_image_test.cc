@@ -92,9 +92,10 @@ TEST(IntegralImageTest, MatchesReferenceEveryFormatChannelCountAndVariant) {
   IntegralImageKernel kernel(ctx);
   // Awkward sizes: 1x1, one row, one column, primes, a row block (512) + 1, a column block
   // (64) + 1, one past a transpose tile (32); rows of whole packed strips (64 x 1 channel,
-  // 4-element stores) and one sample past them (65).
+  // 4-element stores), one sample past them (65), and rows of whole 4-element groups whose last
+  // strip is partial (68).
   const std::pair<int, int> sizes[] = {{1, 1},   {1, 37},  {53, 1}, {13, 7}, {513, 3},
-                                       {31, 65}, {33, 97}, {64, 9}, {65, 4}};
+                                       {31, 65}, {33, 97}, {64, 9}, {65, 4}, {68, 5}};
   for (SampleType t : kTypes) {
     for (int c = 1; c <= 4; ++c) {
       for (auto [w, h] : sizes) {
@@ -124,6 +125,24 @@ TEST(IntegralImageTest, BandsCarryTheColumnSumsAcross) {
         CheckAgainstReference(kernel, ctx, host,
                               {.squared = true, .variant = v, .band_bytes = band});
       }
+    }
+  }
+}
+
+// llvmpipe ends a loop nest after 65535 iterations in all: the packed strips walk many rows per
+// dispatch, so tall images (one band: 5000 rows of 3 pixels; partial strips of 4 samples over
+// 2100 rows) must come out whole.
+TEST(IntegralImageTest, TallImagesComeOutWhole) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  IntegralImageKernel kernel(ctx);
+  for (ImageDesc d :
+       {ImageDesc{3, 5000, 1, SampleType::kUint8}, ImageDesc{68, 2100, 1, SampleType::kUint8},
+        ImageDesc{17, 3000, 4, SampleType::kUint16}}) {
+    HostImage host = testing::RandomImage(d, rng);
+    for (IntegralVariant v : {IntegralVariant::kPackedStrips, IntegralVariant::kStripScan}) {
+      CheckAgainstReference(kernel, ctx, host, {.squared = true, .variant = v});
     }
   }
 }
