@@ -1,7 +1,8 @@
-// Times every compaction variant on RGBA8 images where channel 0 passes with a set probability
-// (1%, 10%, 50%), at 3200x2400 and 8K, with the whole list returned (max_results = pixels) and in
-// count-only mode; the single-threaded CPU reference beside them.
-//   compaction_bench [--runs N] [--warmup N] [--sizes 3200x2400,7680x4320] [--json FILE]
+// Times every compaction variant on RGBA8 (or 1-channel uint8) images where channel 0 passes with
+// a set probability (1%, 10%, 50%), at 3200x2400 and 8K, with the whole list returned
+// (max_results = pixels) and in count-only mode; the single-threaded CPU reference beside them.
+//   compaction_bench [--runs N] [--warmup N] [--sizes 3200x2400,7680x4320] [--channels 4,1]
+//                    [--percents 1,10,50] [--variants atomic_per_pixel,...,auto] [--json FILE]
 //                    [--device auto|software|N]
 // "api" rows time Run() end to end on the host clock: every dispatch, the read-back of the
 // results and, for the atomic variants, reading back and ordering every passing index. "gpu" rows
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -30,7 +32,31 @@ double Median(std::vector<double> v) {
 int Main(int argc, char** argv) {
   BenchArgs args;
   args.warmup = 2;
-  ParseBenchArgs(argc, argv, &args);
+  std::vector<int> channel_counts = {4}, percents = {1, 10, 50};
+  std::vector<gpu::CompactVariant> variants = {
+      gpu::CompactVariant::kAtomicPerPixel, gpu::CompactVariant::kWorkgroupAggregated,
+      gpu::CompactVariant::kOrderedScan, gpu::CompactVariant::kStripScan,
+      gpu::CompactVariant::kAuto};
+  ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
+    if (flag == "--channels") {
+      channel_counts = ParseInts(value);
+    } else if (flag == "--percents") {
+      percents = ParseInts(value);
+    } else if (flag == "--variants") {
+      variants.clear();
+      for (const std::string& name : SplitCommas(value)) {
+        std::optional<gpu::CompactVariant> v = gpu::ParseCompactVariant(name);
+        if (!v) {
+          std::fprintf(stderr, "--variants: unknown variant %s\n", name.c_str());
+          std::exit(2);
+        }
+        variants.push_back(*v);
+      }
+    } else {
+      return false;
+    }
+    return true;
+  });
   const int runs = args.runs, warmup = args.warmup;
   std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
   gpu::Context& c = *ctx;
@@ -43,73 +69,76 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 1;
   }
-  for (auto [w, h] : args.sizes) {
-    // Channel 0 uniform in [0, 99] at random positions, so [0, s - 1] passes s% of the pixels.
-    gpu::HostImage host = gpu::HostImage::Zeros({w, h, 4, gpu::SampleType::kUint8});
-    for (size_t i = 0; i < host.data.size(); i += 4) {
-      const uint64_t r = rng();
-      host.data[i] = uint8_t(r % 100);
-      host.data[i + 1] = uint8_t(r >> 8);
-      host.data[i + 2] = uint8_t(r >> 16);
-      host.data[i + 3] = uint8_t(r >> 24);
-    }
-    const gpu::Image image = UploadOrExit(c, host);
-    const double image_bytes = double(host.desc.bytes());
-    const std::string size = StrCat(w, "x", h);
-    for (int percent : {1, 10, 50}) {
-      for (bool count_only : {false, true}) {
-        gpu::CompactOptions o;
-        o.channel = 0;
-        o.lo = 0;
-        o.hi = percent - 1;
-        o.max_results = host.desc.pixels();
-        o.count_only = count_only;
-        const std::string params = StrCat(percent, "%", count_only ? " count" : " list");
-        gpu::CompactResult expected;
-        Timing cpu =
-            Measure([&] { return WallMs([&] { expected = *reference::Compact(host, o); }); }, 0,
-                    std::max(1, runs / 4));
-        const double out_bytes = double(expected.returned()) * (8 + 4);
-        const double bytes = image_bytes + out_bytes;
-        rows.push_back({"compaction", "cpu_1_thread", size, params, cpu.median_ms,
-                        bytes / (cpu.median_ms * 1e6), 0, cpu.runs});
-        // Variants take turns, run after run, so that a change in the machine's load touches
-        // them all alike.
-        const gpu::CompactVariant variants[] = {
-            gpu::CompactVariant::kAtomicPerPixel, gpu::CompactVariant::kWorkgroupAggregated,
-            gpu::CompactVariant::kOrderedScan, gpu::CompactVariant::kAuto};
-        std::vector<std::vector<double>> api_ms(std::size(variants)), gpu_ms(std::size(variants));
-        gpu::CompactVariant auto_ran = gpu::CompactVariant::kAuto;
-        for (int run = 0; run < warmup + runs; ++run) {
-          for (size_t i = 0; i < std::size(variants); ++i) {
-            o.variant = variants[i];
-            absl::StatusOr<gpu::CompactResult> r;
-            const double ms = WallMs([&] { r = kernel.Run(image, o); });
-            if (!r.ok() || r->total != expected.total || r->xy != expected.xy ||
-                r->values != expected.values || r->truncated != expected.truncated) {
-              std::fprintf(stderr, "variant %s disagrees with the CPU reference (%s, %s)\n",
-                           std::string(gpu::CompactVariantName(variants[i])).c_str(), size.c_str(),
-                           params.c_str());
-              return 1;
+  for (int channels : channel_counts) {
+    for (auto [w, h] : args.sizes) {
+      // Channel 0 uniform in [0, 99] at random positions, so [0, s - 1] passes s% of the pixels.
+      gpu::HostImage host = gpu::HostImage::Zeros({w, h, channels, gpu::SampleType::kUint8});
+      for (size_t i = 0; i < host.data.size(); i += size_t(channels)) {
+        const uint64_t r = rng();
+        host.data[i] = uint8_t(r % 100);
+        for (int k = 1; k < channels; ++k) host.data[i + size_t(k)] = uint8_t(r >> (8 * k));
+      }
+      const gpu::Image image = UploadOrExit(c, host);
+      const double image_bytes = double(host.desc.bytes());
+      const std::string size = StrCat(w, "x", h);
+      for (int percent : percents) {
+        for (bool count_only : {false, true}) {
+          gpu::CompactOptions o;
+          o.channel = 0;
+          o.lo = 0;
+          o.hi = percent - 1;
+          o.max_results = host.desc.pixels();
+          o.count_only = count_only;
+          const std::string params =
+              StrCat(channels, "ch ", percent, "%", count_only ? " count" : " list");
+          gpu::CompactResult expected;
+          Timing cpu =
+              Measure([&] { return WallMs([&] { expected = *reference::Compact(host, o); }); }, 0,
+                      std::max(1, runs / 4));
+          const double out_bytes = double(expected.returned()) * (8 + channels);
+          const double bytes = image_bytes + out_bytes;
+          rows.push_back({"compaction", "cpu_1_thread", size, params, cpu.median_ms,
+                          bytes / (cpu.median_ms * 1e6), 0, cpu.runs});
+          // Variants take turns, run after run, so that a change in the machine's load touches
+          // them all alike.
+          std::vector<std::vector<double>> api_ms(std::size(variants)), gpu_ms(std::size(variants));
+          gpu::CompactVariant auto_ran = gpu::CompactVariant::kAuto;
+          for (int run = 0; run < warmup + runs; ++run) {
+            for (size_t i = 0; i < std::size(variants); ++i) {
+              o.variant = variants[i];
+              absl::StatusOr<gpu::CompactResult> r;
+              const double ms = WallMs([&] { r = kernel.Run(image, o); });
+              if (!r.ok() || r->total != expected.total || r->xy != expected.xy ||
+                  r->values != expected.values || r->truncated != expected.truncated) {
+                std::fprintf(stderr, "variant %s disagrees with the CPU reference (%s, %s)\n",
+                             std::string(gpu::CompactVariantName(variants[i])).c_str(),
+                             size.c_str(), params.c_str());
+                return 1;
+              }
+              if (variants[i] == gpu::CompactVariant::kAuto) auto_ran = r->variant;
+              if (run < warmup) continue;
+              api_ms[i].push_back(ms);
+              gpu_ms[i].push_back(double(r->gpu_ns) / 1e6);
             }
-            if (variants[i] == gpu::CompactVariant::kAuto) auto_ran = r->variant;
-            if (run < warmup) continue;
-            api_ms[i].push_back(ms);
-            gpu_ms[i].push_back(double(r->gpu_ns) / 1e6);
           }
-        }
-        for (size_t i = 0; i < std::size(variants); ++i) {
-          std::string name(gpu::CompactVariantName(variants[i]));
-          if (variants[i] == gpu::CompactVariant::kAuto) {
-            name = StrCat("auto=", gpu::CompactVariantName(auto_ran));
+          for (size_t i = 0; i < std::size(variants); ++i) {
+            std::fprintf(stderr, "%s %s %s: api %.2f ms, gpu %.2f ms (min api %.2f)\n",
+                         size.c_str(), params.c_str(),
+                         std::string(gpu::CompactVariantName(variants[i])).c_str(),
+                         Median(api_ms[i]), Median(gpu_ms[i]),
+                         *std::min_element(api_ms[i].begin(), api_ms[i].end()));
+            std::string name(gpu::CompactVariantName(variants[i]));
+            if (variants[i] == gpu::CompactVariant::kAuto) {
+              name = StrCat("auto=", gpu::CompactVariantName(auto_ran));
+            }
+            const double api = Median(api_ms[i]), gpu = Median(gpu_ms[i]);
+            rows.push_back({"compaction", name, size, params + " api", api, bytes / (api * 1e6),
+                            bytes / (api * 1e6) / copy, runs});
+            // Count-only runs read nothing back but the total: their GPU time is the API time.
+            if (count_only) continue;
+            rows.push_back({"compaction", name, size, params + " gpu", gpu, bytes / (gpu * 1e6),
+                            bytes / (gpu * 1e6) / copy, runs});
           }
-          const double api = Median(api_ms[i]), gpu = Median(gpu_ms[i]);
-          rows.push_back({"compaction", name, size, params + " api", api, bytes / (api * 1e6),
-                          bytes / (api * 1e6) / copy, runs});
-          // Count-only runs read nothing back but the total: their GPU time is the API time.
-          if (count_only) continue;
-          rows.push_back({"compaction", name, size, params + " gpu", gpu, bytes / (gpu * 1e6),
-                          bytes / (gpu * 1e6) / copy, runs});
         }
       }
     }

@@ -1,11 +1,16 @@
 // Times every integral-image variant (GPU time of the dispatches, GL timer queries; the band
 // read-back is not included) beside the CPU reference, at 3200x2400 and 8K.
 //   integral_image_bench [--runs N] [--large-runs N] [--warmup N] [--sizes WxH,...]
-//                        [--channels 1,4] [--json FILE] [--device auto|software|N]
-// Effective GB/s counts the image read once and the 8-byte table written once.
+//                        [--channels 1,4] [--types uint8,uint16,float32] [--squared 0,1]
+//                        [--variants naive,...,auto]
+//                        [--json FILE] [--device auto|software|N]
+// Effective GB/s counts the image read once and the 8-byte table(s) written once. On CPU renderers
+// the time is wall-clock to the end of glFinish (see GpuTimer).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,9 +26,46 @@ namespace {
 int Main(int argc, char** argv) {
   BenchArgs args;
   std::vector<int> channels = {1, 4};
+  std::vector<int> squared_list = {0};
+  std::vector<gpu::SampleType> types = {gpu::SampleType::kUint8};
+  std::vector<gpu::IntegralVariant> variants = {gpu::IntegralVariant::kNaive,
+                                                gpu::IntegralVariant::kWorkEfficient,
+                                                gpu::IntegralVariant::kScanTransposeScan,
+                                                gpu::IntegralVariant::kStripScan,
+                                                gpu::IntegralVariant::kPackedStrips,
+                                                gpu::IntegralVariant::kAuto};
   ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
-    if (flag != "--channels") return false;
-    channels = ParseInts(value);
+    if (flag == "--channels") {
+      channels = ParseInts(value);
+    } else if (flag == "--types") {
+      types.clear();
+      for (const std::string& name : SplitCommas(value)) {
+        if (name == "uint8") {
+          types.push_back(gpu::SampleType::kUint8);
+        } else if (name == "uint16") {
+          types.push_back(gpu::SampleType::kUint16);
+        } else if (name == "float32") {
+          types.push_back(gpu::SampleType::kFloat32);
+        } else {
+          std::fprintf(stderr, "--types: unknown sample type %s\n", name.c_str());
+          std::exit(2);
+        }
+      }
+    } else if (flag == "--squared") {
+      squared_list = ParseInts(value);
+    } else if (flag == "--variants") {
+      variants.clear();
+      for (const std::string& name : SplitCommas(value)) {
+        std::optional<gpu::IntegralVariant> v = gpu::ParseIntegralVariant(name);
+        if (!v) {
+          std::fprintf(stderr, "--variants: unknown variant %s\n", name.c_str());
+          std::exit(2);
+        }
+        variants.push_back(*v);
+      }
+    } else {
+      return false;
+    }
     return true;
   });
   std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
@@ -32,47 +74,60 @@ int Main(int argc, char** argv) {
   std::vector<Row> rows;
   std::mt19937_64 rng(42);
   gpu::IntegralImageKernel kernel(c);
-  for (int ch : channels) {
-    for (auto [w, h] : args.sizes) {
-      const int n = args.RunsFor(w, h);
-      gpu::HostImage host = gpu::HostImage::Zeros({w, h, ch, gpu::SampleType::kUint8});
-      for (auto& b : host.data) b = uint8_t(rng());
-      const gpu::Image image = UploadOrExit(c, host);
-      const double bytes = double(host.desc.bytes()) + double(host.desc.bytes()) * 8;
-      const std::string size = StrCat(w, "x", h);
-      const std::string params = StrCat(ch, "ch uint8");
-      auto expected = reference::IntegralImage(host, {});
-      Timing cpu =
-          Measure([&] { return WallMs([&] { (void)reference::IntegralImage(host, {}); }); }, 0,
-                  std::max(1, n / 2));
-      rows.push_back({"integral", "cpu_reference", size, params, cpu.median_ms,
-                      bytes / (cpu.median_ms * 1e6), 0, cpu.runs});
-      for (gpu::IntegralVariant v :
-           {gpu::IntegralVariant::kNaive, gpu::IntegralVariant::kWorkEfficient,
-            gpu::IntegralVariant::kScanTransposeScan, gpu::IntegralVariant::kStripScan,
-            gpu::IntegralVariant::kAuto}) {
-        const gpu::IntegralOptions o{.variant = v};
-        auto check = gpu::ComputeIntegralImage(kernel, image, o);
-        if (!check.ok() || check->sum_u != expected->sum_u) {
-          std::fprintf(stderr, "variant %s disagrees with the CPU reference\n",
-                       std::string(gpu::IntegralVariantName(v)).c_str());
-          return 1;
+  for (gpu::SampleType type : types) {
+    for (int ch : channels) {
+      for (auto [w, h] : args.sizes) {
+        for (int squared : squared_list) {
+          const int n = args.RunsFor(w, h);
+          gpu::HostImage host = gpu::HostImage::Zeros({w, h, ch, type});
+          if (type == gpu::SampleType::kFloat32) {  // finite values in [0, 1)
+            std::uniform_real_distribution<float> u(0.0f, 1.0f);
+            for (size_t i = 0; i < host.data.size(); i += 4) {
+              const float v = u(rng);
+              std::memcpy(&host.data[i], &v, 4);
+            }
+          } else {
+            for (auto& b : host.data) b = uint8_t(rng());
+          }
+          const gpu::Image image = UploadOrExit(c, host);
+          const double tables = squared ? 2 : 1;
+          const double bytes =
+              double(host.desc.bytes()) + double(host.desc.pixels()) * ch * 8 * tables;
+          const std::string size = StrCat(w, "x", h);
+          const std::string params =
+              StrCat(ch, "ch ", gpu::SampleTypeName(type), squared ? " squared" : "");
+          const gpu::IntegralOptions ro{.squared = squared != 0};
+          auto expected = reference::IntegralImage(host, ro);
+          Timing cpu =
+              Measure([&] { return WallMs([&] { (void)reference::IntegralImage(host, ro); }); }, 0,
+                      std::max(1, n / 2));
+          rows.push_back({"integral", "cpu_reference", size, params, cpu.median_ms,
+                          bytes / (cpu.median_ms * 1e6), 0, cpu.runs});
+          for (gpu::IntegralVariant v : variants) {
+            const gpu::IntegralOptions o{.squared = squared != 0, .variant = v};
+            auto check = gpu::ComputeIntegralImage(kernel, image, o);
+            if (!check.ok() || check->sum_u != expected->sum_u || check->sq_u != expected->sq_u) {
+              std::fprintf(stderr, "variant %s disagrees with the CPU reference\n",
+                           std::string(gpu::IntegralVariantName(v)).c_str());
+              return 1;
+            }
+            auto sink = [](const gpu::IntegralBand&) { return absl::OkStatus(); };
+            Timing t = Measure(
+                [&] {
+                  auto r = kernel.Run(image, o, sink);
+                  return r.ok() ? double(r->gpu_ns) / 1e6 : 0.0;
+                },
+                args.warmup, n);
+            std::string name(gpu::IntegralVariantName(v));
+            if (v == gpu::IntegralVariant::kAuto) {
+              name = StrCat("auto=", gpu::IntegralVariantName(check->info.variant));
+            }
+            const double gbs = bytes / (t.median_ms * 1e6);
+            rows.push_back({"integral", name, size, params, t.median_ms, gbs, gbs / copy, t.runs});
+            std::fprintf(stderr, "%s %s %s: %.2f ms (min %.2f)\n", size.c_str(), params.c_str(),
+                         name.c_str(), t.median_ms, t.min_ms);
+          }
         }
-        auto sink = [](const gpu::IntegralBand&) { return absl::OkStatus(); };
-        Timing t = Measure(
-            [&] {
-              auto r = kernel.Run(image, o, sink);
-              return r.ok() ? double(r->gpu_ns) / 1e6 : 0.0;
-            },
-            args.warmup, n);
-        std::string name(gpu::IntegralVariantName(v));
-        if (v == gpu::IntegralVariant::kAuto) {
-          name = StrCat("auto=", gpu::IntegralVariantName(check->info.variant));
-        }
-        const double gbs = bytes / (t.median_ms * 1e6);
-        rows.push_back({"integral", name, size, params, t.median_ms, gbs, gbs / copy, t.runs});
-        std::fprintf(stderr, "%s %s %s: %.2f ms\n", size.c_str(), params.c_str(), name.c_str(),
-                     t.median_ms);
       }
     }
   }

@@ -13,15 +13,19 @@
 namespace glimpse::gpu {
 namespace {
 
-constexpr CompactVariant kConcreteVariants[] = {CompactVariant::kAtomicPerPixel,
-                                                CompactVariant::kWorkgroupAggregated,
-                                                CompactVariant::kOrderedScan};
+constexpr CompactVariant kConcreteVariants[] = {
+    CompactVariant::kAtomicPerPixel, CompactVariant::kWorkgroupAggregated,
+    CompactVariant::kOrderedScan, CompactVariant::kStripScan};
 constexpr int kThreads = 256;         // invocations per workgroup, every shader
 constexpr int kTileSide = 16;         // the atomic variants' 16x16 workgroups
 constexpr int kPixelsPerThread = 32;  // ordered scan: one 32-bit word of pass bits per invocation
 constexpr int64_t kBlockPixels = int64_t{kThreads} * kPixelsPerThread;
 constexpr int64_t kScanRun = int64_t{kThreads} * 4;  // values per workgroup of the scan passes
 constexpr int kMaxCompactSide = 65536;               // the lists' 16-bit x and y
+constexpr int kStripGroupPixels = 128;  // strip scan: pixels per invocation (4 segments of 32)
+constexpr int kStripThreads = 64;       // strip scan: invocations per workgroup
+constexpr SampleType kSampleTypes[] = {SampleType::kUint8, SampleType::kUint16,
+                                       SampleType::kFloat32};
 
 // Binding points (the shaders' layout(binding = N)).
 constexpr GLuint kCountersBinding = 0, kIndicesBinding = 1, kDataBinding = 2, kBitsBinding = 3,
@@ -97,13 +101,15 @@ std::string PredicateDefines(SampleType type, CompactSource source, bool count_o
       "\n");
 }
 
-// The program that finds the passing pixels of a band for `variant`.
+// The program that finds (or counts) the passing pixels of a band for `variant`.
 std::string_view FindProgram(CompactVariant variant) {
   switch (variant) {
     case CompactVariant::kAtomicPerPixel:
       return "compaction_atomic_per_pixel";
     case CompactVariant::kWorkgroupAggregated:
       return "compaction_workgroup_aggregated";
+    case CompactVariant::kStripScan:
+      return "compaction_strip_count";
     default:
       break;
   }
@@ -168,6 +174,32 @@ std::vector<uint32_t> OrderBandKeys(const std::vector<uint32_t>& keys, int width
   return out;
 }
 
+// The strip scan reads pixels out of 32-bit words of the packed form: whole pixels per word.
+bool StripScanFits(const ImageDesc& desc) {
+  const int pixel_bytes = desc.channels * BytesPerSample(desc.type);
+  return pixel_bytes == 1 || pixel_bytes == 2 || pixel_bytes == 4;
+}
+
+std::string StripDefines(const ImageDesc& desc, CompactSource source, bool count_only) {
+  return StrCat(
+      ImageDefines(desc),
+      source == CompactSource::kLuma ? "#define SOURCE_LUMA 1\n" : "#define SOURCE_CHANNEL 1\n",
+      count_only ? "#define COUNT_ONLY 1\n" : "");
+}
+
+std::string FindDefines(CompactVariant variant, const ImageDesc& desc, CompactSource source,
+                        bool count_only) {
+  return variant == CompactVariant::kStripScan ? StripDefines(desc, source, count_only)
+                                               : PredicateDefines(desc.type, source, count_only);
+}
+
+// The packed form is a cache of the image's own pixels (made at upload on CPU renderers): making
+// it on first use changes nothing a caller of a const Image can observe.
+absl::Status EnsurePackedForm(Context& ctx, const Image& image) {
+  if (image.has_packed()) return absl::OkStatus();
+  return const_cast<Image&>(image).EnsurePacked(ctx);
+}
+
 }  // namespace
 
 std::string_view CompactSourceName(CompactSource s) {
@@ -197,6 +229,8 @@ std::string_view CompactVariantName(CompactVariant v) {
       return "workgroup_aggregated";
     case CompactVariant::kOrderedScan:
       return "ordered_scan";
+    case CompactVariant::kStripScan:
+      return "strip_scan";
   }
   return "unknown";
 }
@@ -250,15 +284,22 @@ absl::StatusOr<CompactOptions> ResolveCompactOptions(const ImageDesc& desc,
       std::find(std::begin(kConcreteVariants), std::end(kConcreteVariants), o.variant) ==
           std::end(kConcreteVariants)) {
     return absl::InvalidArgumentError(
-        StrCat("variant must be auto, atomic_per_pixel, workgroup_aggregated or ordered_scan, got ",
+        StrCat("variant must be auto, atomic_per_pixel, workgroup_aggregated, ordered_scan or "
+               "strip_scan, got ",
                static_cast<int>(o.variant)));
+  }
+  if (o.variant == CompactVariant::kStripScan && !StripScanFits(desc)) {
+    return absl::InvalidArgumentError(
+        StrCat("variant strip_scan needs 1, 2 or 4 bytes per pixel, got a ", DescribeImage(desc),
+               " image (", desc.channels * BytesPerSample(desc.type), " bytes per pixel)"));
   }
   return o;
 }
 
-CompactVariant ResolveCompactVariant(const DeviceInfo& /*device*/, const ImageDesc& /*desc*/,
+CompactVariant ResolveCompactVariant(const DeviceInfo& device, const ImageDesc& desc,
                                      const CompactOptions& resolved) {
   if (resolved.variant != CompactVariant::kAuto) return resolved.variant;
+  if (device.software && StripScanFits(desc)) return CompactVariant::kStripScan;
   return CompactVariant::kOrderedScan;
 }
 
@@ -266,9 +307,27 @@ absl::Status CompactionKernel::Prepare(SampleType type) {
   for (CompactSource s : {CompactSource::kChannel, CompactSource::kLuma}) {
     for (bool count_only : {false, true}) {
       for (CompactVariant v : kConcreteVariants) {
+        if (v == CompactVariant::kStripScan) continue;
         absl::StatusOr<GLuint> p =
             ctx_.Program(FindProgram(v), PredicateDefines(type, s, count_only));
         if (!p.ok()) return p.status();
+      }
+    }
+  }
+  for (int channels = 1; channels <= 4; ++channels) {
+    const ImageDesc desc{1, 1, channels, type};
+    if (!StripScanFits(desc)) continue;
+    for (CompactSource s : {CompactSource::kChannel, CompactSource::kLuma}) {
+      if (s == CompactSource::kLuma && channels < 3) continue;
+      if (absl::StatusOr<GLuint> p = ctx_.Program("compaction_strip_rows"); !p.ok()) {
+        return p.status();
+      }
+      for (std::string_view name : {"compaction_strip_count", "compaction_strip_write"}) {
+        for (bool count_only : {false, true}) {
+          if (count_only && name == "compaction_strip_write") continue;
+          absl::StatusOr<GLuint> p = ctx_.Program(name, StripDefines(desc, s, count_only));
+          if (!p.ok()) return p.status();
+        }
       }
     }
   }
@@ -283,6 +342,41 @@ absl::Status CompactionKernel::Prepare(SampleType type) {
   return absl::OkStatus();
 }
 
+absl::Status CompactionKernel::WarmUp() {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  for (SampleType type : kSampleTypes) {
+    for (int channels = 1; channels <= 4; ++channels) {
+      // Every pixel passes, so a list run dispatches every pass down to the gather.
+      const ImageDesc desc{8, 2, channels, type};
+      absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
+      if (!image.ok()) return image.status();
+      for (CompactSource source : {CompactSource::kChannel, CompactSource::kLuma}) {
+        if (source == CompactSource::kLuma && channels < 3) continue;
+        for (bool count_only : {false, true}) {
+          const CompactOptions o{
+              .source = source, .lo = -kInf, .hi = kInf, .count_only = count_only};
+          absl::StatusOr<CompactResult> r = Run(*image, o);
+          if (!r.ok()) return r.status();
+          if (count_only || r->variant != CompactVariant::kOrderedScan) continue;
+          // The scan's way back down runs only past 1024 blocks (8.4 M pixels per band): dispatch
+          // it once with nothing to do (its first workgroup adds nothing).
+          absl::StatusOr<GLuint> add = ctx_.Program("compaction_scan_add", ScanDefines());
+          if (!add.ok()) return add.status();
+          Buffer data = Buffer::Create(16), sums = Buffer::Create(16);
+          data.BindBase(kDataBinding);
+          sums.BindBase(kSumsBinding);
+          SetUint(*add, "u_count", 0);
+          DispatchFlat(*add, ctx_.limits(), 1);
+          glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+          glUseProgram(0);
+          ctx_.Finish();
+        }
+      }
+    }
+  }
+  return ctx_.CheckGlError("compaction warm-up");
+}
+
 absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
                                                     const CompactOptions& options) {
   const ImageDesc& desc = image.desc();
@@ -291,14 +385,26 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
   const CompactOptions& o = *resolved;
   const CompactVariant variant = ResolveCompactVariant(ctx_.info(), desc, o);
   const bool ordered = variant == CompactVariant::kOrderedScan;
+  const bool strip = variant == CompactVariant::kStripScan;
   const DeviceLimits& limits = ctx_.limits();
 
   absl::StatusOr<GLuint> find_list =
-      ctx_.Program(FindProgram(variant), PredicateDefines(desc.type, o.source, false));
+      ctx_.Program(FindProgram(variant), FindDefines(variant, desc, o.source, false));
   if (!find_list.ok()) return find_list.status();
   absl::StatusOr<GLuint> find_count =
-      ctx_.Program(FindProgram(variant), PredicateDefines(desc.type, o.source, true));
+      ctx_.Program(FindProgram(variant), FindDefines(variant, desc, o.source, true));
   if (!find_count.ok()) return find_count.status();
+  GLuint strip_write = 0, strip_rows = 0;
+  if (strip) {
+    if (absl::Status s = EnsurePackedForm(ctx_, image); !s.ok()) return s;
+    absl::StatusOr<GLuint> w =
+        ctx_.Program("compaction_strip_write", StripDefines(desc, o.source, false));
+    if (!w.ok()) return w.status();
+    strip_write = *w;
+    absl::StatusOr<GLuint> r = ctx_.Program("compaction_strip_rows");
+    if (!r.ok()) return r.status();
+    strip_rows = *r;
+  }
   absl::StatusOr<GLuint> scan = ctx_.Program("compaction_scan", ScanDefines());
   if (!scan.ok()) return scan.status();
   absl::StatusOr<GLuint> scan_add = ctx_.Program("compaction_scan_add", ScanDefines());
@@ -319,13 +425,16 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
   const int64_t max_band_pixels = int64_t{band_rows} * desc.width;
 
   const KeyRange keys = BuildKeyRange(desc, o);
-  for (GLuint p : {*find_list, *find_count}) {
+  for (GLuint p : {*find_list, *find_count, strip_write}) {
+    if (p == 0) continue;
     glProgramUniform2i(p, glGetUniformLocation(p, "u_size"), desc.width, desc.height);
     SetInt(p, "u_channel", o.channel);
     glProgramUniform2ui(p, glGetUniformLocation(p, "u_keys"), keys.lo, keys.hi);
     SetInt(p, "u_inside", o.inside ? 1 : 0);
   }
   image.Bind(0);
+  if (strip) image.BindPacked(0);
+  const int strip_groups = int(CeilDiv(desc.width, kStripGroupPixels));  // per row
 
   Buffer counters = Buffer::Create(size_t(num_bands) * sizeof(uint32_t));
   counters.Zero();
@@ -342,7 +451,11 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
     SetInt(p, "u_band", band);
     SetInt(p, "u_row0", row0);
     SetInt(p, "u_rows", rows);
-    if (ordered) {
+    if (strip) {
+      SetUint(p, "u_items", uint64_t(rows));
+      SetInt(p, "u_groups", strip_groups);
+      DispatchFlat(p, limits, CeilDiv(rows, kStripThreads));
+    } else if (ordered) {
       DispatchFlat(p, limits, CeilDiv(int64_t{rows} * desc.width, kBlockPixels));
     } else {
       glUseProgram(p);
@@ -353,7 +466,7 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
 
   // Buffers for the bands that return a list, made on first use (the list's buffers at the size
   // needed, so a small result costs little memory).
-  Buffer indices, block_counts, pass_bits;
+  Buffer indices, block_counts, pass_bits, row_sums;
   std::vector<Buffer> scan_sums;    // one per scan level above the block counts
   std::vector<int64_t> scan_sizes;  // values per level, level 0 = blocks
   Buffer xy_chunk, values_chunk;
@@ -363,6 +476,44 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
   const int64_t chunk_unit = std::max<int64_t>(4, limits.storage_buffer_offset_alignment / 4);
   const int64_t chunk_entries = std::max(
       chunk_unit, binding_limit / std::max<int64_t>(8, pixel_bytes) / chunk_unit * chunk_unit);
+
+  // Exclusive scan, in place, of the first n values of block_counts: level by level, then the sums
+  // added back down. Level l + 1 holds the scanned totals of level l's runs; the top level is one
+  // value, the total, which is left in top_sum().
+  auto level_buffer = [&](size_t level) -> const Buffer& {
+    return level == 0 ? block_counts : scan_sums[level - 1];
+  };
+  auto scan_counts = [&](int64_t n) {
+    scan_sizes.assign(1, n);
+    do {
+      scan_sizes.push_back(CeilDiv(scan_sizes.back(), kScanRun));
+    } while (scan_sizes.back() > 1);
+    const size_t levels = scan_sizes.size();
+    for (size_t l = 0; l + 1 < levels; ++l) {
+      level_buffer(l).BindBase(kDataBinding);
+      level_buffer(l + 1).BindBase(kSumsBinding);
+      SetUint(*scan, "u_count", uint64_t(scan_sizes[l]));
+      DispatchFlat(*scan, limits, scan_sizes[l + 1]);
+      glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    }
+    for (int l = int(levels) - 3; l >= 0; --l) {
+      level_buffer(size_t(l)).BindBase(kDataBinding);
+      level_buffer(size_t(l) + 1).BindBase(kSumsBinding);
+      SetUint(*scan_add, "u_count", uint64_t(scan_sizes[size_t(l)]));
+      DispatchFlat(*scan_add, limits, scan_sizes[size_t(l) + 1]);
+      glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    }
+    glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+  };
+  // Scan buffers for up to `max_values` values (made once, at the first band's size).
+  auto make_scan_buffers = [&](int64_t max_values) {
+    block_counts = Buffer::Create(size_t(max_values) * 4);
+    for (int64_t n = max_values; n > 1;) {
+      n = CeilDiv(n, kScanRun);
+      scan_sums.push_back(Buffer::Create(size_t(n) * 4));
+    }
+    if (scan_sums.empty()) scan_sums.push_back(Buffer::Create(4));
+  };
 
   for (int band = 0; band < num_bands; ++band) {
     const int row0 = band * band_rows;
@@ -380,48 +531,53 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
     SetInt(p, "u_rows", rows);
     uint32_t count = 0;
     int64_t keep = 0;
-    if (ordered) {
+    if (strip) {
+      // Pass 1 counts per row and segment, pass 2 scans the row totals, pass 3 writes the keys.
+      const int64_t groups = int64_t{rows} * strip_groups;
+      if (!block_counts) {
+        block_counts = Buffer::Create(size_t(band_rows) * size_t(strip_groups) * 16);
+        row_sums = Buffer::Create(size_t(band_rows) * 4);
+      }
+      clock.Start();
+      block_counts.BindBase(kDataBinding);
+      row_sums.BindBase(kSumsBinding);
+      SetUint(p, "u_items", uint64_t(rows));
+      SetInt(p, "u_groups", strip_groups);
+      DispatchFlat(p, limits, CeilDiv(rows, kStripThreads));
+      glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+      SetUint(strip_rows, "u_items", uint64_t(rows));
+      SetInt(strip_rows, "u_band", band);
+      glUseProgram(strip_rows);
+      glDispatchCompute(1, 1, 1);
+      glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT);
+      clock.Stop();
+      counters.Read(size_t(band) * 4, 4, &count);
+      keep = std::min<int64_t>(count, wanted);
+      if (keep > 0) {
+        if (indices.bytes() < size_t(keep) * 4) indices = Buffer::Create(size_t(keep) * 4);
+        clock.Start();
+        indices.BindBase(kIndicesBinding);
+        SetInt(strip_write, "u_row0", row0);
+        SetUint(strip_write, "u_items", uint64_t(groups));
+        SetInt(strip_write, "u_groups", strip_groups);
+        SetUint(strip_write, "u_cap", uint64_t(keep));
+        DispatchFlat(strip_write, limits, CeilDiv(groups, kStripThreads));
+        glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+        clock.Stop();
+      }
+    } else if (ordered) {
       const int64_t blocks = CeilDiv(band_pixels, kBlockPixels);
       if (!block_counts) {
         const int64_t max_blocks = CeilDiv(max_band_pixels, kBlockPixels);
-        block_counts = Buffer::Create(size_t(max_blocks) * 4);
+        make_scan_buffers(max_blocks);
         pass_bits = Buffer::Create(size_t(max_blocks * kThreads) * 4);
-        for (int64_t n = max_blocks; n > 1;) {
-          n = CeilDiv(n, kScanRun);
-          scan_sums.push_back(Buffer::Create(size_t(n) * 4));
-        }
-        if (scan_sums.empty()) scan_sums.push_back(Buffer::Create(4));
       }
-      scan_sizes.assign(1, blocks);
-      do {
-        scan_sizes.push_back(CeilDiv(scan_sizes.back(), kScanRun));
-      } while (scan_sizes.back() > 1);
       clock.Start();
       block_counts.BindBase(kDataBinding);
       pass_bits.BindBase(kBitsBinding);
       DispatchFlat(p, limits, blocks);
       glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
-      // Exclusive scan of the block counts, level by level, then the sums added back down.
-      const size_t levels = scan_sizes.size();
-      auto level_buffer = [&](size_t level) -> const Buffer& {
-        return level == 0 ? block_counts : scan_sums[level - 1];
-      };
-      for (size_t l = 0; l + 1 < levels; ++l) {
-        level_buffer(l).BindBase(kDataBinding);
-        level_buffer(l + 1).BindBase(kSumsBinding);
-        SetUint(*scan, "u_count", uint64_t(scan_sizes[l]));
-        DispatchFlat(*scan, limits, scan_sizes[l + 1]);
-        glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
-      }
-      // Level l + 1 holds the scanned totals of level l's runs; the top level is one value.
-      for (int l = int(levels) - 3; l >= 0; --l) {
-        level_buffer(size_t(l)).BindBase(kDataBinding);
-        level_buffer(size_t(l) + 1).BindBase(kSumsBinding);
-        SetUint(*scan_add, "u_count", uint64_t(scan_sizes[size_t(l)]));
-        DispatchFlat(*scan_add, limits, scan_sizes[size_t(l) + 1]);
-        glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
-      }
-      glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+      scan_counts(blocks);
       clock.Stop();
       counters.Read(size_t(band) * 4, 4, &count);
       keep = std::min<int64_t>(count, wanted);

@@ -33,6 +33,9 @@ enum class CompactVariant {
   kAtomicPerPixel,       // one global atomicAdd per passing pixel
   kWorkgroupAggregated,  // a shared counter per workgroup, one global atomicAdd per workgroup
   kOrderedScan,          // per-block counts, a multi-level exclusive scan, in-block scan + scatter
+  kStripScan,  // for CPU renderers: the packed form read 16 bytes per load, private counts per
+               // 32-pixel segment (no atomics, no shared memory), a multi-level exclusive scan
+               // of them, a pass writing the keys in row-major order. 1, 2 or 4 bytes per pixel.
 };
 std::string_view CompactVariantName(CompactVariant v);  // "atomic_per_pixel", ...
 std::optional<CompactVariant> ParseCompactVariant(std::string_view name);  // "" or "auto": kAuto
@@ -75,9 +78,12 @@ struct CompactResult {
 absl::StatusOr<CompactOptions> ResolveCompactOptions(const ImageDesc& desc,
                                                      const CompactOptions& options);
 
-// The variant kAuto runs: the ordered scan everywhere (measured fastest on llvmpipe with and
-// without count_only, see bench/results/compaction_llvmpipe.md; the atomic variants also pay
-// for reading back and ordering every passing key, even under a small cap).
+// The variant kAuto runs. On CPU renderers (llvmpipe) the strip scan for images of 1, 2 or 4 bytes
+// per pixel (measured 3-40x faster than the ordered scan there, with and without count_only: it
+// reads 16 bytes per image load, counts in registers and has no barriers; see
+// bench/results/compaction_llvmpipe.md), the ordered scan for the others and on GPUs (measured
+// fastest of the other three on llvmpipe; the atomic variants also pay for reading back and
+// ordering every passing key, even under a small cap).
 CompactVariant ResolveCompactVariant(const DeviceInfo& device, const ImageDesc& desc,
                                      const CompactOptions& resolved);
 
@@ -87,6 +93,11 @@ class CompactionKernel {
   explicit CompactionKernel(Context& ctx) : ctx_(ctx) {}
   // Compiles every program the kernel may use for images of this sample type (start-up check).
   absl::Status Prepare(SampleType type);
+  // Builds and dispatches, once each on a small image, every program that kAuto can pick on this
+  // context's device, for every sample type, channel count, source and count_only (the programs'
+  // defines), so that no later kAuto call builds a program or pays for the driver's compile at its
+  // first dispatch.
+  absl::Status WarmUp();
   absl::StatusOr<CompactResult> Run(const Image& image, const CompactOptions& options);
 
   // Lowers the bytes the kernel puts in one buffer binding below the device's limit, so tests can

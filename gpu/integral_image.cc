@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 #include "absl/status/status.h"
@@ -12,11 +13,15 @@ namespace {
 
 constexpr IntegralVariant kConcreteVariants[] = {
     IntegralVariant::kNaive, IntegralVariant::kWorkEfficient, IntegralVariant::kScanTransposeScan,
-    IntegralVariant::kStripScan};
+    IntegralVariant::kStripScan, IntegralVariant::kPackedStrips};
 constexpr int kRowBlock = 512;  // pixels per work-efficient row block (integral_rows_scan.comp)
 constexpr int kColBlock = 64;   // rows per work-efficient column block (integral_cols_scan.comp)
 constexpr int kElem = 8;        // bytes per table element
 constexpr int kStrip = 8;       // columns per invocation of the strip-scan variant
+constexpr int kPackedStripMin = 64;  // fewest sample columns per packed-strip invocation
+// Most rows one packed-strip dispatch walks: llvmpipe ends a loop nest after 65535 iterations in
+// all (outer and inner), and each row costs up to 1 + NS / 4 of them (NS <= 96).
+constexpr int kPackedMaxRows = 2048;
 
 void SetInt(GLuint program, const char* name, int v) {
   glUniform1i(glGetUniformLocation(program, name), v);
@@ -40,6 +45,27 @@ std::string AccDefines(SampleType type, bool two_word) {
   return d;
 }
 
+// Sample columns per packed-strip invocation: whole 16-byte texels holding whole pixels, at least
+// kPackedStripMin (four-element stores need a multiple of 4; wider strips spill registers).
+int PackedStripSamples(const ImageDesc& desc) {
+  const int per_texel = 16 / BytesPerSample(desc.type);
+  const int unit = std::lcm(per_texel, desc.channels);
+  return unit * int(CeilDiv(kPackedStripMin, unit));
+}
+
+// The packed-strip variant reads the rectangle from texel boundaries of the packed form (and a
+// device-side table, one dispatch, holds at most kPackedMaxRows rows).
+bool PackedStripsFit(const ImageDesc& desc, int x0) {
+  return (int64_t{x0} * desc.channels * BytesPerSample(desc.type)) % 16 == 0;
+}
+
+// The packed form is a cache of the image's own pixels (made at upload on CPU renderers): making
+// it on first use changes nothing a caller of a const Image can observe.
+absl::Status EnsurePackedForm(Context& ctx, const Image& image) {
+  if (image.has_packed()) return absl::OkStatus();
+  return const_cast<Image&>(image).EnsurePacked(ctx);
+}
+
 bool ValidSampleType(SampleType t) {
   return t == SampleType::kUint8 || t == SampleType::kUint16 || t == SampleType::kFloat32;
 }
@@ -58,6 +84,8 @@ std::string_view IntegralVariantName(IntegralVariant v) {
       return "scan_transpose_scan";
     case IntegralVariant::kStripScan:
       return "strip_scan";
+    case IntegralVariant::kPackedStrips:
+      return "packed_strips";
   }
   return "unknown";
 }
@@ -81,18 +109,18 @@ absl::Status ValidateIntegralOptions(const IntegralOptions& o) {
   }
   if (IntegralVariantName(o.variant) == "unknown") {
     return absl::InvalidArgumentError(
-        StrCat("variant must be auto, naive, work_efficient, scan_transpose_scan or strip_scan, "
-               "got #",
+        StrCat("variant must be auto, naive, work_efficient, scan_transpose_scan, strip_scan or "
+               "packed_strips, got #",
                static_cast<int>(o.variant)));
   }
   return absl::OkStatus();
 }
 
-IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, const ImageDesc& desc,
+IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, const ImageDesc& /*desc*/,
                                        IntegralVariant requested) {
   if (requested != IntegralVariant::kAuto) return requested;
   if (!device.software) return IntegralVariant::kWorkEfficient;
-  return desc.channels > 1 ? IntegralVariant::kStripScan : IntegralVariant::kNaive;
+  return IntegralVariant::kPackedStrips;
 }
 
 // Everything one table computation needs: programs, buffers, geometry.
@@ -104,7 +132,8 @@ struct IntegralImageKernel::Workspace {
   int rows_max = 0;  // rows per band
   IntegralVariant variant = IntegralVariant::kNaive;
   // Programs (0 where the variant does not use them).
-  GLuint strip_prefix = 0, strip_cols = 0;
+  GLuint strip_prefix = 0, strip_cols = 0, packed_offsets = 0, packed_strips = 0;
+  int strip_samples = 0;  // packed strips: sample columns per invocation
   GLuint rows_naive = 0, cols_naive = 0, rows_scan_tex = 0, rows_scan_buf = 0, cols_scan = 0,
          block_sums = 0, add_rows = 0, add_cols = 0, transpose = 0;
   int tile = 32;
@@ -147,6 +176,11 @@ absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspac
     const std::string strip = StrCat(tex, "#define STRIP ", kStrip, "\n");
     if (s = program("integral_strip_prefix", strip, &ws.strip_prefix); !s.ok()) return s;
     if (s = program("integral_strip_cols", strip, &ws.strip_cols); !s.ok()) return s;
+  } else if (variant == IntegralVariant::kPackedStrips) {
+    ws.strip_samples = PackedStripSamples(desc);
+    const std::string strip = StrCat(tex, "#define NS ", ws.strip_samples, "\n");
+    if (s = program("integral_packed_offsets", strip, &ws.packed_offsets); !s.ok()) return s;
+    if (s = program("integral_packed_strips", strip, &ws.packed_strips); !s.ok()) return s;
   } else {
     const std::string block =
         StrCat("#define BLOCK ", kRowBlock, "\n#define CBLOCK ", kColBlock, "\n");
@@ -183,6 +217,9 @@ absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspac
   for (Buffer& c : ws.carry) c = Buffer::Create(row_elems * kElem);
   if (variant == IntegralVariant::kStripScan) {
     ws.sums = Buffer::Create(size_t(rows_max) * size_t(CeilDiv(w, kStrip)) * desc.channels * kElem);
+  } else if (variant == IntegralVariant::kPackedStrips) {
+    ws.sums = Buffer::Create(size_t(rows_max) * size_t(CeilDiv(row_elems, ws.strip_samples)) *
+                             desc.channels * kElem);
   } else if (variant != IntegralVariant::kNaive) {
     const size_t nb_w = size_t(CeilDiv(w, kRowBlock));
     const size_t nb_r = size_t(CeilDiv(rows_max, kRowBlock));
@@ -236,6 +273,26 @@ absl::Status IntegralImageKernel::RunBand(const Workspace& ws, int band_y0, int 
       SetInt(p, "u_nstrips", nstrips);
       SetInt(p, "u_use_carry", first_band ? 0 : 1);
       glDispatchCompute(GLuint(CeilDiv(p == ws.strip_prefix ? rows : nstrips, 64)), 1, 1);
+      glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    }
+    return absl::OkStatus();
+  }
+
+  if (ws.variant == IntegralVariant::kPackedStrips) {
+    const int nstrips = int(CeilDiv(cols, ws.strip_samples));
+    const int texel_x0 = int(int64_t{ws.x0} * ch * BytesPerSample(ws.image->desc().type) / 16);
+    ws.image->BindPacked(0);
+    for (GLuint p : {ws.packed_offsets, ws.packed_strips}) {
+      glUseProgram(p);
+      glUniform2i(glGetUniformLocation(p, "u_origin"), texel_x0, origin_y);
+      SetInt(p, "u_rows", rows);
+      SetInt(p, "u_nstrips", nstrips);
+      if (p == ws.packed_strips) {
+        SetInt(p, "u_row_samples", int(cols));
+        SetInt(p, "u_use_carry", first_band ? 0 : 1);
+        SetInt(p, "u_vec4_rows", cols % 4 == 0 ? 1 : 0);
+      }
+      glDispatchCompute(GLuint(CeilDiv(p == ws.packed_offsets ? rows : nstrips, 8)), 1, 1);
       glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
     }
     return absl::OkStatus();
@@ -345,6 +402,24 @@ absl::Status IntegralImageKernel::Prepare(SampleType type) {
   return absl::OkStatus();
 }
 
+absl::Status IntegralImageKernel::WarmUp() {
+  // Wide and tall enough that the work-efficient scans dispatch their block-sum and add passes
+  // (more than one 512-pixel row block and one 64-row column block).
+  constexpr int kWidth = kRowBlock + 1, kHeight = kColBlock + 1;
+  auto sink = [](const IntegralBand&) { return absl::OkStatus(); };
+  for (SampleType type : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
+    for (int channels = 1; channels <= 4; ++channels) {
+      const ImageDesc desc{kWidth, kHeight, channels, type};
+      absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
+      if (!image.ok()) return image.status();
+      // squared = true runs the sum table's programs, then the squared table's.
+      absl::StatusOr<IntegralResult> r = Run(*image, {.squared = true}, sink);
+      if (!r.ok()) return r.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<IntegralResult> IntegralImageKernel::Run(
     const Image& image, const IntegralOptions& options,
     const std::function<absl::Status(const IntegralBand&)>& sink) {
@@ -365,7 +440,11 @@ absl::StatusOr<IntegralResult> IntegralImageKernel::Run(
                                              " bytes for a ", DescribeImage(desc), " image), got ",
                                              band_limit));
   }
-  const int rows_max = int(std::min<int64_t>(desc.height, band_limit / row_bytes));
+  int rows_max = int(std::min<int64_t>(desc.height, band_limit / row_bytes));
+  if (variant == IntegralVariant::kPackedStrips) {
+    rows_max = std::min(rows_max, kPackedMaxRows);
+    if (absl::Status s = EnsurePackedForm(ctx_, image); !s.ok()) return s;
+  }
 
   IntegralResult result;
   result.variant = variant;
@@ -376,8 +455,12 @@ absl::StatusOr<IntegralResult> IntegralImageKernel::Run(
     absl::StatusOr<Workspace> ws =
         MakeWorkspace(image, 0, 0, desc.width, rows_max, variant, squared, options.force_two_word);
     if (!ws.ok()) return ws.status();
-    ws->owned_table = Buffer::Create(size_t(rows_max) * size_t(row_bytes));
-    ws->table = &ws->owned_table;
+    const size_t table_bytes = size_t(rows_max) * size_t(row_bytes);
+    if (!table_ || table_.bytes() < table_bytes) {
+      table_ = Buffer();
+      table_ = Buffer::Create(table_bytes);
+    }
+    ws->table = &table_;
     image.Bind(0);
     for (int y0 = 0; y0 < desc.height; y0 += rows_max) {
       const int rows = std::min(rows_max, desc.height - y0);
@@ -399,6 +482,13 @@ absl::Status IntegralImageKernel::ComputeOnDevice(const Image& image, int x0, in
                                                   IntegralVariant variant, const Buffer& table,
                                                   uint64_t* gpu_ns, bool force_two_word) {
   variant = ResolveIntegralVariant(ctx_.info(), image.desc(), variant);
+  if (variant == IntegralVariant::kPackedStrips) {
+    if (!PackedStripsFit(image.desc(), x0) || h > kPackedMaxRows) {
+      variant = IntegralVariant::kStripScan;
+    } else if (absl::Status s = EnsurePackedForm(ctx_, image); !s.ok()) {
+      return s;
+    }
+  }
   absl::StatusOr<Workspace> ws = MakeWorkspace(image, x0, y0, w, h, variant, false, force_two_word);
   if (!ws.ok()) return ws.status();
   ws->table = &table;

@@ -26,8 +26,10 @@ enum class IntegralVariant {
   kNaive,              // one invocation per row scans it, then one per column scans it
   kWorkEfficient,      // up-sweep/down-sweep scans in shared memory, rows then columns, block sums
   kScanTransposeScan,  // work-efficient row scan, tiled transpose, row scan, transpose back
-  kStripScan,  // per-row strip offsets, then one invocation per 8-column strip walks down the
-               // band keeping the row above in registers: the table is written once, never read
+  kStripScan,     // per-row strip offsets, then one invocation per 8-column strip walks down the
+                  // band keeping the row above in registers: the table is written once, never read
+  kPackedStrips,  // the strip scan reading the packed form (16 bytes per load), 16-sample strips,
+                  // four table elements per store: for CPU renderers. 1, 2 or 4 channels.
 };
 
 std::string_view IntegralVariantName(IntegralVariant v);  // "naive", "work_efficient", ...
@@ -65,15 +67,14 @@ struct IntegralResult {
 absl::Status ValidateIntegralOptions(const IntegralOptions& options);
 
 // The variant kAuto runs. On CPU renderers (llvmpipe), measured (bench/results/
-// integral_image_llvmpipe.md): the strip scan for images of 2-4 channels (25-30% faster than the
-// naive scans: it writes the 8-byte table once, where the naive scans write it twice and read it
-// once), the naive scans for one channel (the two within the noise of a shared machine: each won
-// at some sizes). Both run their sequential loops as SIMD lanes without barriers; the
-// work-efficient variants pay for a barrier per scan level and are 8-19x slower there. On GPUs the
-// work-efficient scans (not measured here; reasoning): both passes read and write coalesced rows
-// and keep partial sums in shared memory, where the naive and strip variants keep only H or W / 8
-// invocations busy with strided accesses, and scan-transpose-scan moves the table through two
-// more passes.
+// integral_image_llvmpipe.md): the packed strips for every format and channel count (faster than
+// the strip scan and the naive scans in every case measured but 3-channel uint8, a tie: it reads
+// 16 bytes per image load and writes four table elements per storage access, where llvmpipe
+// runs every storage access as a loop over the SIMD lanes). The work-efficient variants pay for a
+// barrier per scan level and are 8-19x slower there. On GPUs the work-efficient scans (not
+// measured here; reasoning): both passes read and write coalesced rows and keep partial sums in
+// shared memory, where the naive and strip variants keep only H or W / 8 invocations busy with
+// strided accesses, and scan-transpose-scan moves the table through two more passes.
 IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, const ImageDesc& desc,
                                        IntegralVariant requested);
 
@@ -83,6 +84,11 @@ class IntegralImageKernel {
   explicit IntegralImageKernel(Context& ctx) : ctx_(ctx) {}
   // Compiles every program the kernel may use for images of this sample type.
   absl::Status Prepare(SampleType type);
+  // Builds and dispatches, once each on a small image, every program that kAuto can pick on this
+  // context's device, for every sample type, channel count and `squared` (the programs' defines),
+  // so that no later kAuto call builds a program or pays for the driver's compile at its first
+  // dispatch. (force_two_word, a testing option, is not warmed.)
+  absl::Status WarmUp();
   // Streams the table(s) to `sink` in row bands, top to bottom (sum table first, then the squared
   // table if asked), so results larger than memory limits/one SSBO binding never exist whole.
   // A sink error stops the run and is returned.
@@ -103,6 +109,10 @@ class IntegralImageKernel {
                                           IntegralVariant variant, bool squared, bool two_word);
 
   Context& ctx_;
+  // The band table of the last Run, kept for the next (at most one band: the binding limit), so
+  // that repeat calls write into memory that is already mapped: on CPU renderers a fresh buffer
+  // faults in every page during the dispatch.
+  Buffer table_;
 };
 
 // Convenience for tests/bench: collects whole tables (uint64 for integer images, double for

@@ -15,12 +15,18 @@
 namespace glimpse::gpu {
 namespace {
 
-constexpr CompactVariant kVariants[] = {CompactVariant::kAtomicPerPixel,
-                                        CompactVariant::kWorkgroupAggregated,
-                                        CompactVariant::kOrderedScan, CompactVariant::kAuto};
+constexpr CompactVariant kVariants[] = {
+    CompactVariant::kAtomicPerPixel, CompactVariant::kWorkgroupAggregated,
+    CompactVariant::kOrderedScan, CompactVariant::kStripScan, CompactVariant::kAuto};
 constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// The strip scan takes images of 1, 2 or 4 bytes per pixel (and refuses others, tested below).
+bool StripScanTakes(const ImageDesc& d) {
+  const int pixel_bytes = d.channels * BytesPerSample(d.type);
+  return pixel_bytes == 1 || pixel_bytes == 2 || pixel_bytes == 4;
+}
 
 std::string Describe(const ImageDesc& d, const CompactOptions& o) {
   return StrCat(DescribeImage(d), " source=", CompactSourceName(o.source), " channel=", o.channel,
@@ -37,6 +43,7 @@ void ExpectMatchesReference(CompactionKernel& kernel, const Image& image, const 
   ASSERT_TRUE(expected.ok()) << expected.status() << " " << Describe(host.desc, o);
   for (CompactVariant v : kVariants) {
     if (only && v != o.variant) continue;
+    if (v == CompactVariant::kStripScan && !StripScanTakes(host.desc)) continue;
     o.variant = v;
     auto got = kernel.Run(image, o);
     ASSERT_TRUE(got.ok()) << got.status() << " " << Describe(host.desc, o);
@@ -110,8 +117,10 @@ TEST(CompactionTest, EveryFormatChannelCountAndSelectivityAtAwkwardSizes) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
   CompactionKernel kernel(ctx);
-  // 1x1, 1xN, Nx1, primes, one past the 16x16 tile, one past the 8192-pixel scan block.
-  const std::pair<int, int> sizes[] = {{1, 1}, {1, 97}, {131, 1}, {17, 65}, {127, 61}, {8193, 1}};
+  // 1x1, 1xN, Nx1, primes, one past the 16x16 tile, one past the 8192-pixel scan block; one past
+  // the strip scan's 32-pixel segment and its 128-pixel group, and exactly one group.
+  const std::pair<int, int> sizes[] = {{1, 1},    {1, 97}, {131, 1}, {17, 65}, {127, 61},
+                                       {8193, 1}, {33, 5}, {128, 3}, {129, 4}};
   for (SampleType t : kTypes) {
     for (int ch = 1; ch <= 4; ++ch) {
       for (auto [w, h] : sizes) {
@@ -320,19 +329,21 @@ TEST(CompactionTest, BandsAndChunksSplitLargeResultsAcrossBindings) {
   for (int64_t limit : {int64_t{1024}, int64_t{4096} + 12}) {
     kernel.SetBindingLimitForTesting(limit);
     for (SampleType t : kTypes) {
-      const ImageDesc d{37, 211, 3, t};
-      HostImage host = SelectiveImage(d, 0, 0.7, rng);
-      auto image = Image::Upload(ctx, host);
-      ASSERT_TRUE(image.ok());
-      CompactOptions o{.channel = 0,
-                       .lo = PassRangeFor(t).lo,
-                       .hi = PassRangeFor(t).hi,
-                       .max_results = d.pixels()};
-      ExpectMatchesReference(kernel, *image, host, o);
-      o.max_results = 1000;  // cut inside a middle band
-      ExpectMatchesReference(kernel, *image, host, o);
-      o.count_only = true;
-      ExpectMatchesReference(kernel, *image, host, o);
+      for (int ch : {3, 1}) {
+        const ImageDesc d{37, 211, ch, t};
+        HostImage host = SelectiveImage(d, 0, 0.7, rng);
+        auto image = Image::Upload(ctx, host);
+        ASSERT_TRUE(image.ok());
+        CompactOptions o{.channel = 0,
+                         .lo = PassRangeFor(t).lo,
+                         .hi = PassRangeFor(t).hi,
+                         .max_results = d.pixels()};
+        ExpectMatchesReference(kernel, *image, host, o);
+        o.max_results = 1000;  // cut inside a middle band
+        ExpectMatchesReference(kernel, *image, host, o);
+        o.count_only = true;
+        ExpectMatchesReference(kernel, *image, host, o);
+      }
     }
   }
   kernel.SetBindingLimitForTesting(0);
@@ -394,6 +405,66 @@ TEST(CompactionTest, BadOptionsAreRefusedNamingTheFieldAndValue) {
   for (CompactOptions o : {CompactOptions{.lo = 2, .hi = 2}, CompactOptions{.max_results = 0},
                            CompactOptions{.max_results = kMaxCompactResults}}) {
     EXPECT_TRUE(kernel.Run(*image, o).ok());
+  }
+}
+
+TEST(CompactionTest, StripScanRefusesPixelsThatStraddleWords) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  CompactionKernel kernel(ctx);
+  for (ImageDesc d :
+       {ImageDesc{5, 3, 3, SampleType::kUint8}, ImageDesc{5, 3, 4, SampleType::kUint16},
+        ImageDesc{5, 3, 2, SampleType::kFloat32}}) {
+    auto image = Image::Upload(ctx, HostImage::Zeros(d));
+    ASSERT_TRUE(image.ok());
+    auto got = kernel.Run(*image, {.variant = CompactVariant::kStripScan});
+    ASSERT_FALSE(got.ok()) << DescribeImage(d);
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string want =
+        StrCat("variant strip_scan needs 1, 2 or 4 bytes per pixel, got a ", DescribeImage(d));
+    EXPECT_NE(got.status().message().find(want), std::string::npos) << got.status();
+    // auto runs another variant there.
+    auto a = kernel.Run(*image, {});
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_NE(a->variant, CompactVariant::kStripScan);
+  }
+}
+
+// Run by CTest in a process of its own, so the context has built nothing before WarmUp().
+TEST(CompactionTest, WarmUpLeavesNothingForAutoToBuild) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  CompactionKernel kernel(ctx);
+  ASSERT_TRUE(kernel.WarmUp().ok());
+  const size_t built = ctx.programs_built();
+  EXPECT_GT(built, 0u);
+  for (SampleType t : kTypes) {
+    for (int ch = 1; ch <= 4; ++ch) {
+      for (auto [w, h] : {std::pair{1, 1}, std::pair{37, 5}, std::pair{130, 3}}) {
+        const ImageDesc d{w, h, ch, t};
+        HostImage host = SelectiveImage(d, 0, 0.5, rng);
+        auto image = Image::Upload(ctx, host);
+        ASSERT_TRUE(image.ok()) << image.status();
+        for (CompactSource source : {CompactSource::kChannel, CompactSource::kLuma}) {
+          if (source == CompactSource::kLuma && ch < 3) continue;
+          for (bool count_only : {false, true}) {
+            for (bool inside : {true, false}) {
+              for (int64_t cap : {int64_t{3}, d.pixels()}) {
+                CompactOptions o{.source = source,
+                                 .lo = PassRangeFor(t).lo,
+                                 .hi = PassRangeFor(t).hi,
+                                 .inside = inside,
+                                 .max_results = cap,
+                                 .count_only = count_only};
+                auto got = kernel.Run(*image, o);
+                ASSERT_TRUE(got.ok()) << got.status() << " " << Describe(d, o);
+                EXPECT_EQ(ctx.programs_built(), built) << Describe(d, o) << " built a program";
+              }
+            }
+          }
+        }
+      }
+    }
   }
 }
 

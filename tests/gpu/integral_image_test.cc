@@ -16,9 +16,9 @@
 namespace glimpse::gpu {
 namespace {
 
-constexpr IntegralVariant kVariants[] = {IntegralVariant::kNaive, IntegralVariant::kWorkEfficient,
-                                         IntegralVariant::kScanTransposeScan,
-                                         IntegralVariant::kStripScan};
+constexpr IntegralVariant kVariants[] = {
+    IntegralVariant::kNaive, IntegralVariant::kWorkEfficient, IntegralVariant::kScanTransposeScan,
+    IntegralVariant::kStripScan, IntegralVariant::kPackedStrips};
 constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
 
 std::string Describe(const ImageDesc& d, const IntegralOptions& o) {
@@ -91,9 +91,11 @@ TEST(IntegralImageTest, MatchesReferenceEveryFormatChannelCountAndVariant) {
   std::mt19937_64 rng(testing::TestSeed());
   IntegralImageKernel kernel(ctx);
   // Awkward sizes: 1x1, one row, one column, primes, a row block (512) + 1, a column block
-  // (64) + 1, one past a transpose tile (32).
-  const std::pair<int, int> sizes[] = {{1, 1},   {1, 37},  {53, 1}, {13, 7},
-                                       {513, 3}, {31, 65}, {33, 97}};
+  // (64) + 1, one past a transpose tile (32); rows of whole packed strips (64 x 1 channel,
+  // 4-element stores), one sample past them (65), and rows of whole 4-element groups whose last
+  // strip is partial (68).
+  const std::pair<int, int> sizes[] = {{1, 1},   {1, 37},  {53, 1}, {13, 7}, {513, 3},
+                                       {31, 65}, {33, 97}, {64, 9}, {65, 4}, {68, 5}};
   for (SampleType t : kTypes) {
     for (int c = 1; c <= 4; ++c) {
       for (auto [w, h] : sizes) {
@@ -123,6 +125,24 @@ TEST(IntegralImageTest, BandsCarryTheColumnSumsAcross) {
         CheckAgainstReference(kernel, ctx, host,
                               {.squared = true, .variant = v, .band_bytes = band});
       }
+    }
+  }
+}
+
+// llvmpipe ends a loop nest after 65535 iterations in all: the packed strips walk many rows per
+// dispatch, so tall images (one band: 5000 rows of 3 pixels; partial strips of 4 samples over
+// 2100 rows) must come out whole.
+TEST(IntegralImageTest, TallImagesComeOutWhole) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  IntegralImageKernel kernel(ctx);
+  for (ImageDesc d :
+       {ImageDesc{3, 5000, 1, SampleType::kUint8}, ImageDesc{68, 2100, 1, SampleType::kUint8},
+        ImageDesc{17, 3000, 4, SampleType::kUint16}}) {
+    HostImage host = testing::RandomImage(d, rng);
+    for (IntegralVariant v : {IntegralVariant::kPackedStrips, IntegralVariant::kStripScan}) {
+      CheckAgainstReference(kernel, ctx, host, {.squared = true, .variant = v});
     }
   }
 }
@@ -324,6 +344,35 @@ TEST(IntegralImageTest, VariantNamesRoundTrip) {
   EXPECT_EQ(ParseIntegralVariant("fast"), std::nullopt);
   EXPECT_EQ(IntegralElementFor(SampleType::kUint16), IntegralElement::kUint64);
   EXPECT_EQ(IntegralElementFor(SampleType::kFloat32), IntegralElement::kFloat64);
+}
+
+// Run by CTest in a process of its own, so the context has built nothing before WarmUp().
+TEST(IntegralImageTest, WarmUpLeavesNothingForAutoToBuild) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  IntegralImageKernel kernel(ctx);
+  ASSERT_TRUE(kernel.WarmUp().ok());
+  const size_t built = ctx.programs_built();
+  EXPECT_GT(built, 0u);
+  for (SampleType t : kTypes) {
+    for (int c = 1; c <= 4; ++c) {
+      for (auto [w, h] : {std::pair{1, 1}, std::pair{37, 5}, std::pair{600, 70}}) {
+        const ImageDesc d{w, h, c, t};
+        absl::StatusOr<Image> img = Image::Upload(ctx, testing::RandomImage(d, rng));
+        ASSERT_TRUE(img.ok()) << img.status();
+        for (bool squared : {false, true}) {
+          for (int64_t band : {int64_t{0}, int64_t{w} * c * 8 * 2}) {
+            absl::StatusOr<IntegralTables> r =
+                ComputeIntegralImage(kernel, *img, {.squared = squared, .band_bytes = band});
+            ASSERT_TRUE(r.ok()) << r.status();
+            EXPECT_EQ(ctx.programs_built(), built)
+                << DescribeImage(d) << (squared ? " squared" : "") << " built a program";
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(IntegralImageTest, PrepareCompilesEveryProgram) {
