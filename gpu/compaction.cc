@@ -193,12 +193,6 @@ std::string FindDefines(CompactVariant variant, const ImageDesc& desc, CompactSo
                                                : PredicateDefines(desc.type, source, count_only);
 }
 
-// The packed form is a cache of the image's own pixels (made at upload on CPU renderers): making
-// it on first use changes nothing a caller of a const Image can observe.
-absl::Status EnsurePackedForm(Context& ctx, const Image& image) {
-  if (image.has_packed()) return absl::OkStatus();
-  return const_cast<Image&>(image).EnsurePacked(ctx);
-}
 
 }  // namespace
 
@@ -396,7 +390,7 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
   if (!find_count.ok()) return find_count.status();
   GLuint strip_write = 0, strip_rows = 0;
   if (strip) {
-    if (absl::Status s = EnsurePackedForm(ctx_, image); !s.ok()) return s;
+    if (absl::Status s = image.EnsurePacked(ctx_); !s.ok()) return s;
     absl::StatusOr<GLuint> w =
         ctx_.Program("compaction_strip_write", StripDefines(desc, o.source, false));
     if (!w.ok()) return w.status();

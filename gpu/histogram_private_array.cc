@@ -83,10 +83,7 @@ std::string PrivateArrayDefines(const ImageDesc& desc, HistogramSource source, i
 absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& image,
                                                    const HistogramOptions& o, int hists) {
   const ImageDesc& desc = image.desc();
-  if (!image.has_packed()) {
-    // The packed form is a cache of the same pixels, made on first use where upload skipped it.
-    if (absl::Status s = const_cast<Image&>(image).EnsurePacked(ctx); !s.ok()) return s;
-  }
+  if (absl::Status s = image.EnsurePacked(ctx); !s.ok()) return s;
   std::vector<int32_t> table;
   std::optional<KeyArithmetic> key;
   if (desc.type != SampleType::kFloat32) {

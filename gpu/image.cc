@@ -114,7 +114,7 @@ absl::StatusOr<Image> Image::Upload(Context& ctx, const ImageDesc& desc,
   return image;
 }
 
-absl::Status Image::MakePacked(Context& ctx, std::span<const uint8_t> pixels) {
+absl::Status Image::MakePacked(Context& ctx, std::span<const uint8_t> pixels) const {
   const int texels = PackedTexelsPerRow(desc_);
   const size_t row = desc_.row_bytes(), padded_row = size_t(texels) * 16;
   // Rows whose length is not a whole texel are copied into padded rows first: GL's unpack row
@@ -143,10 +143,35 @@ absl::Status Image::MakePacked(Context& ctx, std::span<const uint8_t> pixels) {
   return absl::OkStatus();
 }
 
-absl::Status Image::EnsurePacked(Context& ctx) {
+absl::Status Image::EnsurePacked(Context& ctx) const {
   if (packed_) return absl::OkStatus();
   const HostImage host = Download();
   return MakePacked(ctx, host.data);
+}
+
+absl::StatusOr<Image> Image::CopyRows(Context& ctx, int y0, int rows) const {
+  if (y0 < 0 || rows < 1 || y0 + rows > desc_.height) {
+    return absl::InternalError(StrCat("CopyRows: rows [", y0, ", ", y0 + rows, ") of a ",
+                                      DescribeImage(desc_), " image"));
+  }
+  ImageDesc desc = desc_;
+  desc.height = rows;
+  absl::StatusOr<Image> part = Allocate(ctx, desc);
+  if (!part.ok()) return part.status();
+  glCopyImageSubData(texture(), GL_TEXTURE_2D, 0, 0, y0, 0, part->texture(), GL_TEXTURE_2D, 0, 0,
+                     0, 0, desc.width, rows, 1);
+  if (packed_) {
+    const int texels = PackedTexelsPerRow(desc);
+    GlTexture packed = GlTexture::Create();
+    glBindTexture(GL_TEXTURE_2D, packed.get());
+    glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, texels, rows);
+    glBindTexture(GL_TEXTURE_2D, 0);
+    glCopyImageSubData(packed_.get(), GL_TEXTURE_2D, 0, 0, y0, 0, packed.get(), GL_TEXTURE_2D, 0,
+                       0, 0, 0, texels, rows, 1);
+    part->packed_ = std::move(packed);
+  }
+  if (absl::Status s = ctx.CheckGlError("copying rows of an image"); !s.ok()) return s;
+  return part;
 }
 
 void Image::BindPacked(GLuint unit) const {

@@ -90,6 +90,8 @@ class Image {
   absl::Status CopyFromBuffer(Context& ctx, const Buffer& buffer, size_t offset = 0);
   // Reads the pixels back (waits for the GPU).
   HostImage Download() const;
+  // Rows [y0, y0 + rows) as an image of their own, copied on the GPU (the packed form too).
+  absl::StatusOr<Image> CopyRows(Context& ctx, int y0, int rows) const;
 
   const ImageDesc& desc() const { return desc_; }
   GLuint texture() const { return texture_.get(); }
@@ -102,17 +104,18 @@ class Image {
 
   bool has_packed() const { return bool(packed_); }
   GLuint packed_texture() const { return packed_.get(); }
-  // Makes the packed form if the image has none yet (reads the pixels back once to do it).
-  absl::Status EnsurePacked(Context& ctx);
+  // Makes the packed form if the image has none yet (reads the pixels back once to do it). The
+  // packed form is a cache of the image's own pixels, so this is const; gpu_bytes() grows.
+  absl::Status EnsurePacked(Context& ctx) const;
   // Binds the packed form read-only to image unit `unit` as rgba32ui. REQUIRES: has_packed().
   void BindPacked(GLuint unit) const;
 
  private:
-  absl::Status MakePacked(Context& ctx, std::span<const uint8_t> pixels);
+  absl::Status MakePacked(Context& ctx, std::span<const uint8_t> pixels) const;
 
   ImageDesc desc_;
   GlTexture texture_;
-  GlTexture packed_;
+  mutable GlTexture packed_;
 };
 
 // "#define" lines telling the shader prelude how to read this image: FMT_UINT or FMT_FLOAT,

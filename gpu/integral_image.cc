@@ -59,12 +59,6 @@ bool PackedStripsFit(const ImageDesc& desc, int x0) {
   return (int64_t{x0} * desc.channels * BytesPerSample(desc.type)) % 16 == 0;
 }
 
-// The packed form is a cache of the image's own pixels (made at upload on CPU renderers): making
-// it on first use changes nothing a caller of a const Image can observe.
-absl::Status EnsurePackedForm(Context& ctx, const Image& image) {
-  if (image.has_packed()) return absl::OkStatus();
-  return const_cast<Image&>(image).EnsurePacked(ctx);
-}
 
 bool ValidSampleType(SampleType t) {
   return t == SampleType::kUint8 || t == SampleType::kUint16 || t == SampleType::kFloat32;
@@ -443,7 +437,7 @@ absl::StatusOr<IntegralResult> IntegralImageKernel::Run(
   int rows_max = int(std::min<int64_t>(desc.height, band_limit / row_bytes));
   if (variant == IntegralVariant::kPackedStrips) {
     rows_max = std::min(rows_max, kPackedMaxRows);
-    if (absl::Status s = EnsurePackedForm(ctx_, image); !s.ok()) return s;
+    if (absl::Status s = image.EnsurePacked(ctx_); !s.ok()) return s;
   }
 
   IntegralResult result;
@@ -485,7 +479,7 @@ absl::Status IntegralImageKernel::ComputeOnDevice(const Image& image, int x0, in
   if (variant == IntegralVariant::kPackedStrips) {
     if (!PackedStripsFit(image.desc(), x0) || h > kPackedMaxRows) {
       variant = IntegralVariant::kStripScan;
-    } else if (absl::Status s = EnsurePackedForm(ctx_, image); !s.ok()) {
+    } else if (absl::Status s = image.EnsurePacked(ctx_); !s.ok()) {
       return s;
     }
   }

@@ -7,7 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include "gpu/gl_handles.h"
 #include "gpu/str.h"
 
 namespace glimpse::server {
@@ -17,20 +16,6 @@ namespace {
 constexpr uint64_t kChunkOverhead = 32;
 // The header and trailer messages.
 constexpr uint64_t kEndsBytes = 4096;
-
-// Rows [y0, y0 + rows) of `image` as an image of their own, copied on the GPU.
-absl::StatusOr<gpu::Image> CopyRows(gpu::Context& ctx, const gpu::Image& image, int y0, int rows) {
-  gpu::ImageDesc desc = image.desc();
-  desc.height = rows;
-  absl::StatusOr<gpu::Image> strip = gpu::Image::Allocate(ctx, desc);
-  if (!strip.ok()) return strip.status();
-  glCopyImageSubData(image.texture(), GL_TEXTURE_2D, 0, 0, y0, 0, strip->texture(), GL_TEXTURE_2D,
-                     0, 0, 0, 0, desc.width, rows, 1);
-  if (absl::Status s = ctx.CheckGlError("copying rows for an integral image part"); !s.ok()) {
-    return s;
-  }
-  return strip;
-}
 
 // The carried row of the table above a strip: added to every row of the strip's own table.
 template <typename T>
@@ -103,7 +88,7 @@ absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env
   const gpu::Image* source = a.image;
   gpu::IntegralOptions options = st->options;
   if (!plan.whole) {
-    absl::StatusOr<gpu::Image> copy = CopyRows(env.ctx, *a.image, y0, rows);
+    absl::StatusOr<gpu::Image> copy = a.image->CopyRows(env.ctx, y0, rows);
     if (!copy.ok()) return copy.status();
     strip = *std::move(copy);
     source = &strip;
