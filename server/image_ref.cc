@@ -177,6 +177,7 @@ absl::StatusOr<std::unique_ptr<Acquired>> Acquire(GpuEnv& env, const Input& in,
   if (!image.ok()) return image.status();
   out->image = *image;
   FillInfo(info, &out->info);
+  if (in.anonymous) out->info.clear_image_id();
   record.set_image(StrCat(info.id.substr(0, 8), ":", gpu::DescribeImage(info.desc)));
   return out;
 }

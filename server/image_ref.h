@@ -36,6 +36,9 @@ absl::Status CheckDesc(const gpu::ImageDesc& d, std::string_view field,
 // (they are small). Kept for the whole call, so later parts of a streamed result can find it.
 struct Input {
   std::string image_id;
+  // The id is a call's own copy of its image (Analyze), deleted when the call ends: responses
+  // leave it out.
+  bool anonymous = false;
   std::optional<gpu::HostImage> host;
   gpu::ImageDesc desc;
 };

@@ -62,6 +62,9 @@ class ImageStore {
   absl::Status Reserve(uint64_t bytes);
   // Stores the image under a new random id (evicting as needed).
   absl::StatusOr<StoredImageInfo> Put(gpu::Image image, std::string label, std::string origin);
+  // Stores the image with `meta`'s id (new when empty), label, origin and creation time (now when
+  // unset). An id already stored keeps its image: the new one is freed.
+  absl::StatusOr<StoredImageInfo> PutAs(gpu::Image image, StoredImageInfo meta);
   // The image for a call, marked as used now. The pointer stays valid until the next Collect().
   // NOT_FOUND if unknown, deleted, evicted or expired.
   absl::StatusOr<const gpu::Image*> Use(const std::string& id, StoredImageInfo* info = nullptr);

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gpu/str.h"
@@ -118,11 +119,43 @@ grpc::ServerUnaryReactor* ServeUnary(ServiceEnv& service, grpc::CallbackServerCo
   return call;
 }
 
+// Where a streamed analysis sends its messages: its own RPC's stream, or its share of an Analyze
+// call (server/analyze.h). The same contract as StreamCall's members of the same names.
+template <typename Response>
+class ResponseSink {
+ public:
+  explicit ResponseSink(CallRecord& call_record) : record(call_record) {}
+  virtual ~ResponseSink() = default;
+  virtual absl::Status Send(std::vector<Response> messages, Lease lease,
+                            std::function<void()> drained = nullptr) = 0;
+  // OK: the analysis's result is complete.
+  virtual void Close(const absl::Status& status) = 0;
+  virtual bool cancelled() const = 0;
+  CallRecord& record;
+};
+
+// The sink of a streamed analysis's own RPC.
+template <typename Response>
+class StreamCallSink final : public ResponseSink<Response> {
+ public:
+  explicit StreamCallSink(StreamCall<Response>* call)
+      : ResponseSink<Response>(call->record), call_(call) {}
+  absl::Status Send(std::vector<Response> messages, Lease lease,
+                    std::function<void()> drained = nullptr) override {
+    return call_->Send(std::move(messages), std::move(lease), std::move(drained));
+  }
+  void Close(const absl::Status& status) override { call_->Close(status); }
+  bool cancelled() const override { return call_->cancelled(); }
+
+ private:
+  StreamCall<Response>* call_;
+};
+
 // The state of one streamed analysis, handed to its work on the worker (and on to host threads).
 template <typename Response>
 struct StreamWork {
   ServiceEnv* service;
-  StreamCall<Response>* call;
+  std::shared_ptr<ResponseSink<Response>> call;
   std::shared_ptr<const Input> input;
   std::chrono::system_clock::time_point deadline;
   std::string method;
@@ -131,7 +164,8 @@ struct StreamWork {
   // image acquired again, once `result_bytes` are free; its deadline and cancellation still count.
   void Continue(uint64_t result_bytes,
                 std::function<absl::Status(GpuEnv&, const Acquired&, Lease)> work) const {
-    Submit(service->worker, call, method, deadline, result_bytes,
+    // The job's work holds the sink, so the raw pointer Submit keeps outlives the job.
+    Submit(service->worker, call.get(), method, deadline, result_bytes,
            [call = call, in = input, work = std::move(work)](GpuEnv& env,
                                                              Lease lease) -> absl::Status {
              absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, *in, call->record);
@@ -160,8 +194,9 @@ grpc::ServerWriteReactor<typename A::Response>* ServeStream(ServiceEnv& service,
   absl::StatusOr<uint64_t> bytes =
       A::ResultBytes((*input)->desc, *options, service.worker.results().part_bytes());
   if (!bytes.ok()) return call->Close(bytes.status()), call;
-  StreamWork<typename A::Response> w{&service, call, *input, context->deadline(),
-                                     std::string(A::kMethod)};
+  StreamWork<typename A::Response> w{
+      &service, std::make_shared<StreamCallSink<typename A::Response>>(call), *input,
+      context->deadline(), std::string(A::kMethod)};
   w.Continue(*bytes, [w, options = *options](GpuEnv& env, const Acquired& a, Lease lease) {
     return A::Run(w, env, a, options, std::move(lease));
   });

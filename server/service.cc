@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include "server/analyze.h"
 #include "server/box_filter.h"
 #include "server/call.h"
 #include "server/compaction.h"
@@ -43,6 +44,11 @@ grpc::ServerWriteReactor<v1::CompactResponse>* ImageAnalyticsService::Compact(
 grpc::ServerWriteReactor<v1::BoxFilterResponse>* ImageAnalyticsService::BoxFilter(
     grpc::CallbackServerContext* context, const v1::BoxFilterRequest* request) {
   return ServeStream<BoxFilterAnalysis>(env_, context, request);
+}
+
+grpc::ServerBidiReactor<v1::AnalyzeRequest, v1::AnalyzeResponse>* ImageAnalyticsService::Analyze(
+    grpc::CallbackServerContext* context) {
+  return ServeAnalyze(env_, context);
 }
 
 // ---- the store's catalogue: any thread, no GPU work ----------------------------------------

@@ -39,6 +39,8 @@ class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
       grpc::CallbackServerContext* context, const v1::CompactRequest* request) override;
   grpc::ServerWriteReactor<v1::BoxFilterResponse>* BoxFilter(
       grpc::CallbackServerContext* context, const v1::BoxFilterRequest* request) override;
+  grpc::ServerBidiReactor<v1::AnalyzeRequest, v1::AnalyzeResponse>* Analyze(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
                                           const v1::GetServerInfoRequest* request,
                                           v1::ServerInfo* response) override;
