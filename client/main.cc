@@ -241,6 +241,10 @@ int Info(const Options&, const Connection& c) {
       i.max_upload_bytes(), i.max_message_bytes(), i.result_buffer_used_bytes() / 1048576.0,
       i.result_buffer_bytes() / 1048576.0, i.result_buffer_peak_bytes() / 1048576.0,
       i.jobs_waiting_for_results());
+  if (!i.shared_store().empty()) {
+    fmt::print("shared     {} ({}); the store above is this replica's cache\n", i.shared_store(),
+               i.shared_store_reachable() ? "reachable" : "UNREACHABLE");
+  }
   return kExitOk;
 }
 

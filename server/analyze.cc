@@ -17,6 +17,7 @@
 #include "server/histogram.h"
 #include "server/image_ref.h"
 #include "server/integral_image.h"
+#include "server/shared_images.h"
 #include "server/status_util.h"
 #include "server/upload.h"
 
@@ -138,11 +139,11 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
       });
       return;
     }
-    absl::StatusOr<std::shared_ptr<const Input>> in =
-        ReadImageRef(header_.image(), service_.worker.device().limits, service_.limits,
-                     service_.worker.store(), record);
-    if (!in.ok()) return End(Annotate(in.status(), "header"));
-    Checked(*std::move(in));
+    ResolveImageRef(service_, header_.image(), record,
+                    [this](absl::StatusOr<std::shared_ptr<const Input>> in) {
+                      if (!in.ok()) return End(Annotate(in.status(), "header"));
+                      Checked(*std::move(in));
+                    });
   }
 
   void Checked(std::shared_ptr<const Input> in) {
@@ -153,7 +154,7 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
       if (!b.ok()) return Fail(i, b.status());
       bytes_[i] = *b;
     }
-    if (!in->host) {
+    if (!in->host || in->cache) {  // stored here, or fetched from the shared store
       input_ = std::move(in);
       return Start(0);
     }
@@ -172,12 +173,16 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
              own->anonymous = !header_.keep();
              if (!header_.keep()) temp_id_ = stored->id;
              input_ = std::move(own);
-             if (header_.keep()) {
+             if (!header_.keep()) return Start(0), absl::OkStatus();
+             // A kept image is shared before its id is given out, as an upload's is.
+             auto pixels = std::shared_ptr<const gpu::HostImage>(in, &*in->host);
+             ShareImage(service_, *stored, pixels, [this, info = *stored](absl::Status s) {
+               if (!s.ok()) return End(s);
                std::vector<v1::AnalyzeResponse> kept(1);
-               FillInfo(*stored, kept[0].mutable_kept());
-               if (absl::Status s = Send(std::move(kept), Lease()); !s.ok()) return s;
-             }
-             Start(0);
+               FillInfo(info, kept[0].mutable_kept());
+               if (s = Send(std::move(kept), Lease()); !s.ok()) return End(s);
+               Start(0);
+             });
              return absl::OkStatus();
            });
   }

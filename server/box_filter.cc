@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -10,6 +11,7 @@
 
 #include "gpu/str.h"
 #include "server/image_codec.h"
+#include "server/shared_images.h"
 
 namespace glimpse::server {
 namespace {
@@ -99,24 +101,29 @@ absl::Status BoxFilterAnalysis::Run(const StreamWork<Response>& work, GpuEnv& en
   if (!r.ok()) return r.status();
   work.call->record.set_gpu_ns(r->gpu_ns);
   auto host = std::make_shared<gpu::HostImage>();
-  if (options.encoding != v1::PIXEL_ENCODING_NONE) *host = r->image.Download();
+  // A kept result goes to the shared store too, from host memory.
+  if (options.encoding != v1::PIXEL_ENCODING_NONE ||
+      (options.keep && work.service->redis != nullptr)) {
+    *host = r->image.Download();
+  }
   auto header = std::make_shared<v1::BoxFilterResponse>();
   v1::BoxFilterHeader* h = header->mutable_header();
   *h->mutable_image() = image.info;
   FillInfo(r->image.desc(), h->mutable_result());
   h->set_encoding(options.encoding);
   h->set_variant(std::string(gpu::BoxFilterVariantName(r->variant)));
+  std::optional<StoredImageInfo> kept;
   if (options.keep) {
     absl::StatusOr<StoredImageInfo> stored =
         env.images.Put(std::move(r->image), options.label, std::string(kName));
     if (!stored.ok()) return stored.status();
     FillInfo(*stored, h->mutable_result());
+    kept = *std::move(stored);
   }
   auto held = std::make_shared<Lease>(std::move(lease));
   const size_t chunk = work.service->limits.chunk_bytes;
   // PNG encoding and cutting into messages are host work: off the GPU thread.
-  work.service->pool.Post(
-      [call = work.call, host, header, held, encoding = options.encoding, chunk] {
+  auto send = [call = work.call, host, header, held, encoding = options.encoding, chunk] {
         std::string png;
         std::string_view bytes(reinterpret_cast<const char*>(host->data.data()), host->data.size());
         if (encoding == v1::PIXEL_ENCODING_PNG) {
@@ -141,7 +148,14 @@ absl::Status BoxFilterAnalysis::Run(const StreamWork<Response>& work, GpuEnv& en
           return call->Close(s);
         }
         call->Close(absl::OkStatus());
-      });
+      };
+  if (!kept) return work.service->pool.Post(std::move(send)), absl::OkStatus();
+  // The kept result's id goes out once every replica can serve it.
+  ShareImage(*work.service, *kept, host,
+             [call = work.call, pool = &work.service->pool, send](absl::Status s) {
+               if (!s.ok()) return call->Close(s);
+               pool->Post(send);
+             });
   return absl::OkStatus();
 }
 

@@ -41,6 +41,9 @@ struct Input {
   bool anonymous = false;
   std::optional<gpu::HostImage> host;
   gpu::ImageDesc desc;
+  // With `host`: an image fetched from the shared store (server/redis_store.h), put into the GPU
+  // cache under its id by the first job that needs it, instead of being freed with the job.
+  std::optional<StoredImageInfo> cache;
 };
 absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& ref,
                                                           const gpu::DeviceLimits& device,

@@ -51,6 +51,8 @@ class ImageStore {
   std::vector<StoredImageInfo> List();                    // most recently used first
   absl::StatusOr<uint64_t> Erase(const std::string& id);  // the bytes freed
   StoreUsage Usage();
+  // NOT_FOUND naming the id.
+  static absl::Status NotFound(const std::string& id);
   uint64_t budget() const { return budget_; }
   std::chrono::seconds ttl() const { return ttl_; }
 
@@ -81,7 +83,6 @@ class ImageStore {
   };
   using Map = std::unordered_map<std::string, Entry>;
 
-  static absl::Status NotFound(const std::string& id);
   void ExpireLocked(Clock::time_point now);
   void EvictLocked(Map::iterator it);
   void EvictForLocked(uint64_t bytes);

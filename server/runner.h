@@ -24,14 +24,17 @@
 #include "server/host_pool.h"
 #include "server/image_ref.h"
 #include "server/limits.h"
+#include "server/shared_images.h"
 
 namespace glimpse::server {
 
 // What the handlers share.
+class RedisStore;
 struct ServiceEnv {
   GpuWorker& worker;
   const ServiceLimits& limits;
   HostPool& pool;
+  RedisStore* redis = nullptr;  // the shared image store, if any
 };
 
 // The variant named in a request, or INVALID_ARGUMENT listing the names gpu/ knows.
@@ -82,6 +85,11 @@ void Submit(GpuWorker& worker, Call* call, std::string method,
   if (absl::Status s = worker.Enqueue(std::move(job)); !s.ok()) EndCall(call, s);
 }
 
+template <typename A>
+void RunUnary(ServiceEnv& service, UnaryCall* call, typename A::Response* response,
+              std::shared_ptr<const Input> input, const typename A::Options& options,
+              std::chrono::system_clock::time_point deadline);
+
 // A unary analysis A provides:
 //   kMethod; Request, Response, Options;
 //   static absl::StatusOr<Options> MapOptions(const Request&);              (pure)
@@ -95,16 +103,25 @@ grpc::ServerUnaryReactor* ServeUnary(ServiceEnv& service, grpc::CallbackServerCo
   auto* call = new UnaryCall(std::string(A::kMethod));
   absl::StatusOr<typename A::Options> options = A::MapOptions(*request);
   if (!options.ok()) return call->Answer(options.status()), call;
-  absl::StatusOr<std::shared_ptr<const Input>> input =
-      ReadImageRef(request->image(), service.worker.device().limits, service.limits,
-                   service.worker.store(), call->record);
-  if (!input.ok()) return call->Answer(input.status()), call;
+  ResolveImageRef(service, request->image(), call->record,
+                  [&service, call, response, options = *options, deadline = context->deadline()](
+                      absl::StatusOr<std::shared_ptr<const Input>> input) {
+                    if (!input.ok()) return call->Answer(input.status());
+                    RunUnary<A>(service, call, response, *std::move(input), options, deadline);
+                  });
+  return call;
+}
+
+template <typename A>
+void RunUnary(ServiceEnv& service, UnaryCall* call, typename A::Response* response,
+              std::shared_ptr<const Input> input, const typename A::Options& options,
+              std::chrono::system_clock::time_point deadline) {
   absl::StatusOr<uint64_t> bytes =
-      A::ResultBytes((*input)->desc, *options, service.worker.results().part_bytes());
-  if (!bytes.ok()) return call->Answer(bytes.status()), call;
+      A::ResultBytes(input->desc, options, service.worker.results().part_bytes());
+  if (!bytes.ok()) return call->Answer(bytes.status());
   Submit(
-      service.worker, call, std::string(A::kMethod), context->deadline(), *bytes,
-      [call, response, in = *input, options = *options](GpuEnv& env, Lease lease) -> absl::Status {
+      service.worker, call, std::string(A::kMethod), deadline, *bytes,
+      [call, response, in = std::move(input), options](GpuEnv& env, Lease lease) -> absl::Status {
         absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, *in, call->record);
         if (!a.ok()) return a.status();
         if (absl::Status s = A::Run(env, **a, options, call->record, response); !s.ok()) {
@@ -116,7 +133,6 @@ grpc::ServerUnaryReactor* ServeUnary(ServiceEnv& service, grpc::CallbackServerCo
         call->Answer(absl::OkStatus());
         return absl::OkStatus();
       });
-  return call;
 }
 
 // Where a streamed analysis sends its messages: its own RPC's stream, or its share of an Analyze
@@ -187,19 +203,21 @@ grpc::ServerWriteReactor<typename A::Response>* ServeStream(ServiceEnv& service,
   auto* call = new StreamCall<typename A::Response>(std::string(A::kMethod));
   absl::StatusOr<typename A::Options> options = A::MapOptions(*request);
   if (!options.ok()) return call->Close(options.status()), call;
-  absl::StatusOr<std::shared_ptr<const Input>> input =
-      ReadImageRef(request->image(), service.worker.device().limits, service.limits,
-                   service.worker.store(), call->record);
-  if (!input.ok()) return call->Close(input.status()), call;
-  absl::StatusOr<uint64_t> bytes =
-      A::ResultBytes((*input)->desc, *options, service.worker.results().part_bytes());
-  if (!bytes.ok()) return call->Close(bytes.status()), call;
-  StreamWork<typename A::Response> w{
-      &service, std::make_shared<StreamCallSink<typename A::Response>>(call), *input,
-      context->deadline(), std::string(A::kMethod)};
-  w.Continue(*bytes, [w, options = *options](GpuEnv& env, const Acquired& a, Lease lease) {
-    return A::Run(w, env, a, options, std::move(lease));
-  });
+  ResolveImageRef(
+      service, request->image(), call->record,
+      [&service, call, options = *options,
+       deadline = context->deadline()](absl::StatusOr<std::shared_ptr<const Input>> input) {
+        if (!input.ok()) return call->Close(input.status());
+        absl::StatusOr<uint64_t> bytes =
+            A::ResultBytes((*input)->desc, options, service.worker.results().part_bytes());
+        if (!bytes.ok()) return call->Close(bytes.status());
+        StreamWork<typename A::Response> w{
+            &service, std::make_shared<StreamCallSink<typename A::Response>>(call),
+            *std::move(input), deadline, std::string(A::kMethod)};
+        w.Continue(*bytes, [w, options](GpuEnv& env, const Acquired& a, Lease lease) {
+          return A::Run(w, env, a, options, std::move(lease));
+        });
+      });
   return call;
 }
 

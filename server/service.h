@@ -15,7 +15,8 @@ namespace glimpse::server {
 
 class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
  public:
-  ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits);
+  // `redis`: the shared image store, or nullptr (each replica keeps its own images).
+  ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis = nullptr);
   ~ImageAnalyticsService() override;
 
   grpc::ServerReadReactor<v1::UploadImageRequest>* UploadImage(
@@ -57,7 +58,7 @@ class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
 };
 
 // GetServerInfo's answer (server/server_info.cc).
-void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits,
+void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis,
                     std::chrono::steady_clock::duration uptime, v1::ServerInfo* info);
 
 }  // namespace glimpse::server

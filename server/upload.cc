@@ -11,6 +11,7 @@
 #include "gpu/str.h"
 #include "server/image_codec.h"
 #include "server/image_ref.h"
+#include "server/shared_images.h"
 #include "server/status_util.h"
 
 namespace glimpse::server {
@@ -94,7 +95,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
                  StoreHostImage(env, *host, std::move(meta), record);
              if (!stored.ok()) return stored.status();
              FillInfo(*stored, response_->mutable_image());
-             Answer(absl::OkStatus());
+             ShareImage(service_, *stored, host, [this](absl::Status s) { Answer(s); });
              return absl::OkStatus();
            });
   }
