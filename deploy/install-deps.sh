@@ -11,10 +11,11 @@ build_pkgs=(
   python3 python3-glad python3-yaml
   libegl-dev libegl1 libegl-mesa0 libgl1-mesa-dri
   libspdlog-dev libfmt-dev libabsl-dev libstb-dev googletest libgtest-dev
+  libhiredis-dev redis-server
 )
 runtime_pkgs=(
   libegl1 libegl-mesa0 libgl1-mesa-dri libgrpc++1.51 libgrpc29 libprotobuf32
-  libabsl20220623 libspdlog1.10 libfmt9 ca-certificates
+  libabsl20220623 libspdlog1.10 libfmt9 libhiredis0.14 ca-certificates
 )
 
 pkgs=("${build_pkgs[@]}")
