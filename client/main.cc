@@ -110,10 +110,13 @@ const std::vector<Command>& Commands() {
       {"load",
        {},
        " [--rpcs=histogram,integral_image,compaction,box_filter] [--sizes=1,8]\n"
-       "              [--concurrency=4] [--duration-s=10] [--markdown=FILE]\n"
+       "              [--concurrency=4] [--duration-s=10] [--markdown=FILE] [--replica=HOST:PORT]\n"
        "                                      load test: requests/s and p50/p99 latency per RPC "
-       "and size",
-       {"rpcs", "sizes", "concurrency", "duration-s", "markdown"},
+       "and size;\n"
+       "              --rpcs also takes upload_and_4 (upload, the four analyses by id, delete) and\n"
+       "              analyze_4 (the same in one Analyze call); --replica: a second replica on\n"
+       "              the same --redis, for the cost of a first call there (a fetch from Redis)",
+       {"rpcs", "sizes", "concurrency", "duration-s", "markdown", "replica"},
        RunLoad},
   };
   return kCommands;
