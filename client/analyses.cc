@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "client/chart.h"
 #include "client/output_files.h"
 
 namespace glimpse::client {
@@ -144,7 +145,8 @@ v1::HistogramRequest HistogramRequest(const Options& o) {
   return request;
 }
 
-void WriteHistogram(const Options& o, const v1::HistogramResponse& r) {
+// `image`: the IMAGE argument as the user named it (the chart's title).
+void WriteHistogram(const Options& o, const std::string& image, const v1::HistogramResponse& r) {
   fmt::print(
       "histogram of {}: {} histogram(s), {} bins over [{}, {}), {} values counted; "
       "variant {}; {}\n",
@@ -153,7 +155,14 @@ void WriteHistogram(const Options& o, const v1::HistogramResponse& r) {
   bool wrote = false;
   if (o.Has("csv")) CheckIo(WriteHistogramCsv(o.Get("csv"), r)), wrote = true;
   if (o.Has("json")) CheckIo(WriteHistogramJson(o.Get("json"), r)), wrote = true;
-  if (o.Has("png")) CheckIo(WriteHistogramPng(o.Get("png"), r)), wrote = true;
+  if (o.Has("png")) {
+    const std::string source = o.Get("source", o.Has("channel") ? "channel" : "all");
+    CheckIo(WriteHistogramChart(o.Get("png"), r,
+                                {std::filesystem::path(image).filename().string(), source,
+                                 uint32_t(o.GetInt("channel", 0, 0, UINT32_MAX)),
+                                 o.GetBool("log")}));
+    wrote = true;
+  }
   if (!wrote) CheckIo(WriteHistogramCsv("-", r));
 }
 
@@ -363,7 +372,7 @@ int Histogram(const Options& o, const Connection& c) {
   v1::HistogramResponse r;
   grpc::Status s = c.stub->Histogram(&context, request, &r);
   if (!s.ok()) DieRpc("histogram", s);
-  WriteHistogram(o, r);
+  WriteHistogram(o, o.positional[0], r);
   return kExitOk;
 }
 
@@ -538,7 +547,7 @@ int Analyze(const Options& o, const Connection& c) {
   grpc::Status s = stream->Finish();
   if (!s.ok()) DieRpc("analyze", s);
   for (Planned& p : plan) {
-    if (p.histogram) WriteHistogram(p.flags, *p.histogram);
+    if (p.histogram) WriteHistogram(p.flags, arg, *p.histogram);
     if (p.integral) p.integral->Report();
     if (p.compaction) p.compaction->Report();
     if (p.box) p.box->Report();

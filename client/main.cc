@@ -77,8 +77,9 @@ const std::vector<Command>& Commands() {
       {"histogram",
        {},
        " IMAGE [--bins=256] [--lo=V] [--hi=V] [--source=all|channel|luma|rgb_mean]\n"
-       "              [--channel=C] [--variant=NAME] [--csv=FILE] [--json=FILE] [--png=FILE]",
-       {"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png"},
+       "              [--channel=C] [--variant=NAME] [--csv=FILE] [--json=FILE] [--png=FILE [--log]]\n"
+       "                                      --png: a chart; --log: counts on a log scale",
+       {"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png", "log"},
        Histogram},
       {"integral_image",
        {"integral"},

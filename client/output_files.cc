@@ -77,40 +77,6 @@ std::string WriteHistogramJson(const std::string& path, const v1::HistogramRespo
   return "";
 }
 
-std::string WriteHistogramPng(const std::string& path, const v1::HistogramResponse& h) {
-  const int n = h.histograms_size();
-  if (n == 0 || h.bins() == 0) return "no histogram to draw";
-  const int bins = int(h.bins());
-  // One column per bin up to 1024 columns; several bins per column beyond (their maximum).
-  const int width = std::min(bins, 1024) * std::max(1, 512 / std::min(bins, 1024));
-  const int panel = 160, gap = 8;
-  const int height = n * panel + (n - 1) * gap;
-  std::string rgb(size_t(width) * height * 3, char(255));
-  static constexpr uint8_t kColors[4][3] = {
-      {200, 40, 40}, {40, 150, 40}, {40, 70, 200}, {90, 90, 90}};
-  for (int i = 0; i < n; ++i) {
-    const auto& counts = h.histograms(i).counts();
-    uint64_t peak = 1;
-    for (uint64_t c : counts) peak = std::max(peak, c);
-    const uint8_t* color = n == 1 ? kColors[3] : kColors[i % 4];
-    const int top = i * (panel + gap);
-    for (int x = 0; x < width; ++x) {
-      const int b0 = int(int64_t(x) * bins / width),
-                b1 = std::max(b0 + 1, int(int64_t(x + 1) * bins / width));
-      uint64_t c = 0;
-      for (int b = b0; b < b1 && b < bins; ++b) c = std::max(c, counts[b]);
-      const int bar = int(double(c) / double(peak) * (panel - 1) + 0.5);
-      for (int y = panel - bar; y < panel; ++y) {
-        char* p = &rgb[(size_t(top + y) * width + x) * 3];
-        p[0] = char(color[0]);
-        p[1] = char(color[1]);
-        p[2] = char(color[2]);
-      }
-    }
-  }
-  return WritePng(path, width, height, 3, rgb);
-}
-
 std::string NpyDescr(v1::SampleFormat format) {
   switch (format) {
     case v1::SAMPLE_FORMAT_UINT16:

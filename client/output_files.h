@@ -1,4 +1,5 @@
-// Files the client writes: histogram CSV/JSON/PNG chart, .npy arrays, PNG images, compaction CSV.
+// Files the client writes: histogram CSV/JSON, .npy arrays, PNG images, compaction CSV (the
+// histogram chart is in chart.h).
 #ifndef GLIMPSE_CLIENT_OUTPUT_FILES_H_
 #define GLIMPSE_CLIENT_OUTPUT_FILES_H_
 
@@ -14,8 +15,6 @@ namespace glimpse::client {
 // Each returns "" on success, else a message naming the file.
 std::string WriteHistogramCsv(const std::string& path, const v1::HistogramResponse& h);
 std::string WriteHistogramJson(const std::string& path, const v1::HistogramResponse& h);
-// Bar chart, one panel per histogram, log-free linear scale, 1024 px wide at most.
-std::string WriteHistogramPng(const std::string& path, const v1::HistogramResponse& h);
 
 // Writes a numpy .npy header for a C-order array; descr like "<u8", "<f8", "|u1", "<u2", "<f4".
 std::string WriteNpyHeader(std::FILE* f, const std::string& descr,

@@ -3,6 +3,7 @@
 # Used by the README, .ci/run and deploy/Dockerfile. Quick when everything is already there.
 #   deploy/install-deps.sh            build + test + run dependencies
 #   deploy/install-deps.sh --runtime  only what the server needs at run time (container images)
+#   deploy/install-deps.sh --bench    build + test + run, and the peers of bench/peers.py (OpenCV)
 set -euo pipefail
 
 build_pkgs=(
@@ -11,15 +12,23 @@ build_pkgs=(
   python3 python3-glad python3-yaml
   libegl-dev libegl1 libegl-mesa0 libgl1-mesa-dri
   libspdlog-dev libfmt-dev libabsl-dev libstb-dev googletest libgtest-dev
+  prometheus-cpp-dev curl fonts-dejavu-core
+  python3-venv python3-setuptools python3-wheel python3-grpcio python3-protobuf
+  python3-numpy python3-pytest python3-matplotlib
   libhiredis-dev redis-server
 )
 runtime_pkgs=(
   libegl1 libegl-mesa0 libgl1-mesa-dri libgrpc++1.51 libgrpc29 libprotobuf32
-  libabsl20220623 libspdlog1.10 libfmt9 libhiredis0.14 ca-certificates
+  libabsl20220623 libspdlog1.10 libfmt9 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
+  libhiredis0.14
+  ca-certificates
 )
+
+bench_pkgs=(python3-opencv)
 
 pkgs=("${build_pkgs[@]}")
 [ "${1:-}" = "--runtime" ] && pkgs=("${runtime_pkgs[@]}")
+[ "${1:-}" = "--bench" ] && pkgs=("${build_pkgs[@]}" "${bench_pkgs[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do

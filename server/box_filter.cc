@@ -100,6 +100,7 @@ absl::Status BoxFilterAnalysis::Run(const StreamWork<Response>& work, GpuEnv& en
   absl::StatusOr<gpu::BoxFilterResult> r = env.kernels.box_filter.Run(*image.image, options.filter);
   if (!r.ok()) return r.status();
   work.call->record.set_gpu_ns(r->gpu_ns);
+  work.call->record.set_analysis(kName, gpu::BoxFilterVariantName(r->variant));
   auto host = std::make_shared<gpu::HostImage>();
   // A kept result goes to the shared store too, from host memory.
   if (options.encoding != v1::PIXEL_ENCODING_NONE ||

@@ -13,6 +13,7 @@
 #include <iterator>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -35,16 +36,22 @@ class CallRecord {
   void add_gpu_ns(uint64_t ns) { gpu_ns_ += ns; }
   void set_upload_ns(uint64_t ns) { upload_ns_ = ns; }
   void set_decode_ns(uint64_t ns) { decode_ns_ = ns; }
+  // The analysis that ran ("histogram", ...) and the variant it used, for the metrics.
+  void set_analysis(std::string_view analysis, std::string_view variant) {
+    analysis_ = analysis;
+    variant_ = variant;
+  }
   uint64_t elapsed_ns() const;
   // The Timing message as of now.
   v1::Timing Timing() const;
-  // One log line: method, image, status, queue wait, GPU time, total.
+  // One log line: method, image, status, queue wait, GPU time, total; and the call's metrics.
   void Log(const grpc::Status& status) const;
 
  private:
   std::string method_;
   std::chrono::steady_clock::time_point start_;
   std::string image_ = "-";
+  std::string analysis_, variant_;
   uint64_t queue_ns_ = 0, gpu_ns_ = 0, upload_ns_ = 0, decode_ns_ = 0;
 };
 

@@ -67,6 +67,7 @@ absl::Status CompactionAnalysis::Run(const StreamWork<Response>& work, GpuEnv& e
   absl::StatusOr<gpu::CompactResult> r = env.kernels.compaction.Run(*image.image, options);
   if (!r.ok()) return r.status();
   work.call->record.set_gpu_ns(r->gpu_ns);
+  work.call->record.set_analysis(kName, gpu::CompactVariantName(r->variant));
   const uint64_t value_bytes = ValueBytes(desc);
   const size_t per_chunk =
       std::max<size_t>(1, work.service->limits.chunk_bytes / (8 + value_bytes));

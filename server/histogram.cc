@@ -58,6 +58,7 @@ absl::Status HistogramAnalysis::Run(GpuEnv& env, const Acquired& image, const Op
   absl::StatusOr<gpu::HistogramResult> r = env.kernels.histogram.Run(*image.image, options);
   if (!r.ok()) return r.status();
   record.set_gpu_ns(r->gpu_ns);
+  record.set_analysis(kName, gpu::HistogramVariantName(r->variant));
   response->set_bins(uint32_t(r->bins));
   response->set_lo(r->lo);
   response->set_hi(r->hi);

@@ -56,6 +56,7 @@ void ImageStore::ExpireLocked(Clock::time_point now) {
     if (now - it->second.last_used < ttl_) break;
     EvictLocked(it);
     ++evicted_;
+    ++expired_;
   }
 }
 
@@ -175,7 +176,11 @@ absl::StatusOr<uint64_t> ImageStore::Erase(const std::string& id) {
 StoreUsage ImageStore::Usage() {
   std::lock_guard lock(mu_);
   ExpireLocked(Clock::now());
-  return {.images = images_.size(), .bytes = used_, .budget = budget_, .evicted = evicted_};
+  return {.images = images_.size(),
+          .bytes = used_,
+          .budget = budget_,
+          .evicted = evicted_,
+          .expired = expired_};
 }
 
 }  // namespace glimpse::server

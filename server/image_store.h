@@ -34,6 +34,7 @@ struct StoreUsage {
   uint64_t bytes = 0;
   uint64_t budget = 0;
   uint64_t evicted = 0;  // evicted for room or expired, since start
+  uint64_t expired = 0;  // of those, expired
 };
 
 // The catalogue of stored images, safe on any thread. The gpu::Image objects are created, used and
@@ -94,7 +95,7 @@ class ImageStore {
   Map images_;
   std::list<std::string> lru_;
   uint64_t used_ = 0;
-  uint64_t evicted_ = 0;
+  uint64_t evicted_ = 0, expired_ = 0;
   std::vector<std::unique_ptr<gpu::Image>> graveyard_;
 };
 

@@ -139,6 +139,7 @@ absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env
   if (!r.ok()) return r.status();
   w.call->record.add_gpu_ns(r->gpu_ns);
   if (st->variant.empty()) st->variant = std::string(gpu::IntegralVariantName(r->variant));
+  w.call->record.set_analysis(IntegralImageAnalysis::kName, st->variant);
 
   st->next_y = y0 + rows;
   bool done = st->next_y >= d.height;

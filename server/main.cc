@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   std::string tls_cert, tls_key;
   std::string redis, redis_user = EnvOr("GLIMPSE_REDIS_USER", "");
   int64_t redis_timeout_ms = 2000;
+  std::string metrics_listen = EnvOr("GLIMPSE_METRICS_LISTEN", "");
   constexpr int64_t kBig = int64_t{1} << 50;
 
   glimpse::server::FlagSet flags(
@@ -80,6 +81,9 @@ int main(int argc, char** argv) {
   flags.AddInt("redis-timeout-ms", &redis_timeout_ms, 10, 600000,
                "Redis connect and per-read/write timeout; past it, calls that need Redis answer "
                "UNAVAILABLE");
+  flags.AddString("metrics-listen", &metrics_listen,
+                  "serve Prometheus metrics at http://HOST:PORT/metrics (port 0 picks a free "
+                  "one; empty = off); $GLIMPSE_METRICS_LISTEN sets the default");
   if (std::string err = flags.Parse(argc, argv); !err.empty()) {
     std::fprintf(stderr, "glimpse-server: %s\n", err.c_str());
     return 2;
@@ -115,6 +119,7 @@ int main(int argc, char** argv) {
   o.redis.user = redis_user;
   o.redis.password = EnvOr("GLIMPSE_REDIS_PASSWORD", "");
   o.redis.timeout = std::chrono::milliseconds(redis_timeout_ms);
+  o.metrics_listen = metrics_listen;
 
   // Threads started from here on inherit the blocked signals; this thread waits for them.
   sigset_t signals;

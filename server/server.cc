@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "absl/status/status.h"
@@ -19,6 +20,29 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view f
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+ServerGauges Gauges(GpuWorker& worker) {
+  const WorkerStats w = worker.Stats();
+  const StoreUsage u = worker.store().Usage();
+  return {.queued_jobs = w.queue_length,
+          .max_queue = uint64_t(worker.max_queue()),
+          .jobs_run = w.jobs_run,
+          .jobs_dropped = w.jobs_dropped,
+          .jobs_rejected = w.jobs_rejected,
+          .stored_images = u.images,
+          .stored_bytes = u.bytes,
+          .store_budget_bytes = u.budget,
+          .images_evicted = u.evicted - u.expired,
+          .images_expired = u.expired};
+}
+
+std::map<std::string, std::string> DeviceLabels(const gpu::DeviceInfo& d) {
+  return {{"platform", d.platform},
+          {"vendor", d.vendor},
+          {"renderer", d.renderer},
+          {"gl_version", d.version},
+          {"software", d.software ? "true" : "false"}};
 }
 
 }  // namespace
@@ -56,6 +80,15 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
   }
   s->service_ =
       std::make_unique<ImageAnalyticsService>(*s->worker_, options.limits, s->redis_.get());
+  if (!options.metrics_listen.empty()) {
+    GpuWorker* w = s->worker_.get();
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics = MetricsEndpoint::Start(
+        options.metrics_listen, [w] { return Gauges(*w); }, DeviceLabels(d));
+    if (!metrics.ok()) return metrics.status();
+    s->metrics_ = *std::move(metrics);
+    spdlog::info("metrics on {} (port {}), path /metrics", options.metrics_listen,
+                 s->metrics_->port());
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -64,6 +97,9 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
     builder.AddListeningPort(options.listen, credentials, &s->port_);
   }
   builder.RegisterService(s->service_.get());
+  if (!options.metrics_listen.empty()) {
+    builder.experimental().SetInterceptorCreators(MetricsInterceptors());
+  }
   builder.SetMaxReceiveMessageSize(
       int(std::min<uint64_t>(options.limits.max_message_bytes, uint64_t{INT32_MAX})));
   if (options.max_connection_age_s > 0) {
@@ -116,6 +152,7 @@ void GlimpseServer::Shutdown(std::chrono::seconds grace) {
   if (worker_ != nullptr) worker_->Stop(std::chrono::steady_clock::now());
   // The store's health thread calls into the health service: it stops before the server goes.
   if (redis_ != nullptr) redis_->SetOnHealth([](bool) {});
+  metrics_.reset();
   server_.reset();
   service_.reset();
   redis_.reset();

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "server/gpu_worker.h"
 #include "server/redis_store.h"
+#include "server/metrics.h"
 #include "server/service.h"
 
 namespace glimpse::server {
@@ -24,6 +25,7 @@ struct ServerOptions {
   std::string tls_cert_file, tls_key_file;  // PEM; both or neither
   // The shared image store: redis.address "" = none (each replica keeps its own images).
   RedisOptions redis;
+  std::string metrics_listen;               // host:port of the Prometheus /metrics; "" = off
 };
 
 class GlimpseServer {
@@ -34,6 +36,8 @@ class GlimpseServer {
 
   // The port it listens on (the one picked when `listen` ends in ":0"); 0 when in-process only.
   int port() const { return port_; }
+  // The port /metrics is served on; 0 when metrics_listen is empty.
+  int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
   std::shared_ptr<grpc::Channel> InProcessChannel();
 
   // Reports NOT_SERVING, stops taking calls, lets queued and running calls finish within `grace`
@@ -49,6 +53,7 @@ class GlimpseServer {
   std::unique_ptr<RedisStore> redis_;
   std::unique_ptr<ImageAnalyticsService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsEndpoint> metrics_;  // reads worker_: stopped before it goes
   int port_ = 0;
   bool shut_down_ = false;
 };

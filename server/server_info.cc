@@ -7,7 +7,7 @@
 
 namespace glimpse::server {
 
-constexpr char kVersion[] = "0.1.0";
+constexpr char kVersion[] = GLIMPSE_VERSION;  // the CMake project version
 
 void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis,
                     std::chrono::steady_clock::duration uptime, v1::ServerInfo* response) {

@@ -2,7 +2,8 @@
 """Checks deploy/Dockerfile, deploy/compose.yaml and deploy/k8s/*.yaml against each other and
 against the server's own defaults, read from `glimpse-server --help`: the port (--listen), the drain
 time (--shutdown-grace-s), the connection-age limit, the health service names (proto/), the GPU
-requests and the NVIDIA variables EGL needs.
+requests, the NVIDIA variables EGL needs, and the Prometheus metrics port (--metrics-listen, on in
+the image through GLIMPSE_METRICS_LISTEN: exposed, published, declared and annotated for scraping).
 
   check_manifests.py --server build/server/glimpse-server [--client build/client/glimpse]
 """
@@ -86,6 +87,19 @@ def redis_flag(c, where, args):
     return None, None
   host, port = values[0].rsplit(":", 1)
   return host, int(port)
+def metrics_address(env, args):
+  """Where the server serves /metrics: --metrics-listen in ARGS, else GLIMPSE_METRICS_LISTEN."""
+  for a in args:
+    if a.startswith("--metrics-listen="):
+      return a.split("=", 1)[1]
+  return env.get("GLIMPSE_METRICS_LISTEN")
+
+
+def check_metrics_port(c, where, env, args, metrics_port):
+  address = metrics_address(env, args)
+  if address is not None:
+    c.check(address and dc.port_of(address) == metrics_port,
+            f"{where}: metrics served on port {metrics_port} (the image's), got {address!r}")
 
 
 def dockerignore_excludes(patterns, path):
@@ -175,6 +189,15 @@ def check_dockerfile(c, defaults, port, services):
   c.check(cmd_args is not None, "Dockerfile: CMD in exec form")
   check_server_args(c, "Dockerfile ENTRYPOINT/CMD", (entry_cmd or [])[1:] + (cmd_args or []),
                     defaults)
+  # The binary serves no metrics by default; the image turns them on.
+  metrics = metrics_address(env, (entry_cmd or [])[1:] + (cmd_args or []))
+  metrics_port = None
+  c.check(bool(metrics), "Dockerfile: the image serves Prometheus metrics "
+          f"(ENV GLIMPSE_METRICS_LISTEN or --metrics-listen), got {metrics!r}")
+  if metrics:
+    metrics_port = dc.port_of(metrics)
+    c.check(metrics_port != port, f"Dockerfile: metrics port {metrics_port} differs from gRPC's")
+    c.check(metrics_port in exposed, f"Dockerfile: EXPOSE {metrics_port} (metrics), got {exposed}")
   c.check(runtime.last("STOPSIGNAL") is None or runtime.last("STOPSIGNAL").args in ("SIGTERM", "15"),
           "Dockerfile: STOPSIGNAL is SIGTERM (the server drains on it)")
 
@@ -215,10 +238,10 @@ def check_dockerfile(c, defaults, port, services):
   c.check(dockerignore_excludes(patterns, "build/CMakeCache.txt")
           and dockerignore_excludes(patterns, ".git/HEAD"),
           ".dockerignore keeps build/ and .git out of the context")
-  return int(uid) if uid.isdigit() else None
+  return (int(uid) if uid.isdigit() else None), metrics_port
 
 
-def check_compose(c, defaults, port, grace_s):
+def check_compose(c, defaults, port, grace_s, metrics_port):
   path = os.path.join(dc.REPO, "deploy", "compose.yaml")
   doc = yaml.safe_load(open(path))
   services = doc.get("services", {})
@@ -243,6 +266,9 @@ def check_compose(c, defaults, port, grace_s):
   stop = dc.duration_s(server.get("stop_grace_period", "10s"))
   c.check(stop > grace_s, f"compose server: stop_grace_period {stop}s > --shutdown-grace-s {grace_s}s")
   check_server_args(c, "compose server command", server.get("command") or [], defaults)
+  check_metrics_port(c, "compose server", env, server.get("command") or [], metrics_port)
+  c.check(str(metrics_port) in published,
+          f"compose server: publishes the metrics port {metrics_port}, got {published}")
 
   store = services.get("redis", {})
   c.check(bool(store) and "redis" in str(store.get("image", "")),
@@ -286,7 +312,7 @@ def check_compose(c, defaults, port, grace_s):
   return args
 
 
-def check_k8s(c, defaults, port, grace_s, services, image_uid):
+def check_k8s(c, defaults, port, grace_s, services, image_uid, metrics_port):
   docs = []
   for path in sorted(glob.glob(os.path.join(dc.REPO, "deploy", "k8s", "*.yaml"))):
     for doc in yaml.safe_load_all(open(path)):
@@ -362,6 +388,15 @@ def check_k8s(c, defaults, port, grace_s, services, image_uid):
     c.check(dc.port_of(env["GLIMPSE_LISTEN"]) == port, f"{name}: GLIMPSE_LISTEN port {port}")
   c.check(not server.get("command"), f"{name}: keeps the image's ENTRYPOINT")
   check_server_args(c, f"{name} args", server.get("args", []), defaults)
+  check_metrics_port(c, name, env, server.get("args", []), metrics_port)
+  c.check(ports.get("metrics") == metrics_port,
+          f"{name}: containerPort {metrics_port} named metrics, got {ports}")
+  notes = spec["template"]["metadata"].get("annotations", {})
+  want = {"prometheus.io/scrape": "true", "prometheus.io/port": str(metrics_port),
+          "prometheus.io/path": "/metrics"}
+  for key, value in want.items():
+    c.check(notes.get(key) == value,
+            f"{name}: pod annotation {key}: {value!r}, got {notes.get(key)!r}")
 
   allowed = {""} | set(services)
   for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
@@ -422,7 +457,7 @@ def main():
 
   c = dc.Checker()
   defaults, _ = dc.flag_defaults(args.server)
-  for flag in ("listen", "shutdown-grace-s", "max-connection-age-s"):
+  for flag in ("listen", "shutdown-grace-s", "max-connection-age-s", "metrics-listen"):
     if not c.check(flag in defaults, f"glimpse-server --help lists --{flag} with its default"):
       return c.finish("check_manifests")
   port = dc.port_of(defaults["listen"])
@@ -434,9 +469,12 @@ def main():
   services = dc.proto_services()
   c.check(services, "proto/ declares the gRPC service the probes ask for")
 
-  uid = check_dockerfile(c, defaults, port, services)
-  client_args = check_compose(c, defaults, port, grace_s)
-  check_k8s(c, defaults, port, grace_s, services, uid)
+  _, server_help = dc.flag_defaults(args.server)
+  c.check("GLIMPSE_METRICS_LISTEN" in server_help,
+          "glimpse-server --help says $GLIMPSE_METRICS_LISTEN sets --metrics-listen's default")
+  uid, metrics_port = check_dockerfile(c, defaults, port, services)
+  client_args = check_compose(c, defaults, port, grace_s, metrics_port)
+  check_k8s(c, defaults, port, grace_s, services, uid, metrics_port)
 
   if args.client:
     cdefaults, help_text = dc.flag_defaults(args.client)

@@ -6,13 +6,14 @@ does, from deploy/Dockerfile itself:
   lays out the runtime stage's COPY lines there (binaries in <root>/usr/local/bin, the glvnd vendor
   file 10_nvidia.json beside Mesa's, which glvnd is pointed at);
 - starts ENTRYPOINT + CMD (exec form, no shell) with the image's ENV (NVIDIA_* included), as the
-  image's USER when run as root, GLIMPSE_LISTEN moved to a free loopback port (the one change);
+  image's USER when run as root, GLIMPSE_LISTEN and GLIMPSE_METRICS_LISTEN moved to free loopback
+  ports (the one change);
 - runs the HEALTHCHECK command (port likewise moved) first with nothing listening (must fail), then
   until it passes, within the time Docker allows before it would call the container unhealthy;
 - checks the server logged the GL renderer it got (llvmpipe on a machine without a GPU: the
   NVIDIA vendor file must not get in the way), that every library the running server mapped comes
-  from the runtime package list's closure, and that SIGTERM ends it with exit code 0 within
-  --shutdown-grace-s.
+  from the runtime package list's closure, that /metrics answers with the compose client's call
+  counted, and that SIGTERM ends it with exit code 0 within --shutdown-grace-s.
 
   container_start_test.py --build-dir build
 """
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 import yaml
 
@@ -143,6 +145,10 @@ def main():
     env = {"PATH": DOCKER_PATH, "HOME": root + workdir, "HOSTNAME": "glimpse"}
     env.update(env_image)
     env["GLIMPSE_LISTEN"] = f"127.0.0.1:{port}"
+    metrics_port = None
+    if env.get("GLIMPSE_METRICS_LISTEN"):
+      metrics_port = free_port()
+      env["GLIMPSE_METRICS_LISTEN"] = f"127.0.0.1:{metrics_port}"
     env["__EGL_VENDOR_LIBRARY_DIRS"] = root + VENDOR_DIR
     if "LP_NUM_THREADS" in os.environ:  # CI's llvmpipe thread count; the image leaves it unset
       env["LP_NUM_THREADS"] = os.environ["LP_NUM_THREADS"]
@@ -240,6 +246,24 @@ def main():
       print(run.stdout[-1500:], run.stderr[-1500:], flush=True)
       c.check(run.returncode == 0, f"the compose client's command exits 0 as the image's user, "
               f"got {run.returncode}: {run.stderr.strip()[-300:]}")
+
+      # Prometheus' view: the image serves /metrics, and the client's call is counted there.
+      c.check(metrics_port is not None, "the image turns metrics on (GLIMPSE_METRICS_LISTEN)")
+      if metrics_port is not None:
+        try:
+          body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                        timeout=10).read().decode()
+        except OSError as e:
+          body = f"(no answer: {e})"
+        rpcs = {"histogram": "Histogram", "integral": "IntegralImage", "compact": "Compact",
+                "box": "BoxFilter", "info": "GetServerInfo", "list": "ListImages"}
+        method = next((rpcs[a] for a in client["command"] if a in rpcs), None)
+        c.check(method is not None, f"the compose client runs one of {sorted(rpcs)}")
+        counted = re.search(rf'^glimpse_calls_total{{code="OK",method="{method}"}} 1$', body, re.M)
+        c.check(counted is not None and "glimpse_device_info{" in body,
+                f"/metrics counts the compose client's {method} call and names the device; got "
+                f"{body[:300]!r}")
+        print(f"/metrics: {len(body)} bytes; {counted and counted.group(0)}", flush=True)
 
       server.send_signal(signal.SIGTERM)
       t1 = time.monotonic()

@@ -6,8 +6,9 @@ with this machine's Debian apt sources. Every runtime-stage instruction runs in 
 the repository or from the build's own `cmake --install` (the build stage's line), RUN in a
 chroot as root (so `install-deps.sh --runtime` installs from the mirror onto a bare system),
 ENV, USER, WORKDIR. Then ENTRYPOINT + CMD run as the image's user with the image's environment
-(GLIMPSE_LISTEN moved to a free loopback port), the HEALTHCHECK command must pass, the compose
-client's command must succeed against the server, and SIGTERM must end it with exit code 0.
+(GLIMPSE_LISTEN and GLIMPSE_METRICS_LISTEN moved to free loopback ports), the HEALTHCHECK command
+must pass, the compose client's command must succeed against the server, and SIGTERM must end it
+with exit code 0.
 This proves the runtime package list on a machine that has nothing else installed.
 
 Needs root, debootstrap, unshare and the Debian mirror; the minbase root is cached as a tarball
@@ -157,6 +158,8 @@ def main():
     env.setdefault("HOME", home)
     port = cst.free_port()
     env["GLIMPSE_LISTEN"] = f"127.0.0.1:{port}"
+    if env.get("GLIMPSE_METRICS_LISTEN"):
+      env["GLIMPSE_METRICS_LISTEN"] = f"127.0.0.1:{cst.free_port()}"
     if "LP_NUM_THREADS" in os.environ:
       env["LP_NUM_THREADS"] = os.environ["LP_NUM_THREADS"]
 

@@ -21,7 +21,8 @@ fail() {
   exit 1
 }
 
-"$server_bin" --listen=127.0.0.1:0 --shutdown-grace-s=10 >"$work/server.log" 2>&1 &
+"$server_bin" --listen=127.0.0.1:0 --metrics-listen=127.0.0.1:0 --shutdown-grace-s=10 \
+  >"$work/server.log" 2>&1 &
 server_pid=$!
 port=""
 for _ in $(seq 1 300); do
@@ -63,6 +64,9 @@ head -1 h.csv | grep -q "^bin,lo,hi,count0,count1,count2$" || fail "h.csv header
 awk -F, 'NR > 1 { s += $4 } END { exit s != 307200 }' h.csv || fail "h.csv counts do not sum to 307200"
 grep -q '"bins": 256' h.json || fail "h.json"
 head -c 8 h.png | od -c | grep -q "P   N   G" || fail "h.png is not a PNG"
+g histogram "$id" --png=h_log.png --log >/dev/null || fail "histogram --log"
+head -c 8 h_log.png | od -c | grep -q "P   N   G" || fail "h_log.png is not a PNG"
+cmp -s h.png h_log.png && fail "--log drew the same chart as the linear scale"
 g histogram "$sample" --source=luma --bins=16 --csv=luma.csv >/dev/null || fail "histogram of a file"
 [ "$(wc -l <luma.csv)" = 17 ] || fail "luma.csv rows"
 
@@ -135,6 +139,17 @@ g histogram /no/such/file.png >/dev/null 2>&1
 "$client_bin" --server=127.0.0.1:1 --timeout-s=5 health >/dev/null 2>&1
 [ $? = 1 ] || fail "health of an unreachable server should exit 1"
 [ "$(g health)" = SERVING ] || fail "server no longer serving after bad input"
+
+# Prometheus metrics, fetched over HTTP: the two refused histogram calls above are counted.
+metrics_port=$(sed -n 's/.*metrics on .*(port \([0-9]*\)).*/\1/p' "$work/server.log")
+[ -n "$metrics_port" ] || fail "server did not report its metrics port"
+curl -sS --fail --max-time 10 "http://127.0.0.1:$metrics_port/metrics" >metrics.txt \
+  || fail "GET /metrics"
+for code in NOT_FOUND INVALID_ARGUMENT; do
+  grep -qx "glimpse_calls_total{code=\"$code\",method=\"Histogram\"} 1" metrics.txt \
+    || fail "/metrics does not count one Histogram $code: $(grep calls_total metrics.txt)"
+done
+grep -q '^glimpse_device_info{.*} 1$' metrics.txt || fail "/metrics has no glimpse_device_info"
 
 # SIGTERM: the server stops and exits 0.
 kill -TERM "$server_pid"

@@ -16,33 +16,6 @@ using gpu::HostImage;
 using gpu::SampleType;
 using std::chrono::milliseconds;
 
-// Occupies the worker until Release(); returns once the blocking job is running.
-class WorkerBlocker {
- public:
-  explicit WorkerBlocker(server::GpuWorker& worker) {
-    std::promise<void> started;
-    std::future<void> running = started.get_future();
-    server::Job job;
-    job.method = "test blocker";
-    job.run = [this, &started](server::GpuEnv&, server::Lease, std::chrono::nanoseconds) {
-      started.set_value();
-      release_.get_future().wait();
-    };
-    job.drop = [](const absl::Status&) {};
-    EXPECT_TRUE(worker.Enqueue(std::move(job)).ok());
-    running.wait();
-  }
-  ~WorkerBlocker() { Release(); }
-  void Release() {
-    if (!released_) release_.set_value();
-    released_ = true;
-  }
-
- private:
-  std::promise<void> release_;
-  bool released_ = false;
-};
-
 // An asynchronous Histogram call (callback API) whose status arrives in a future.
 struct AsyncHistogram {
   grpc::ClientContext ctx;
@@ -165,7 +138,10 @@ TEST(ServiceControlTest, StoreEvictsLeastRecentlyUsedAndExpiresIdleImages) {
   std::unique_ptr<TestServer> ts = TestServer::Start(o);
   GLIMPSE_REQUIRE_SERVER(ts);
   v1::ImageAnalytics::Stub& stub = *ts->stub;
-  const HostImage img = HostImage::Zeros({100, 100, 4, SampleType::kUint8});  // 40000 bytes
+  // 40000 bytes held either way: two fit the budget, three do not.
+  const bool software = ServerIsSoftware(stub);
+  const HostImage img = HostImage::Zeros({100, software ? 50 : 100, 4, SampleType::kUint8});
+  ASSERT_EQ(StoredBytes(img.desc, software), 40'000u);
   auto info = [&](const std::string& id) {
     grpc::ClientContext ctx;
     v1::GetImageInfoRequest req;

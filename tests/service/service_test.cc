@@ -170,6 +170,7 @@ TEST_F(ServiceTest, RawUploadRoundTripsEveryFormatAndChannelCount) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng = Rng();
   const std::pair<int, int> sizes[] = {{1, 1}, {1, 37}, {41, 1}, {67, 29}};
+  const bool software = ServerIsSoftware(stub());
   int n = 0;
   for (SampleType type : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
     for (int channels = 1; channels <= 4; ++channels) {
@@ -189,7 +190,7 @@ TEST_F(ServiceTest, RawUploadRoundTripsEveryFormatAndChannelCount) {
       EXPECT_EQ(info.height(), uint32_t(h));
       EXPECT_EQ(info.channels(), uint32_t(channels));
       EXPECT_EQ(info.format(), ProtoFormat(type));
-      EXPECT_EQ(info.bytes(), desc.bytes());
+      EXPECT_EQ(info.bytes(), StoredBytes(desc, software));
       EXPECT_EQ(info.label(), "raw test");
 
       grpc::ClientContext ctx;
@@ -215,7 +216,7 @@ TEST_F(ServiceTest, RawUploadRoundTripsEveryFormatAndChannelCount) {
       dreq.set_image_id(info.image_id());
       v1::DeleteImageResponse dresp;
       ASSERT_TRUE(stub().DeleteImage(&dctx, dreq, &dresp).ok());
-      EXPECT_EQ(dresp.freed_bytes(), desc.bytes());
+      EXPECT_EQ(dresp.freed_bytes(), StoredBytes(desc, software));
       grpc::ClientContext ctx2;
       ExpectCode(stub().GetImageInfo(&ctx2, req, &got), grpc::StatusCode::NOT_FOUND,
                  info.image_id());

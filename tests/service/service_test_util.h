@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <future>
 #include <memory>
 #include <random>
 #include <string>
@@ -110,6 +111,45 @@ inline grpc::Status UploadRaw(v1::ImageAnalytics::Stub& stub, const v1::UploadHe
   }
   writer->WritesDone();
   return writer->Finish();
+}
+
+// Occupies the worker until Release(); returns once the blocking job is running.
+class WorkerBlocker {
+ public:
+  explicit WorkerBlocker(server::GpuWorker& worker) {
+    std::promise<void> started;
+    std::future<void> running = started.get_future();
+    server::Job job;
+    job.method = "test blocker";
+    job.run = [this, &started](server::GpuEnv&, server::Lease, std::chrono::nanoseconds) {
+      started.set_value();
+      release_.get_future().wait();
+    };
+    job.drop = [](const absl::Status&) {};
+    EXPECT_TRUE(worker.Enqueue(std::move(job)).ok());
+    running.wait();
+  }
+  ~WorkerBlocker() { Release(); }
+  void Release() {
+    if (!released_) release_.set_value();
+    released_ = true;
+  }
+
+ private:
+  std::promise<void> release_;
+  bool released_ = false;
+};
+
+inline bool ServerIsSoftware(v1::ImageAnalytics::Stub& stub) {
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  return stub.GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok() && info.software();
+}
+
+// The memory a stored image holds (ImageInfo.bytes): its pixels, plus on CPU renderers the packed
+// copy that their kernels read (gpu::Image).
+inline uint64_t StoredBytes(const gpu::ImageDesc& d, bool software) {
+  return d.bytes() + (software ? uint64_t(gpu::PackedTexelsPerRow(d)) * 16 * d.height : 0);
 }
 
 inline std::string Bytes(const gpu::HostImage& img) {

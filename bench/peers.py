@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""Glimpse against OpenCV on the same image, the same cores and the same output, side by side.
+
+For each case and size: every variant the server offers (and `auto`) through the service, on an
+image stored once and analysed by id, alternated with the OpenCV call that produces the same
+result; medians of --runs. Glimpse's time is the server's reported GPU time (Timing.gpu_ns; on
+llvmpipe the dispatches timed with glFinish and the CPU clock) and the client's wall time of the
+call (request, queue, GPU, streaming the result into numpy). The cold column: the first call of
+the case on a freshly started server with no shader cache on disk (MESA_SHADER_CACHE_DISABLE),
+over a warm call of the same case and size.
+
+Usually run through bench/peers.sh (installs, builds, sets up the client); by hand:
+  peers.py --server-binary build/server/glimpse-server [--runs 5] [--sizes 3200x2400,1024x1024]
+           [--cases REGEX] [--variants all|auto] [--no-cold] [--markdown FILE]
+  peers.py --server HOST:PORT ...      an already running server (no cold column)
+"""
+import argparse
+import dataclasses
+import datetime
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable, List
+
+import cv2
+import numpy as np
+
+import glimpse
+
+# The variants each analysis offers (GetServerInfo does not list them): keep in step with the
+# README's variant tables. A name the server refuses is reported and skipped.
+VARIANTS = {
+    "histogram": ["global_atomics", "shared_atomics", "shared_per_thread", "private_rows"],
+    "integral_image": ["naive", "work_efficient", "scan_transpose_scan", "strip_scan"],
+    "compaction": ["atomic_per_pixel", "workgroup_aggregated", "ordered_scan"],
+    "box_filter": ["shared_tile", "separable", "integral"],
+}
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    analysis: str
+    image: str                                   # "rgba" (RGBA8) or "grey" (its luma, 1 channel)
+    glimpse: Callable                            # (client, image, variant) -> result
+    opencv: Callable                             # (array) -> result
+    check: Callable                              # (glimpse result, opencv result) -> str
+    bytes: Callable                              # (array, glimpse result) -> bytes read + written
+    describe: str = ""
+
+
+def _equal(a, b) -> str:
+    return "equal" if np.array_equal(a, b) else "DIFFERENT"
+
+
+def _hist_all(img):
+    return np.stack([cv2.calcHist([img], [c], None, [256], [0, 256])[:, 0] for c in range(4)])
+
+
+def _hist_luma(img):
+    return cv2.calcHist([cv2.cvtColor(img, cv2.COLOR_RGBA2GRAY)], [0], None, [256], [0, 256])
+
+
+# R+G+B per pixel in float (exact; cv2.transform would saturate at 255 in 8 bits), counted in 768
+# unit bins (exact edges), summed 48 at a time: the same 16 bins as Glimpse's (R+G+B)/3 over
+# [0, 256). (16 bins over [0, 768) directly would put some sums on the wrong side of an edge:
+# calcHist scales by 16/768 in floating point.)
+def _hist_rgb_mean(img):
+    sums = cv2.reduce(img.reshape(-1, 4)[:, :3], 1, cv2.REDUCE_SUM, dtype=cv2.CV_32F)
+    unit = cv2.calcHist([sums], [0], None, [768], [0, 768])
+    return unit.reshape(16, 48).sum(axis=1, keepdims=True)
+
+
+def _blur_check(g, cv):
+    d = np.abs(g.pixels.astype(np.int16) - cv.reshape(g.pixels.shape).astype(np.int16)).max()
+    return "equal" if d == 0 else f"max diff {d}" if d <= 1 else f"DIFFERENT ({d})"
+
+
+def _integral_check(g, cv):
+    if isinstance(cv, tuple):
+        s, sq = cv
+        ok = np.array_equal(g.table, s[1:, 1:].reshape(g.table.shape)) and \
+            np.array_equal(g.squared_table, sq[1:, 1:].reshape(g.table.shape))
+        return "equal" if ok else "DIFFERENT"
+    return _equal(g.table, cv[1:, 1:].reshape(g.table.shape))
+
+
+def make_cases(thresholds) -> List[Case]:
+    """thresholds: {percent: lo} so that grey >= lo selects about that share of the pixels."""
+    cases = [
+        Case("histogram 256 bins x 4 channels", "histogram", "rgba",
+             lambda c, i, v: c.histogram(i, bins=256, variant=v), _hist_all,
+             lambda g, cv: _equal(g.counts, cv), lambda a, g: a.nbytes, "calcHist per channel"),
+        Case("histogram 256 bins of luma", "histogram", "rgba",
+             lambda c, i, v: c.histogram(i, bins=256, source="luma", variant=v), _hist_luma,
+             lambda g, cv: _equal(g.counts[0], cv[:, 0]), lambda a, g: a.nbytes,
+             "cvtColor RGBA2GRAY + calcHist"),
+        Case("histogram 16 bins of RGB mean", "histogram", "rgba",
+             lambda c, i, v: c.histogram(i, bins=16, source="rgb_mean", variant=v),
+             _hist_rgb_mean, lambda g, cv: _equal(g.counts[0], cv[:, 0]),
+             lambda a, g: a.nbytes, "reduce to R+G+B + calcHist"),
+    ]
+    for image, ch in (("grey", 1), ("rgba", 4)):
+        for squared in (False, True):
+            cases.append(Case(
+                f"integral image {ch} channel{'s' if ch > 1 else ''}{', squared' if squared else ''}",
+                "integral_image", image,
+                lambda c, i, v, sq=squared: c.integral_image(i, squared=sq, variant=v),
+                (lambda a: cv2.integral2(a, sdepth=cv2.CV_64F, sqdepth=cv2.CV_64F)) if squared
+                else (lambda a: cv2.integral(a, sdepth=cv2.CV_64F)),
+                _integral_check,
+                lambda a, g, sq=squared: a.nbytes * (1 + 8 * (2 if sq else 1)),
+                "integral2 CV_64F" if squared else "integral CV_64F"))
+    for image, r in (("rgba", 1), ("rgba", 7), ("rgba", 32), ("grey", 7)):
+        k = 2 * r + 1
+        cases.append(Case(
+            f"box filter {'RGBA8' if image == 'rgba' else '1 channel'} r={r}", "box_filter", image,
+            lambda c, i, v, r=r: c.box_filter(i, r, r, border="replicate", variant=v),
+            lambda a, k=k: cv2.blur(a, (k, k), borderType=cv2.BORDER_REPLICATE),
+            _blur_check, lambda a, g: 2 * a.nbytes, f"blur {k}x{k} BORDER_REPLICATE"))
+    for pct, lo in thresholds.items():
+        cases.append(Case(
+            f"compaction {pct}% listed", "compaction", "grey",
+            lambda c, i, v, lo=lo: c.compact(i, lo, 255, max_results=i.width * i.height,
+                                             variant=v),
+            lambda a, lo=lo: cv2.findNonZero(cv2.inRange(a, lo, 255)),
+            lambda g, cv: _equal(g.xy, cv.reshape(-1, 2)),
+            lambda a, g: a.nbytes + 9 * g.total, "inRange + findNonZero"))
+        cases.append(Case(
+            f"compaction {pct}% counted", "compaction", "grey",
+            lambda c, i, v, lo=lo: c.compact(i, lo, 255, count_only=True, variant=v),
+            lambda a, lo=lo: cv2.countNonZero(cv2.inRange(a, lo, 255)),
+            lambda g, cv: "equal" if g.total == cv else "DIFFERENT",
+            lambda a, g: a.nbytes, "inRange + countNonZero"))
+    return cases
+
+
+def make_images(width, height, seed):
+    """RGBA8 smooth gradients plus noise (runs of equal values occur, as in photographs) and its
+    luma (OpenCV's RGBA2GRAY, which Glimpse's luma equals)."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    planes = [x / width * 200, y / height * 200, (x + y) / (width + height) * 255,
+              128 + 100 * np.sin(x / 97.0) * np.cos(y / 61.0)]
+    rgba = np.stack(planes, axis=2) + rng.normal(0, 12, (height, width, 4)).astype(np.float32)
+    rgba = np.clip(rgba, 0, 255).astype(np.uint8)
+    return {"rgba": rgba, "grey": cv2.cvtColor(rgba, cv2.COLOR_RGBA2GRAY)}
+
+
+class Server:
+    """A glimpse-server started on a free port, stopped with SIGTERM."""
+
+    def __init__(self, binary, threads, cold=False):
+        env = dict(os.environ, LP_NUM_THREADS=str(threads))
+        if cold:
+            env["MESA_SHADER_CACHE_DISABLE"] = "true"
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="glimpse-peers-", suffix=".log")
+        self.proc = subprocess.Popen([binary, "--listen=127.0.0.1:0", "--log-level=info",
+                                      "--max-queue=4"], stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=env)
+        deadline = time.monotonic() + 120
+        while True:
+            text = open(self.log.name).read()
+            m = re.search(r"listening on .*\(port (\d+)\)", text)
+            if m:
+                self.address = f"127.0.0.1:{m.group(1)}"
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                sys.exit(f"peers: the server did not start:\n{text}")
+            time.sleep(0.05)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+
+def timed(fn, *args):
+    t0 = time.perf_counter()
+    result = fn(*args)
+    return result, (time.perf_counter() - t0) * 1e3
+
+
+def run_case(client, case, handle, array, variant, runs, slow_s):
+    """Alternates Glimpse and OpenCV calls (which goes first alternates too); medians in ms. A
+    variant whose warm-up call takes over slow_s seconds is timed once (OpenCV still `runs`
+    times: its first calls can cost several times a warm one)."""
+    g_gpu, g_wall, cv_ms = [], [], []
+    g, warm_ms = timed(case.glimpse, client, handle, variant)  # warm-up, and the result to check
+    cv, _ = timed(case.opencv, array)
+    check = case.check(g, cv)
+    g_runs = 1 if warm_ms > slow_s * 1e3 else runs
+    for i in range(runs):
+        for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+            if side == 0 and i < g_runs:
+                r, ms = timed(case.glimpse, client, handle, variant)
+                g_gpu.append(r.timing.gpu_ns * 1e-6)
+                g_wall.append(ms)
+            elif side == 1:
+                cv_ms.append(timed(case.opencv, array)[1])
+    return dict(variant=g.variant, gpu=statistics.median(g_gpu), wall=statistics.median(g_wall),
+                cv=statistics.median(cv_ms), bytes=case.bytes(array, g), check=check, runs=g_runs)
+
+
+def cold_start(binary, threads, case, array, runs):
+    """First call on a fresh server with the shader cache off, over the median warm call."""
+    server = Server(binary, threads, cold=True)
+    try:
+        with glimpse.Client(server.address, timeout=600) as c:
+            handle = c.upload(array)
+            first, first_wall = timed(case.glimpse, c, handle, "auto")
+            warm = [timed(case.glimpse, c, handle, "auto") for _ in range(max(runs, 3))]
+        gpu = statistics.median(r.timing.gpu_ns for r, _ in warm)
+        wall = statistics.median(ms for _, ms in warm)
+        return first.timing.gpu_ns / gpu if gpu else float("nan"), first_wall / wall
+    finally:
+        server.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--server-binary", help="start this glimpse-server (and fresh ones for the cold column)")
+    where.add_argument("--server", help="HOST:PORT of a running server (no cold column)")
+    ap.add_argument("--runs", type=int, default=5, help="timed runs per side (median), default 5")
+    ap.add_argument("--sizes", default="3200x2400,1024x1024", help="WxH,... (default %(default)s)")
+    ap.add_argument("--cases", default="", help="regular expression on the case names")
+    ap.add_argument("--variants", choices=["all", "auto"], default="all",
+                    help="auto only, or auto and every variant (default)")
+    ap.add_argument("--slow-s", type=float, default=5.0,
+                    help="time a Glimpse variant once if its warm-up call takes longer (default 5 s)")
+    ap.add_argument("--no-cold", action="store_true", help="skip the cold-start column")
+    ap.add_argument("--seed", type=int, default=1, help="image seed (default 1)")
+    ap.add_argument("--markdown", help="also write the table as markdown to this file")
+    args = ap.parse_args()
+    if args.runs < 1:
+        ap.error(f"--runs must be at least 1, got {args.runs}")
+    sizes = []
+    for s in args.sizes.split(","):
+        m = re.fullmatch(r"(\d+)x(\d+)", s.strip())
+        if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+            ap.error(f"--sizes takes WIDTHxHEIGHT,..., got {s!r}")
+        sizes.append((int(m.group(1)), int(m.group(2))))
+    threads = int(os.environ.get("LP_NUM_THREADS") or os.cpu_count())
+    cv2.setNumThreads(threads)
+
+    server = Server(args.server_binary, threads) if args.server_binary else None
+    address = server.address if server else args.server
+    rows = []
+    try:
+        with glimpse.Client(address, timeout=600) as client:
+            info = client.info()
+            header = (f"{info.renderer} | {info.gl_version} | OpenCV {cv2.__version__}, "
+                      f"cv2.setNumThreads({threads}), LP_NUM_THREADS={threads} | "
+                      f"{os.cpu_count()} CPUs | runs {args.runs} | seed {args.seed}")
+            print(header, flush=True)
+            for width, height in sizes:
+                images = make_images(width, height, args.seed)
+                grey = images["grey"]
+                thresholds = {p: int(np.quantile(grey, 1 - p / 100)) for p in (10, 50)}
+                cases = [c for c in make_cases(thresholds) if re.search(args.cases, c.name)]
+                handles = {k: client.upload(v, label=f"peers {k}") for k, v in images.items()}
+                try:
+                    for case in cases:
+                        variants = ["auto"] + (VARIANTS[case.analysis]
+                                               if args.variants == "all" else [])
+                        cold = None
+                        if server and not args.no_cold:
+                            cold = cold_start(args.server_binary, threads, case,
+                                              images[case.image], args.runs)
+                        for v in variants:
+                            try:
+                                r = run_case(client, case, handles[case.image],
+                                             images[case.image], v, args.runs, args.slow_s)
+                            except glimpse.GlimpseError as e:
+                                print(f"  {case.name} {v}: {e}", file=sys.stderr)
+                                continue
+                            r.update(case=case.name, size=f"{width}x{height}", asked=v,
+                                     peer=case.describe, cold=cold if v == "auto" else None)
+                            rows.append(r)
+                            print(format_row(r), flush=True)
+                finally:
+                    for h in handles.values():
+                        client.delete(h)
+    finally:
+        if server:
+            server.stop()
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown(rows, header, " ".join(sys.argv)))
+
+
+def format_row(r):
+    cold = "" if r["cold"] is None else f"  cold {r['cold'][0]:.1f}x gpu, {r['cold'][1]:.1f}x wall"
+    variant = r["variant"] if r["asked"] != "auto" else f"auto={r['variant']}"
+    return (f"{r['case']:<38} {r['size']:>10} {variant:<26} gpu {r['gpu']:9.2f} ms  wall "
+            f"{r['wall']:9.2f} ms  opencv {r['cv']:8.2f} ms  {r['gpu'] / r['cv']:6.2f}x  "
+            f"{r['bytes'] / r['gpu'] / 1e6:6.2f} GB/s  {r['check']}{cold}"
+            + ("" if r["runs"] > 1 else "  (1 run)"))
+
+
+def markdown(rows, header, command):
+    out = ["| analysis | size | variant | Glimpse gpu ms | Glimpse wall ms | OpenCV ms | "
+           "ratio (gpu / OpenCV) | GB/s Glimpse | GB/s OpenCV | same result | cold first / warm "
+           "(gpu, wall) | runs |", "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|"]
+    for r in rows:
+        variant = f"`auto` ({r['variant']})" if r["asked"] == "auto" else f"`{r['variant']}`"
+        cold = "" if r["cold"] is None else f"{r['cold'][0]:.1f}x, {r['cold'][1]:.1f}x"
+        out.append(f"| {r['case']} | {r['size']} | {variant} | {r['gpu']:.2f} | {r['wall']:.2f} | "
+                   f"{r['cv']:.2f} ({r['peer']}) | {r['gpu'] / r['cv']:.2f}x | "
+                   f"{r['bytes'] / r['gpu'] / 1e6:.2f} | {r['bytes'] / r['cv'] / 1e6:.2f} | "
+                   f"{r['check']} | {cold} | {r['runs']} |")
+    date = datetime.date.today().isoformat()
+    return "\n".join([f"{header}; {date}", "", f"`{command}`", "", *out, ""])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+"""Python client of glimpse-server: GPU image analytics over gRPC, with numpy arrays.
+
+    import glimpse
+    with glimpse.Client("localhost:50051") as g:
+        h = g.histogram("photo.png", bins=64, source="luma")
+        print(h.counts, h.timing.gpu_ms)
+"""
+from glimpse._types import (BoxFilterResult, CompactResult, GlimpseError, HistogramResult,
+                            ImageHandle, IntegralResult, Timing)
+from glimpse.client import Client
+from glimpse.plot import plot_histogram
+
+__all__ = ["Client", "GlimpseError", "ImageHandle", "Timing", "HistogramResult",
+           "IntegralResult", "CompactResult", "BoxFilterResult", "plot_histogram"]

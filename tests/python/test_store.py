@@ -1,0 +1,157 @@
+"""Upload, list, info, delete, health, connection options and errors."""
+import subprocess
+
+import grpc
+import numpy as np
+import pytest
+
+import glimpse
+from conftest import DTYPES, REPO, random_image, running_server
+
+SAMPLE = REPO / "samples" / "glimpse-sample.png"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+def test_upload_array_round_trip(client, rng, dtype, channels):
+    h, w = rng.integers(1, 70, 2)
+    a = random_image(rng, h, w, channels, dtype)
+    handle = client.upload(a, label="round trip")
+    try:
+        assert (handle.height, handle.width, handle.channels) == (h, w, channels)
+        assert handle.format == np.dtype(dtype).name and handle.dtype == dtype
+        assert handle.bytes >= a.nbytes and handle.label == "round trip"
+        assert handle.origin == "upload" and len(handle.image_id) == 32
+        assert client.image_info(handle.image_id).shape == handle.shape
+        assert handle.image_id in [i.image_id for i in client.list()]
+        # The identity filter returns the stored pixels: the bytes went up in the right order.
+        back = client.box_filter(handle, 0, 0).pixels
+        np.testing.assert_array_equal(back, a.reshape(h, w, channels))
+    finally:
+        assert client.delete(handle) == handle.bytes
+    with pytest.raises(glimpse.GlimpseError) as e:
+        client.image_info(handle)
+    assert e.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_upload_non_contiguous_and_big_endian(client, rng):
+    a = rng.integers(0, 65536, (40, 30, 4), dtype=np.uint16)
+    view = a[::2, ::3, 1:]                       # strided, 3 channels
+    swapped = view.astype(view.dtype.newbyteorder(">"))
+    for arr in (view, swapped):
+        handle = client.upload(arr)
+        try:
+            np.testing.assert_array_equal(client.box_filter(handle, 0).pixels, view)
+        finally:
+            client.delete(handle)
+
+
+def test_upload_file_path_and_bytes(client):
+    by_path = client.upload(SAMPLE)
+    by_bytes = client.upload(SAMPLE.read_bytes(), label="bytes", channels=1)
+    try:
+        assert by_path.label == SAMPLE.name
+        assert (by_path.width, by_path.height, by_path.channels) == (640, 480, 3)
+        assert by_bytes.channels == 1 and by_bytes.label == "bytes"
+        a = client.box_filter(by_path, 0).pixels
+        # The same file sent inline by path gives the same analysis as the stored copy.
+        assert (client.histogram(str(SAMPLE)).counts == client.histogram(by_path).counts).all()
+        assert (client.histogram(a).counts == client.histogram(by_path).counts).all()
+    finally:
+        client.delete(by_path)
+        client.delete(by_bytes)
+
+
+def test_large_inputs_are_uploaded_then_deleted(tiny_inline_client, rng):
+    c = tiny_inline_client
+    before = {i.image_id for i in c.list()}
+    a = random_image(rng, 33, 45, 3, np.uint8)
+    r = c.histogram(a)
+    assert r.image.image_id != ""           # analysed by id, not inline
+    assert r.counts.sum() == a.size
+    c.histogram(SAMPLE)                      # a file, too
+    assert {i.image_id for i in c.list()} == before
+
+
+def test_inline_array_has_no_id(client, rng):
+    r = client.histogram(random_image(rng, 5, 7, 2, np.uint16))
+    assert r.image.image_id == "" and r.image.shape == (5, 7, 2)
+
+
+def test_info_and_health(client):
+    info = client.info()
+    assert info.renderer and info.version
+    assert {"histogram", "integral_image", "box_filter"} <= set(info.analyses)
+    assert len(info.analyses) == 4
+    assert client.health() == "SERVING"
+    assert client.health("glimpse.v1.ImageAnalytics") == "SERVING"
+    with pytest.raises(glimpse.GlimpseError) as e:
+        client.health("no.such.Service")
+    assert e.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_token_and_round_robin_target(server):
+    port = server.rsplit(":", 1)[1]
+    with glimpse.Client(f"dns:///127.0.0.1:{port}", round_robin=True, token="secret",
+                        timeout=30) as c:
+        assert c.health() == "SERVING"
+        assert c.histogram(np.zeros((3, 3), np.uint8), bins=4).counts.tolist() == [[9, 0, 0, 0]]
+
+
+def test_errors_carry_code_and_message(client):
+    cases = [
+        (lambda: client.histogram("0" * 32), grpc.StatusCode.NOT_FOUND, "0" * 32),
+        (lambda: client.delete("f" * 32), grpc.StatusCode.NOT_FOUND, "f" * 32),
+        (lambda: client.upload(b"not an image"), grpc.StatusCode.INVALID_ARGUMENT, ""),
+        (lambda: client.histogram(b"\x89PNG\r\n\x1a\n broken"),
+         grpc.StatusCode.INVALID_ARGUMENT, ""),
+        (lambda: client.histogram(np.zeros((4, 4), np.uint8), variant="no_such_variant"),
+         grpc.StatusCode.INVALID_ARGUMENT, "no_such_variant"),
+    ]
+    for call, code, text in cases:
+        with pytest.raises(glimpse.GlimpseError) as e:
+            call()
+        assert e.value.code == code, e.value
+        assert text in e.value.details
+        assert code.name in str(e.value)
+
+
+def test_unreachable_server():
+    with glimpse.Client("127.0.0.1:1", timeout=5) as c:
+        with pytest.raises(glimpse.GlimpseError) as e:
+            c.info()
+    assert e.value.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def test_local_argument_errors(client):
+    with pytest.raises(TypeError, match="int32"):
+        client.upload(np.zeros((2, 2), np.int32))
+    with pytest.raises(ValueError, match="5"):
+        client.histogram(np.zeros((2, 2, 5), np.uint8))
+    with pytest.raises(ValueError, match=r"\(4,\)"):
+        client.histogram(np.zeros(4, np.uint8))
+    with pytest.raises(ValueError, match="source"):
+        client.histogram(np.zeros((2, 2), np.uint8), source="hue")
+    with pytest.raises(ValueError, match="border"):
+        client.box_filter(np.zeros((2, 2), np.uint8), 1, border="wrap")
+    with pytest.raises(TypeError, match="list"):
+        client.histogram([[1, 2]])
+    with pytest.raises(FileNotFoundError):
+        client.histogram("/no/such/file.png")
+
+
+def test_tls(tmp_path):
+    # A self-signed certificate for localhost (openssl comes with ca-certificates).
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    with running_server(f"--tls-cert={cert}", f"--tls-key={key}") as port:
+        for ca in (str(cert), cert.read_bytes()):
+            with glimpse.Client(f"localhost:{port}", tls_ca=ca, timeout=30) as c:
+                assert c.health() == "SERVING"
+                assert c.histogram(np.full((2, 3), 7, np.uint8), bins=8).counts[0, 0] == 6
+        with glimpse.Client(f"localhost:{port}", timeout=5) as plain:
+            with pytest.raises(glimpse.GlimpseError) as e:
+                plain.info()
+        assert e.value.code == grpc.StatusCode.UNAVAILABLE
