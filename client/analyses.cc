@@ -107,7 +107,6 @@ void CheckIo(const std::string& error) {
   if (!error.empty()) Die(kExitLocalIo, error);
 }
 
-
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
 };
@@ -157,10 +156,10 @@ void WriteHistogram(const Options& o, const std::string& image, const v1::Histog
   if (o.Has("json")) CheckIo(WriteHistogramJson(o.Get("json"), r)), wrote = true;
   if (o.Has("png")) {
     const std::string source = o.Get("source", o.Has("channel") ? "channel" : "all");
-    CheckIo(WriteHistogramChart(o.Get("png"), r,
-                                {std::filesystem::path(image).filename().string(), source,
-                                 uint32_t(o.GetInt("channel", 0, 0, UINT32_MAX)),
-                                 o.GetBool("log")}));
+    CheckIo(
+        WriteHistogramChart(o.Get("png"), r,
+                            {std::filesystem::path(image).filename().string(), source,
+                             uint32_t(o.GetInt("channel", 0, 0, UINT32_MAX)), o.GetBool("log")}));
     wrote = true;
   }
   if (!wrote) CheckIo(WriteHistogramCsv("-", r));
@@ -193,13 +192,14 @@ class IntegralImageOutput {
         sq_ = OpenOrDie(sq_path_);
         CheckIo(WriteNpyHeader(sq_.get(), descr, shape));
       }
-      progress_ = std::make_unique<Progress>(
-          "download", header_.table_bytes() * (header_.squared() ? 2 : 1));
+      progress_ = std::make_unique<Progress>("download",
+                                             header_.table_bytes() * (header_.squared() ? 2 : 1));
     } else if (m.has_chunk()) {
       std::FILE* f = m.chunk().squared() ? sq_.get() : sum_.get();
       const std::string& d = m.chunk().data();
       if (f == nullptr || std::fwrite(d.data(), 1, d.size(), f) != d.size()) {
-        Die(kExitLocalIo, fmt::format("cannot write {}", m.chunk().squared() ? sq_path_ : sum_path_));
+        Die(kExitLocalIo,
+            fmt::format("cannot write {}", m.chunk().squared() ? sq_path_ : sum_path_));
       }
       received_ += d.size();
       if (progress_) progress_->Update(received_);

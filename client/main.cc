@@ -77,7 +77,8 @@ const std::vector<Command>& Commands() {
       {"histogram",
        {},
        " IMAGE [--bins=256] [--lo=V] [--hi=V] [--source=all|channel|luma|rgb_mean]\n"
-       "              [--channel=C] [--variant=NAME] [--csv=FILE] [--json=FILE] [--png=FILE [--log]]\n"
+       "              [--channel=C] [--variant=NAME] [--csv=FILE] [--json=FILE] [--png=FILE "
+       "[--log]]\n"
        "                                      --png: a chart; --log: counts on a log scale",
        {"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png", "log"},
        Histogram},
@@ -114,7 +115,8 @@ const std::vector<Command>& Commands() {
        "              [--concurrency=4] [--duration-s=10] [--markdown=FILE] [--replica=HOST:PORT]\n"
        "                                      load test: requests/s and p50/p99 latency per RPC "
        "and size;\n"
-       "              --rpcs also takes upload_and_4 (upload, the four analyses by id, delete) and\n"
+       "              --rpcs also takes upload_and_4 (upload, the four analyses by id, delete) "
+       "and\n"
        "              analyze_4 (the same in one Analyze call); --replica: a second replica on\n"
        "              the same --redis, for the cost of a first call there (a fetch from Redis)",
        {"rpcs", "sizes", "concurrency", "duration-s", "markdown", "replica"},

@@ -326,14 +326,12 @@ absl::Status PlanWith(AnalysisTable<A...>, const v1::Analysis& analysis, std::ve
   absl::Status status;
   bool found = false;
   // Tries each entry in turn until one claims the analysis (or fails it).
-  (void)((
-             [&] {
-               absl::StatusOr<bool> r = PlanStep<A>(analysis, steps);
-               if (!r.ok()) status = r.status();
-               found = !r.ok() || *r;
-               return found;
-             }() ||
-             ...));
+  (void)(([&] {
+    absl::StatusOr<bool> r = PlanStep<A>(analysis, steps);
+    if (!r.ok()) status = r.status();
+    found = !r.ok() || *r;
+    return found;
+  }() || ...));
   if (!found) {
     std::string names;
     for (const std::string& n : NamesOf(AnalysisTable<A...>{})) {

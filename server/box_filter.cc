@@ -125,31 +125,31 @@ absl::Status BoxFilterAnalysis::Run(const StreamWork<Response>& work, GpuEnv& en
   const size_t chunk = work.service->limits.chunk_bytes;
   // PNG encoding and cutting into messages are host work: off the GPU thread.
   auto send = [call = work.call, host, header, held, encoding = options.encoding, chunk] {
-        std::string png;
-        std::string_view bytes(reinterpret_cast<const char*>(host->data.data()), host->data.size());
-        if (encoding == v1::PIXEL_ENCODING_PNG) {
-          absl::StatusOr<std::string> encoded = EncodePng(*host);
-          if (!encoded.ok()) return call->Close(encoded.status());
-          png = *std::move(encoded);
-          bytes = png;
-        }
-        header->mutable_header()->set_data_bytes(bytes.size());
-        std::vector<v1::BoxFilterResponse> messages;
-        messages.push_back(std::move(*header));
-        for (size_t off = 0; off < bytes.size(); off += chunk) {
-          const std::string_view piece = bytes.substr(off, chunk);
-          messages.emplace_back().set_chunk(piece.data(), piece.size());
-        }
-        *messages.emplace_back().mutable_timing() = call->record.Timing();
-        const uint64_t sent = bytes.size();
-        host->data = {};
-        png = {};
-        held->ShrinkTo(sent + Framing(sent, chunk) + kEndsBytes);
-        if (absl::Status s = call->Send(std::move(messages), std::move(*held)); !s.ok()) {
-          return call->Close(s);
-        }
-        call->Close(absl::OkStatus());
-      };
+    std::string png;
+    std::string_view bytes(reinterpret_cast<const char*>(host->data.data()), host->data.size());
+    if (encoding == v1::PIXEL_ENCODING_PNG) {
+      absl::StatusOr<std::string> encoded = EncodePng(*host);
+      if (!encoded.ok()) return call->Close(encoded.status());
+      png = *std::move(encoded);
+      bytes = png;
+    }
+    header->mutable_header()->set_data_bytes(bytes.size());
+    std::vector<v1::BoxFilterResponse> messages;
+    messages.push_back(std::move(*header));
+    for (size_t off = 0; off < bytes.size(); off += chunk) {
+      const std::string_view piece = bytes.substr(off, chunk);
+      messages.emplace_back().set_chunk(piece.data(), piece.size());
+    }
+    *messages.emplace_back().mutable_timing() = call->record.Timing();
+    const uint64_t sent = bytes.size();
+    host->data = {};
+    png = {};
+    held->ShrinkTo(sent + Framing(sent, chunk) + kEndsBytes);
+    if (absl::Status s = call->Send(std::move(messages), std::move(*held)); !s.ok()) {
+      return call->Close(s);
+    }
+    call->Close(absl::OkStatus());
+  };
   if (!kept) return work.service->pool.Post(std::move(send)), absl::OkStatus();
   // The kept result's id goes out once every replica can serve it.
   ShareImage(*work.service, *kept, host,

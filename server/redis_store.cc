@@ -33,7 +33,8 @@ struct ReplyFree {
 using Reply = std::unique_ptr<redisReply, ReplyFree>;
 
 timeval ToTimeval(std::chrono::milliseconds ms) {
-  return timeval{.tv_sec = time_t(ms.count() / 1000), .tv_usec = suseconds_t(ms.count() % 1000) * 1000};
+  return timeval{.tv_sec = time_t(ms.count() / 1000),
+                 .tv_usec = suseconds_t(ms.count() % 1000) * 1000};
 }
 
 int64_t UnixMs(SystemClock::time_point t) {
@@ -65,11 +66,11 @@ absl::StatusOr<std::pair<StoredImageInfo, uint64_t>> ParseMeta(const redisReply*
   }
   v1::ImageInfo info;
   const redisReply* c = r->element[1];
-  const uint64_t chunk_bytes =
-      c->type == REDIS_REPLY_STRING ? std::strtoull(std::string(c->str, c->len).c_str(), nullptr, 10)
-                                    : 0;
-  if (!info.ParseFromArray(r->element[0]->str, int(r->element[0]->len)) ||
-      info.image_id() != id || chunk_bytes == 0) {
+  const uint64_t chunk_bytes = c->type == REDIS_REPLY_STRING
+                                   ? std::strtoull(std::string(c->str, c->len).c_str(), nullptr, 10)
+                                   : 0;
+  if (!info.ParseFromArray(r->element[0]->str, int(r->element[0]->len)) || info.image_id() != id ||
+      chunk_bytes == 0) {
     return absl::DataLossError(StrCat("the shared image store holds a corrupt entry for ", id));
   }
   StoredImageInfo s;
@@ -145,9 +146,8 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(const RedisOption
     if (!p.empty() && *end == '\0' && v > 0 && v < 65536) port = int(v);
   }
   if (port == 0) {
-    return absl::InvalidArgumentError(
-        StrCat("--redis must be HOST:PORT with a port in [1, 65535], got \"", options.address,
-               "\""));
+    return absl::InvalidArgumentError(StrCat(
+        "--redis must be HOST:PORT with a port in [1, 65535], got \"", options.address, "\""));
   }
   std::unique_ptr<RedisStore> s(new RedisStore(options));
   s->host_ = options.address.substr(0, colon);
@@ -241,15 +241,15 @@ void RedisStore::Give(std::unique_ptr<Connection> c) {
 }
 
 // Runs one round trip on a pooled connection; a failed connection is dropped, not reused.
-#define GLIMPSE_REDIS_RUN(replies, ...)                                            \
-  absl::StatusOr<std::unique_ptr<Connection>> conn_ = Take();                     \
-  if (!conn_.ok()) return conn_.status();                                         \
-  absl::StatusOr<std::vector<Reply>> replies = (*conn_)->Run(__VA_ARGS__);               \
-  if (!replies.ok()) {                                                            \
-    Observe(false);                                                               \
-    return Unavailable(std::string(MessageOf(replies.status())));                  \
-  }                                                                               \
-  Observe(true);                                                                  \
+#define GLIMPSE_REDIS_RUN(replies, ...)                                    \
+  absl::StatusOr<std::unique_ptr<Connection>> conn_ = Take();              \
+  if (!conn_.ok()) return conn_.status();                                  \
+  absl::StatusOr<std::vector<Reply>> replies = (*conn_)->Run(__VA_ARGS__); \
+  if (!replies.ok()) {                                                     \
+    Observe(false);                                                        \
+    return Unavailable(std::string(MessageOf(replies.status())));          \
+  }                                                                        \
+  Observe(true);                                                           \
   Give(std::move(*conn_))
 
 absl::Status RedisStore::Ping() {
@@ -328,8 +328,7 @@ absl::StatusOr<gpu::HostImage> RedisStore::Get(const StoredImageInfo& meta) {
     Observe(false);
     return Unavailable(StrCat("reading image ", meta.id, ": ", MessageOf(m.status())));
   }
-  absl::StatusOr<std::pair<StoredImageInfo, uint64_t>> parsed =
-      ParseMeta((*m)[0].get(), meta.id);
+  absl::StatusOr<std::pair<StoredImageInfo, uint64_t>> parsed = ParseMeta((*m)[0].get(), meta.id);
   if (!parsed.ok()) return parsed.status();
   gpu::HostImage image;
   image.desc = parsed->first.desc;
@@ -387,7 +386,7 @@ absl::StatusOr<std::vector<StoredImageInfo>> RedisStore::List() {
     if (!r.ok() || (*r)[0]->type != REDIS_REPLY_ARRAY || (*r)[0]->elements != 2) {
       Observe(false);
       return Unavailable(StrCat("listing images: ", r.ok() ? "unexpected SCAN reply"
-                                                          : std::string(MessageOf(r.status()))));
+                                                           : std::string(MessageOf(r.status()))));
     }
     const redisReply* a = (*r)[0].get();
     cursor.assign(a->element[0]->str, a->element[0]->len);

@@ -34,9 +34,9 @@ struct redisContext;
 namespace glimpse::server {
 
 struct RedisOptions {
-  std::string address;  // host:port
-  std::string user;     // ACL user (Redis 6+); empty: the default user
-  std::string password; // empty: no AUTH
+  std::string address;                      // host:port
+  std::string user;                         // ACL user (Redis 6+); empty: the default user
+  std::string password;                     // empty: no AUTH
   std::chrono::milliseconds timeout{2000};  // connect, and each read or write
   std::chrono::seconds ttl{3600};           // idle expiry; 0 = never
   uint64_t chunk_bytes = uint64_t{8} << 20;

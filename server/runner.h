@@ -203,21 +203,20 @@ grpc::ServerWriteReactor<typename A::Response>* ServeStream(ServiceEnv& service,
   auto* call = new StreamCall<typename A::Response>(std::string(A::kMethod));
   absl::StatusOr<typename A::Options> options = A::MapOptions(*request);
   if (!options.ok()) return call->Close(options.status()), call;
-  ResolveImageRef(
-      service, request->image(), call->record,
-      [&service, call, options = *options,
-       deadline = context->deadline()](absl::StatusOr<std::shared_ptr<const Input>> input) {
-        if (!input.ok()) return call->Close(input.status());
-        absl::StatusOr<uint64_t> bytes =
-            A::ResultBytes((*input)->desc, options, service.worker.results().part_bytes());
-        if (!bytes.ok()) return call->Close(bytes.status());
-        StreamWork<typename A::Response> w{
-            &service, std::make_shared<StreamCallSink<typename A::Response>>(call),
-            *std::move(input), deadline, std::string(A::kMethod)};
-        w.Continue(*bytes, [w, options](GpuEnv& env, const Acquired& a, Lease lease) {
-          return A::Run(w, env, a, options, std::move(lease));
-        });
-      });
+  ResolveImageRef(service, request->image(), call->record,
+                  [&service, call, options = *options, deadline = context->deadline()](
+                      absl::StatusOr<std::shared_ptr<const Input>> input) {
+                    if (!input.ok()) return call->Close(input.status());
+                    absl::StatusOr<uint64_t> bytes = A::ResultBytes(
+                        (*input)->desc, options, service.worker.results().part_bytes());
+                    if (!bytes.ok()) return call->Close(bytes.status());
+                    StreamWork<typename A::Response> w{
+                        &service, std::make_shared<StreamCallSink<typename A::Response>>(call),
+                        *std::move(input), deadline, std::string(A::kMethod)};
+                    w.Continue(*bytes, [w, options](GpuEnv& env, const Acquired& a, Lease lease) {
+                      return A::Run(w, env, a, options, std::move(lease));
+                    });
+                  });
   return call;
 }
 

@@ -11,8 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "server/gpu_worker.h"
-#include "server/redis_store.h"
 #include "server/metrics.h"
+#include "server/redis_store.h"
 #include "server/service.h"
 
 namespace glimpse::server {
@@ -25,7 +25,7 @@ struct ServerOptions {
   std::string tls_cert_file, tls_key_file;  // PEM; both or neither
   // The shared image store: redis.address "" = none (each replica keeps its own images).
   RedisOptions redis;
-  std::string metrics_listen;               // host:port of the Prometheus /metrics; "" = off
+  std::string metrics_listen;  // host:port of the Prometheus /metrics; "" = off
 };
 
 class GlimpseServer {

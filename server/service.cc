@@ -59,11 +59,10 @@ grpc::ServerUnaryReactor* ImageAnalyticsService::GetImageInfo(
     grpc::CallbackServerContext*, const v1::GetImageInfoRequest* request, v1::ImageInfo* response) {
   auto* call = new UnaryCall("GetImageInfo");
   call->record.set_image(request->image_id());
-  ImageInfoOf(env_, request->image_id(),
-              [call, response](absl::StatusOr<StoredImageInfo> info) {
-                if (info.ok()) FillInfo(*info, response);
-                call->Answer(info.status());
-              });
+  ImageInfoOf(env_, request->image_id(), [call, response](absl::StatusOr<StoredImageInfo> info) {
+    if (info.ok()) FillInfo(*info, response);
+    call->Answer(info.status());
+  });
   return call;
 }
 

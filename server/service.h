@@ -16,7 +16,8 @@ namespace glimpse::server {
 class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
  public:
   // `redis`: the shared image store, or nullptr (each replica keeps its own images).
-  ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis = nullptr);
+  ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits,
+                        RedisStore* redis = nullptr);
   ~ImageAnalyticsService() override;
 
   grpc::ServerReadReactor<v1::UploadImageRequest>* UploadImage(

@@ -32,7 +32,8 @@ void ResolveImageRef(ServiceEnv& service, const v1::ImageRef& ref, CallRecord& r
 // Writes a newly stored image to the shared store (nothing without one), then calls `done`. On
 // failure the image also leaves the GPU cache, so no replica serves what others cannot.
 void ShareImage(ServiceEnv& service, const StoredImageInfo& info,
-                std::shared_ptr<const gpu::HostImage> pixels, std::function<void(absl::Status)> done);
+                std::shared_ptr<const gpu::HostImage> pixels,
+                std::function<void(absl::Status)> done);
 
 // The catalogue calls: GetImageInfo, ListImages, DeleteImage.
 void ImageInfoOf(ServiceEnv& service, const std::string& id,

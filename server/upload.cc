@@ -128,9 +128,9 @@ absl::Status UploadBuffer::SetHeader(const v1::UploadHeader& header, CallRecord&
   switch (header_.kind_case()) {
     case v1::UploadHeader::kEncoded:
       if (header_.encoded().desired_channels() > 4) {
-        return absl::InvalidArgumentError(StrCat(field_,
-                                                 ".encoded.desired_channels must be in [0, 4], got ",
-                                                 header_.encoded().desired_channels()));
+        return absl::InvalidArgumentError(
+            StrCat(field_, ".encoded.desired_channels must be in [0, 4], got ",
+                   header_.encoded().desired_channels()));
       }
       return absl::OkStatus();
     case v1::UploadHeader::kRaw: {
@@ -189,10 +189,9 @@ absl::StatusOr<gpu::HostImage> UploadBuffer::TakeImage(CallRecord& record) {
     host.data.assign(data_.begin(), data_.end());
   } else {
     const SteadyClock::time_point t0 = SteadyClock::now();
-    absl::StatusOr<gpu::HostImage> decoded =
-        DecodeEncoded(std::span(reinterpret_cast<const uint8_t*>(data_.data()), data_.size()),
-                      int(header_.encoded().desired_channels()), limits_.max_image_pixels,
-                      "uploaded file");
+    absl::StatusOr<gpu::HostImage> decoded = DecodeEncoded(
+        std::span(reinterpret_cast<const uint8_t*>(data_.data()), data_.size()),
+        int(header_.encoded().desired_channels()), limits_.max_image_pixels, "uploaded file");
     if (!decoded.ok()) return decoded.status();
     record.set_decode_ns(NsSince(t0));
     record.set_image(gpu::DescribeImage(decoded->desc));

@@ -1,5 +1,7 @@
 // Analyze through the client stub: every analysis in one call, from an upload stream, an inline
 // image and a stored id, against the CPU references; the image not kept unless asked; bad input.
+#include "server/analyze.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,7 +11,6 @@
 #include "gpu/reference/compaction.h"
 #include "gpu/reference/histogram.h"
 #include "gpu/reference/integral_image.h"
-#include "server/analyze.h"
 #include "tests/service/analyze_test_util.h"
 #include "tests/service/service_test_util.h"
 
@@ -105,7 +106,8 @@ void ExpectEveryAnalysisMatchesReference(const std::vector<v1::AnalyzeResponse>&
         ASSERT_EQ(m.histogram().histograms_size(), int(href->counts.size()));
         for (size_t h = 0; h < href->counts.size(); ++h) {
           const auto& c = m.histogram().histograms(int(h)).counts();
-          EXPECT_EQ(std::vector<uint64_t>(c.begin(), c.end()), href->counts[h]) << "histogram " << h;
+          EXPECT_EQ(std::vector<uint64_t>(c.begin(), c.end()), href->counts[h])
+              << "histogram " << h;
         }
         EXPECT_EQ(m.histogram().image().width(), uint32_t(img.desc.width));
         break;
@@ -113,7 +115,8 @@ void ExpectEveryAnalysisMatchesReference(const std::vector<v1::AnalyzeResponse>&
       case v1::AnalyzeResponse::kIntegralImage:
         EXPECT_EQ(m.index(), 1u);
         if (m.integral_image().has_chunk()) {
-          (m.integral_image().chunk().squared() ? squared : sum) += m.integral_image().chunk().data();
+          (m.integral_image().chunk().squared() ? squared : sum) +=
+              m.integral_image().chunk().data();
         }
         trailer = trailer || m.integral_image().has_trailer();
         break;
@@ -145,8 +148,8 @@ void ExpectEveryAnalysisMatchesReference(const std::vector<v1::AnalyzeResponse>&
 
 TEST(AnalyzeTableTest, EveryAnalysisIsAFieldOfTheRequestAndTheResponse) {
   const std::vector<std::string> names = server::AnalyzeAnalysisNames();
-  EXPECT_EQ(names, (std::vector<std::string>{"histogram", "integral_image", "compaction",
-                                             "box_filter"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"histogram", "integral_image", "compaction", "box_filter"}));
   for (const std::string& n : names) {
     EXPECT_NE(v1::Analysis::descriptor()->FindFieldByName(n), nullptr) << n;
     EXPECT_NE(v1::AnalyzeResponse::descriptor()->FindFieldByName(n), nullptr) << n;

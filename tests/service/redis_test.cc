@@ -79,8 +79,8 @@ constexpr char kRedisServer[] = "/usr/bin/redis-server";
 std::unique_ptr<Child> StartRedis(int port, const std::string& dir) {
   // No persistence: a restarted Redis is empty, the harder case for recovery.
   auto c = std::make_unique<Child>(
-      std::vector<std::string>{kRedisServer, "--port", std::to_string(port), "--bind",
-                               "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir},
+      std::vector<std::string>{kRedisServer, "--port", std::to_string(port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "no", "--dir", dir},
       dir + "/redis.log");
   return c;
 }
@@ -119,9 +119,9 @@ class RedisStoreTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(std::filesystem::exists(kRedisServer))
         << kRedisServer << " is missing: deploy/install-deps.sh installs redis-server";
-    dir_ = std::filesystem::temp_directory_path() /
-           ("glimpse-redis-test-" + std::to_string(getpid()) + "-" +
-            std::to_string(std::random_device{}()));
+    dir_ =
+        std::filesystem::temp_directory_path() / ("glimpse-redis-test-" + std::to_string(getpid()) +
+                                                  "-" + std::to_string(std::random_device{}()));
     std::filesystem::create_directories(dir_);
     redis_port_ = FreePort();
     ASSERT_NE(redis_port_, 0);
@@ -284,7 +284,7 @@ TEST_F(RedisStoreTest, RedisOutageGivesClearErrorsKeepsCachedImagesAndHealsByIts
   EXPECT_TRUE(Eventually([&] { return Histogram(*b_->stub, *slow_id, &r).ok(); }));
 
   redis_->Stop(SIGKILL);
-    // The store's health turns NOT_SERVING; the service's stays SERVING (no pod restart).
+  // The store's health turns NOT_SERVING; the service's stays SERVING (no pod restart).
   EXPECT_TRUE(Eventually([&] { return !Serving(b_->channel, "glimpse.v1.ImageStore"); }));
   EXPECT_TRUE(Serving(b_->channel, "glimpse.v1.ImageAnalytics"));
   EXPECT_TRUE(Serving(b_->channel, ""));
@@ -334,8 +334,10 @@ TEST_F(RedisStoreTest, ReplicaKilledWithSigkillLosesNoImage) {
           (dir_ / "a.log").string());
   Child b({GLIMPSE_SERVER_BINARY, "--listen=127.0.0.1:" + std::to_string(pb), redis},
           (dir_ / "b.log").string());
-  auto ca = grpc::CreateChannel("127.0.0.1:" + std::to_string(pa), grpc::InsecureChannelCredentials());
-  auto cb = grpc::CreateChannel("127.0.0.1:" + std::to_string(pb), grpc::InsecureChannelCredentials());
+  auto ca =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(pa), grpc::InsecureChannelCredentials());
+  auto cb =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(pb), grpc::InsecureChannelCredentials());
   ASSERT_TRUE(Eventually([&] { return Serving(ca, "") && Serving(cb, ""); }))
       << "server binaries did not start";
   auto sa = v1::ImageAnalytics::NewStub(ca);
