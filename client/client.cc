@@ -51,6 +51,12 @@ void DieRpc(const std::string& what, const grpc::Status& status) {
         return "error";
     }
   }();
+  // The server answered, but its shared image store (Redis) did not: a failed call, not a
+  // missing server.
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      status.error_message().find("shared image store") != std::string::npos) {
+    Die(kExitFailed, fmt::format("{} failed: UNAVAILABLE: {}", what, status.error_message()));
+  }
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
     Die(kExitUnreachable, fmt::format("{}: server unavailable ({}); is glimpse-server running "
                                       "there? (--server or $GLIMPSE_SERVER)",

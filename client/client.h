@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "glimpse/v1/image_analytics.grpc.pb.h"
@@ -36,6 +37,8 @@ struct Options {
   std::string command;
   std::vector<std::string> positional;
   std::map<std::string, std::string> flags;  // --name=value after the command ("true" if bare)
+  // The same flags in command-line order, repeats kept (analyze runs its analyses in this order).
+  std::vector<std::pair<std::string, std::string>> ordered;
 
   bool Has(const std::string& name) const { return flags.count(name) > 0; }
   std::string Get(const std::string& name, const std::string& fallback = "") const;

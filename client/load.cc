@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -86,6 +87,82 @@ Outcome Call(const Connection& c, const std::string& rpc, const std::string& id)
   return out;
 }
 
+v1::Timing Sum(const v1::Timing& a, const v1::Timing& b) {
+  v1::Timing t;
+  t.set_gpu_ns(a.gpu_ns() + b.gpu_ns());
+  t.set_queue_ns(a.queue_ns() + b.queue_ns());
+  return t;
+}
+
+// The four analyses as `Call` runs them, for one Analyze call.
+void AddFourAnalyses(v1::AnalyzeHeader* h) {
+  h->add_analyses()->mutable_histogram();
+  h->add_analyses()->mutable_integral_image();
+  v1::CompactRequest* c = h->add_analyses()->mutable_compaction();
+  c->mutable_options()->set_lo(250);
+  c->mutable_options()->set_hi(255);
+  v1::BoxFilterRequest* b = h->add_analyses()->mutable_box_filter();
+  b->mutable_options()->set_rx(3);
+  b->mutable_options()->set_ry(3);
+  b->set_encoding(v1::PIXEL_ENCODING_RAW);
+}
+
+// The whole job of a client with an image and four analyses to run: "upload_and_4": upload it,
+// call each analysis by id, delete it; "analyze_4": one Analyze call that streams the image.
+Outcome Combined(const Connection& c, const std::string& rpc, const std::string& pixels,
+                 const v1::UploadHeader& header) {
+  Outcome out;
+  if (rpc == "upload_and_4") {
+    v1::UploadImageResponse uploaded;
+    out.status = UploadBytes(c, pixels, header, &uploaded, false);
+    if (!out.status.ok()) return out;
+    const std::string id = uploaded.image().image_id();
+    for (const char* each : {"histogram", "integral_image", "compaction", "box_filter"}) {
+      Outcome r = Call(c, each, id);
+      out.timing = Sum(out.timing, r.timing);
+      if (!r.ok) {
+        out.status = r.status;
+        break;
+      }
+    }
+    grpc::ClientContext context;
+    c.Prepare(&context);
+    v1::DeleteImageRequest del;
+    del.set_image_id(id);
+    v1::DeleteImageResponse deleted;
+    (void)c.stub->DeleteImage(&context, del, &deleted);
+    out.ok = out.status.ok();
+    return out;
+  }
+  grpc::ClientContext context;
+  c.Prepare(&context);
+  auto stream = c.stub->Analyze(&context);
+  v1::AnalyzeRequest first;
+  *first.mutable_header()->mutable_upload() = header;
+  AddFourAnalyses(first.mutable_header());
+  constexpr size_t kChunk = 1 << 20;
+  size_t off = std::min(kChunk, pixels.size());
+  first.set_chunk(pixels.data(), off);
+  bool ok = stream->Write(first);
+  while (ok && off < pixels.size()) {
+    const size_t n = std::min(kChunk, pixels.size() - off);
+    v1::AnalyzeRequest m;
+    m.set_chunk(pixels.data() + off, n);
+    ok = stream->Write(m);
+    off += n;
+  }
+  stream->WritesDone();
+  v1::AnalyzeResponse m;
+  while (stream->Read(&m)) {
+    if (m.has_timing()) out.timing = m.timing();
+  }
+  out.status = stream->Finish();
+  out.ok = out.status.ok();
+  return out;
+}
+
+bool IsCombined(const std::string& rpc) { return rpc == "upload_and_4" || rpc == "analyze_4"; }
+
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -121,6 +198,56 @@ std::string MakeImage(int width, int height) {
   return pixels;
 }
 
+// Uploads through `c`, then times a histogram on `replica` twice: the first call fetches the
+// image from the shared store and uploads it to that replica's GPU, the second finds it cached.
+std::string FirstCalls(const Connection& c, const Connection& replica, const std::string& pixels,
+                       const v1::UploadHeader& header, const std::string& size, int width,
+                       int height, int duration_s) {
+  std::vector<double> first, cached, first_gpu, cached_gpu;
+  int errors = 0;
+  const Clock::time_point end = Clock::now() + std::chrono::seconds(duration_s);
+  while (Clock::now() < end || first.size() < 3) {
+    v1::UploadImageResponse uploaded;
+    grpc::Status s = UploadBytes(c, pixels, header, &uploaded, false);
+    if (!s.ok()) DieRpc("upload for the first-call rows", s);
+    const std::string id = uploaded.image().image_id();
+    for (int k = 0; k < 2; ++k) {
+      const Clock::time_point t0 = Clock::now();
+      Outcome r = Call(replica, "histogram", id);
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      if (!r.ok) {
+        ++errors;
+        if (errors == 1) std::fprintf(stderr, "  error: %s\n", r.status.error_message().c_str());
+        if (errors > 10) Die(kExitFailed, "first-call rows: too many errors");
+        continue;
+      }
+      (k == 0 ? first : cached).push_back(ms);
+      (k == 0 ? first_gpu : cached_gpu).push_back(r.timing.gpu_ns() * 1e-6);
+    }
+    grpc::ClientContext context;
+    c.Prepare(&context);
+    v1::DeleteImageRequest del;
+    del.set_image_id(id);
+    v1::DeleteImageResponse deleted;
+    (void)c.stub->DeleteImage(&context, del, &deleted);
+  }
+  std::string rows;
+  for (int k = 0; k < 2; ++k) {
+    const std::vector<double>& lat = k == 0 ? first : cached;
+    const std::vector<double>& gpu = k == 0 ? first_gpu : cached_gpu;
+    std::vector<double> overhead;
+    for (size_t i = 0; i < lat.size(); ++i) overhead.push_back(lat[i] - gpu[i]);
+    rows += fmt::format(
+        "| histogram, {} on another replica | {} MP ({}x{} RGBA8) | 1 | {} | {} | - | {:.1f} | "
+        "{:.1f} | {:.1f} | - | {:.1f} |\n",
+        k == 0 ? "first call (fetch from Redis)" : "second call (cached)", size, width, height,
+        lat.size(), k == 0 ? errors : 0, Percentile(lat, 0.5), Percentile(lat, 0.99),
+        Percentile(gpu, 0.5), Percentile(overhead, 0.5));
+  }
+  std::fputs(rows.c_str(), stderr);
+  return rows;
+}
+
 }  // namespace
 
 int RunLoad(const Options& o, const Connection& c) {
@@ -136,6 +263,14 @@ int RunLoad(const Options& o, const Connection& c) {
   const int concurrency = int(o.GetInt("concurrency", 4, 1, 1024));
   const int duration_s = int(o.GetInt("duration-s", 10, 1, 3600));
 
+  // A second replica on the same shared store: rows for a first call there, which fetches the
+  // image from Redis, against a second (cached) call, alternating.
+  std::optional<Connection> replica;
+  if (o.Has("replica")) {
+    Options ro = o;
+    ro.server = o.Get("replica");
+    replica = Connect(ro);
+  }
   v1::ServerInfo info;
   {
     grpc::ClientContext context;
@@ -169,7 +304,11 @@ int RunLoad(const Options& o, const Connection& c) {
     const std::string id = uploaded.image().image_id();
 
     for (const std::string& rpc : rpcs) {
-      (void)Call(c, rpc, id);  // warm-up
+      if (IsCombined(rpc)) {
+        (void)Combined(c, rpc, pixels, header);  // warm-up
+      } else {
+        (void)Call(c, rpc, id);  // warm-up
+      }
       std::mutex mu;
       std::vector<Sample> samples;
       std::atomic<int> errors{0};
@@ -182,7 +321,7 @@ int RunLoad(const Options& o, const Connection& c) {
           std::vector<Sample> mine;
           while (Clock::now() < end) {
             const Clock::time_point t0 = Clock::now();
-            Outcome r = Call(c, rpc, id);
+            Outcome r = IsCombined(rpc) ? Combined(c, rpc, pixels, header) : Call(c, rpc, id);
             const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
             if (!r.ok) {
               if (errors++ == 0) {
@@ -217,6 +356,7 @@ int RunLoad(const Options& o, const Connection& c) {
       if (!first_error.empty()) std::fprintf(stderr, "  first error: %s\n", first_error.c_str());
       table += row;
     }
+    if (replica) table += FirstCalls(c, *replica, pixels, header, size, width, height, duration_s);
     grpc::ClientContext context;
     c.Prepare(&context);
     v1::DeleteImageRequest del;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -10,6 +11,7 @@
 
 #include "gpu/str.h"
 #include "server/image_codec.h"
+#include "server/shared_images.h"
 
 namespace glimpse::server {
 namespace {
@@ -100,49 +102,61 @@ absl::Status BoxFilterAnalysis::Run(const StreamWork<Response>& work, GpuEnv& en
   work.call->record.set_gpu_ns(r->gpu_ns);
   work.call->record.set_analysis(kName, gpu::BoxFilterVariantName(r->variant));
   auto host = std::make_shared<gpu::HostImage>();
-  if (options.encoding != v1::PIXEL_ENCODING_NONE) *host = r->image.Download();
+  // A kept result goes to the shared store too, from host memory.
+  if (options.encoding != v1::PIXEL_ENCODING_NONE ||
+      (options.keep && work.service->redis != nullptr)) {
+    *host = r->image.Download();
+  }
   auto header = std::make_shared<v1::BoxFilterResponse>();
   v1::BoxFilterHeader* h = header->mutable_header();
   *h->mutable_image() = image.info;
   FillInfo(r->image.desc(), h->mutable_result());
   h->set_encoding(options.encoding);
   h->set_variant(std::string(gpu::BoxFilterVariantName(r->variant)));
+  std::optional<StoredImageInfo> kept;
   if (options.keep) {
     absl::StatusOr<StoredImageInfo> stored =
         env.images.Put(std::move(r->image), options.label, std::string(kName));
     if (!stored.ok()) return stored.status();
     FillInfo(*stored, h->mutable_result());
+    kept = *std::move(stored);
   }
   auto held = std::make_shared<Lease>(std::move(lease));
   const size_t chunk = work.service->limits.chunk_bytes;
   // PNG encoding and cutting into messages are host work: off the GPU thread.
-  work.service->pool.Post(
-      [call = work.call, host, header, held, encoding = options.encoding, chunk] {
-        std::string png;
-        std::string_view bytes(reinterpret_cast<const char*>(host->data.data()), host->data.size());
-        if (encoding == v1::PIXEL_ENCODING_PNG) {
-          absl::StatusOr<std::string> encoded = EncodePng(*host);
-          if (!encoded.ok()) return call->Close(encoded.status());
-          png = *std::move(encoded);
-          bytes = png;
-        }
-        header->mutable_header()->set_data_bytes(bytes.size());
-        std::vector<v1::BoxFilterResponse> messages;
-        messages.push_back(std::move(*header));
-        for (size_t off = 0; off < bytes.size(); off += chunk) {
-          const std::string_view piece = bytes.substr(off, chunk);
-          messages.emplace_back().set_chunk(piece.data(), piece.size());
-        }
-        *messages.emplace_back().mutable_timing() = call->record.Timing();
-        const uint64_t sent = bytes.size();
-        host->data = {};
-        png = {};
-        held->ShrinkTo(sent + Framing(sent, chunk) + kEndsBytes);
-        if (absl::Status s = call->Send(std::move(messages), std::move(*held)); !s.ok()) {
-          return call->Close(s);
-        }
-        call->Close(absl::OkStatus());
-      });
+  auto send = [call = work.call, host, header, held, encoding = options.encoding, chunk] {
+    std::string png;
+    std::string_view bytes(reinterpret_cast<const char*>(host->data.data()), host->data.size());
+    if (encoding == v1::PIXEL_ENCODING_PNG) {
+      absl::StatusOr<std::string> encoded = EncodePng(*host);
+      if (!encoded.ok()) return call->Close(encoded.status());
+      png = *std::move(encoded);
+      bytes = png;
+    }
+    header->mutable_header()->set_data_bytes(bytes.size());
+    std::vector<v1::BoxFilterResponse> messages;
+    messages.push_back(std::move(*header));
+    for (size_t off = 0; off < bytes.size(); off += chunk) {
+      const std::string_view piece = bytes.substr(off, chunk);
+      messages.emplace_back().set_chunk(piece.data(), piece.size());
+    }
+    *messages.emplace_back().mutable_timing() = call->record.Timing();
+    const uint64_t sent = bytes.size();
+    host->data = {};
+    png = {};
+    held->ShrinkTo(sent + Framing(sent, chunk) + kEndsBytes);
+    if (absl::Status s = call->Send(std::move(messages), std::move(*held)); !s.ok()) {
+      return call->Close(s);
+    }
+    call->Close(absl::OkStatus());
+  };
+  if (!kept) return work.service->pool.Post(std::move(send)), absl::OkStatus();
+  // The kept result's id goes out once every replica can serve it.
+  ShareImage(*work.service, *kept, host,
+             [call = work.call, pool = &work.service->pool, send](absl::Status s) {
+               if (!s.ok()) return call->Close(s);
+               pool->Post(send);
+             });
   return absl::OkStatus();
 }
 

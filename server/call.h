@@ -78,9 +78,10 @@ class UnaryCall : public grpc::ServerUnaryReactor {
 // A server stream that never makes its producer wait. A producer (any thread) hands over whole
 // batches of messages with the lease of their bytes; the lease is given back when the batch has
 // been sent, or at once when the reader cancels or passes its deadline. Close ends the call once
-// everything handed over has been sent.
-template <typename Response>
-class StreamCall : public grpc::ServerWriteReactor<Response> {
+// everything handed over has been sent. `Reactor` is a bidirectional reactor for calls that also
+// read a stream (Analyze).
+template <typename Response, typename Reactor = grpc::ServerWriteReactor<Response>>
+class StreamCall : public Reactor {
  public:
   explicit StreamCall(std::string method) : record(std::move(method)) {}
 
@@ -200,8 +201,8 @@ class StreamCall : public grpc::ServerWriteReactor<Response> {
 
 grpc::Status ToGrpc(const absl::Status& status);
 
-template <typename Response>
-void StreamCall<Response>::Close(const absl::Status& status) {
+template <typename Response, typename Reactor>
+void StreamCall<Response, Reactor>::Close(const absl::Status& status) {
   Close(ToGrpc(status));
 }
 

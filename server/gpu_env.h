@@ -29,6 +29,9 @@ class GpuImages {
   absl::StatusOr<StoredImageInfo> Put(gpu::Image image, std::string label, std::string origin) {
     return store_.Put(std::move(image), std::move(label), std::move(origin));
   }
+  absl::StatusOr<StoredImageInfo> PutAs(gpu::Image image, StoredImageInfo meta) {
+    return store_.PutAs(std::move(image), std::move(meta));
+  }
   absl::StatusOr<const gpu::Image*> Use(const std::string& id, StoredImageInfo* info = nullptr) {
     return store_.Use(id, info);
   }

@@ -162,7 +162,16 @@ absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& re
 absl::StatusOr<std::unique_ptr<Acquired>> Acquire(GpuEnv& env, const Input& in,
                                                   CallRecord& record) {
   auto out = std::make_unique<Acquired>();
-  if (in.host) {
+  if (in.host && in.cache && !env.images.Use(in.image_id).ok()) {
+    if (absl::Status s = env.images.Reserve(in.host->desc.bytes()); !s.ok()) return s;
+    const SteadyClock::time_point t0 = SteadyClock::now();
+    absl::StatusOr<gpu::Image> image = gpu::Image::Upload(env.ctx, *in.host);
+    if (!image.ok()) return image.status();
+    record.set_upload_ns(NsSince(t0));
+    absl::StatusOr<StoredImageInfo> stored = env.images.PutAs(*std::move(image), *in.cache);
+    if (!stored.ok()) return stored.status();
+  }
+  if (in.host && !in.cache) {
     const SteadyClock::time_point t0 = SteadyClock::now();
     absl::StatusOr<gpu::Image> image = gpu::Image::Upload(env.ctx, *in.host);
     if (!image.ok()) return image.status();
@@ -177,6 +186,7 @@ absl::StatusOr<std::unique_ptr<Acquired>> Acquire(GpuEnv& env, const Input& in,
   if (!image.ok()) return image.status();
   out->image = *image;
   FillInfo(info, &out->info);
+  if (in.anonymous) out->info.clear_image_id();
   record.set_image(StrCat(info.id.substr(0, 8), ":", gpu::DescribeImage(info.desc)));
   return out;
 }

@@ -36,8 +36,14 @@ absl::Status CheckDesc(const gpu::ImageDesc& d, std::string_view field,
 // (they are small). Kept for the whole call, so later parts of a streamed result can find it.
 struct Input {
   std::string image_id;
+  // The id is a call's own copy of its image (Analyze), deleted when the call ends: responses
+  // leave it out.
+  bool anonymous = false;
   std::optional<gpu::HostImage> host;
   gpu::ImageDesc desc;
+  // With `host`: an image fetched from the shared store (server/redis_store.h), put into the GPU
+  // cache under its id by the first job that needs it, instead of being freed with the job.
+  std::optional<StoredImageInfo> cache;
 };
 absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& ref,
                                                           const gpu::DeviceLimits& device,

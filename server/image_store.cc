@@ -81,17 +81,28 @@ absl::Status ImageStore::Reserve(uint64_t bytes) {
 
 absl::StatusOr<StoredImageInfo> ImageStore::Put(gpu::Image image, std::string label,
                                                 std::string origin) {
+  StoredImageInfo meta;
+  meta.label = std::move(label);
+  meta.origin = std::move(origin);
+  return PutAs(std::move(image), std::move(meta));
+}
+
+absl::StatusOr<StoredImageInfo> ImageStore::PutAs(gpu::Image image, StoredImageInfo meta) {
   const uint64_t bytes = image.gpu_bytes();
   if (absl::Status s = Reserve(bytes); !s.ok()) return s;
   std::lock_guard lock(mu_);
+  if (auto it = images_.find(meta.id); it != images_.end()) {
+    graveyard_.push_back(std::make_unique<gpu::Image>(std::move(image)));
+    return InfoLocked(it->second);
+  }
   EvictForLocked(bytes);
   Entry e;
-  e.info.id = NewImageId();
+  e.info = std::move(meta);
+  if (e.info.id.empty()) e.info.id = NewImageId();
   e.info.desc = image.desc();
   e.info.bytes = bytes;
-  e.info.label = std::move(label);
-  e.info.origin = std::move(origin);
-  e.info.created = e.info.last_used = std::chrono::system_clock::now();
+  e.info.last_used = std::chrono::system_clock::now();
+  if (e.info.created == std::chrono::system_clock::time_point{}) e.info.created = e.info.last_used;
   e.last_used = Clock::now();
   e.image = std::make_unique<gpu::Image>(std::move(image));
   lru_.push_front(e.info.id);

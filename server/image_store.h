@@ -52,6 +52,8 @@ class ImageStore {
   std::vector<StoredImageInfo> List();                    // most recently used first
   absl::StatusOr<uint64_t> Erase(const std::string& id);  // the bytes freed
   StoreUsage Usage();
+  // NOT_FOUND naming the id.
+  static absl::Status NotFound(const std::string& id);
   uint64_t budget() const { return budget_; }
   std::chrono::seconds ttl() const { return ttl_; }
 
@@ -63,6 +65,9 @@ class ImageStore {
   absl::Status Reserve(uint64_t bytes);
   // Stores the image under a new random id (evicting as needed).
   absl::StatusOr<StoredImageInfo> Put(gpu::Image image, std::string label, std::string origin);
+  // Stores the image with `meta`'s id (new when empty), label, origin and creation time (now when
+  // unset). An id already stored keeps its image: the new one is freed.
+  absl::StatusOr<StoredImageInfo> PutAs(gpu::Image image, StoredImageInfo meta);
   // The image for a call, marked as used now. The pointer stays valid until the next Collect().
   // NOT_FOUND if unknown, deleted, evicted or expired.
   absl::StatusOr<const gpu::Image*> Use(const std::string& id, StoredImageInfo* info = nullptr);
@@ -79,7 +84,6 @@ class ImageStore {
   };
   using Map = std::unordered_map<std::string, Entry>;
 
-  static absl::Status NotFound(const std::string& id);
   void ExpireLocked(Clock::time_point now);
   void EvictLocked(Map::iterator it);
   void EvictForLocked(uint64_t bytes);

@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
   int64_t shutdown_grace_s = 20;
   int64_t result_buffer_bytes = int64_t(glimpse::server::WorkerOptions{}.result_buffer_bytes);
   std::string tls_cert, tls_key;
+  std::string redis, redis_user = EnvOr("GLIMPSE_REDIS_USER", "");
+  int64_t redis_timeout_ms = 2000;
   std::string metrics_listen = EnvOr("GLIMPSE_METRICS_LISTEN", "");
   constexpr int64_t kBig = int64_t{1} << 50;
 
@@ -70,6 +72,15 @@ int main(int argc, char** argv) {
                "on SIGTERM/SIGINT: stop taking calls, finish queued ones within this, exit 0");
   flags.AddString("tls-cert", &tls_cert, "PEM certificate chain file for TLS (with --tls-key)");
   flags.AddString("tls-key", &tls_key, "PEM private key file for TLS (with --tls-cert)");
+  flags.AddString("redis", &redis,
+                  "HOST:PORT of a Redis that holds every image, shared by the replicas pointed at "
+                  "it: any replica serves any id, this one's GPU store becomes a cache in front of "
+                  "it (\"\" = none). Password from $GLIMPSE_REDIS_PASSWORD");
+  flags.AddString("redis-user", &redis_user,
+                  "Redis ACL user for AUTH (Redis 6+); $GLIMPSE_REDIS_USER sets the default");
+  flags.AddInt("redis-timeout-ms", &redis_timeout_ms, 10, 600000,
+               "Redis connect and per-read/write timeout; past it, calls that need Redis answer "
+               "UNAVAILABLE");
   flags.AddString("metrics-listen", &metrics_listen,
                   "serve Prometheus metrics at http://HOST:PORT/metrics (port 0 picks a free "
                   "one; empty = off); $GLIMPSE_METRICS_LISTEN sets the default");
@@ -104,6 +115,10 @@ int main(int argc, char** argv) {
   o.max_connection_age_s = int(max_connection_age_s);
   o.tls_cert_file = tls_cert;
   o.tls_key_file = tls_key;
+  o.redis.address = redis;
+  o.redis.user = redis_user;
+  o.redis.password = EnvOr("GLIMPSE_REDIS_PASSWORD", "");
+  o.redis.timeout = std::chrono::milliseconds(redis_timeout_ms);
   o.metrics_listen = metrics_listen;
 
   // Threads started from here on inherit the blocked signals; this thread waits for them.

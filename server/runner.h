@@ -24,14 +24,17 @@
 #include "server/host_pool.h"
 #include "server/image_ref.h"
 #include "server/limits.h"
+#include "server/shared_images.h"
 
 namespace glimpse::server {
 
 // What the handlers share.
+class RedisStore;
 struct ServiceEnv {
   GpuWorker& worker;
   const ServiceLimits& limits;
   HostPool& pool;
+  RedisStore* redis = nullptr;  // the shared image store, if any
 };
 
 // The names of an analysis's variants that gpu/ parses back to themselves, "auto" first.
@@ -92,6 +95,11 @@ void Submit(GpuWorker& worker, Call* call, std::string method,
   if (absl::Status s = worker.Enqueue(std::move(job)); !s.ok()) EndCall(call, s);
 }
 
+template <typename A>
+void RunUnary(ServiceEnv& service, UnaryCall* call, typename A::Response* response,
+              std::shared_ptr<const Input> input, const typename A::Options& options,
+              std::chrono::system_clock::time_point deadline);
+
 // A unary analysis A provides:
 //   kMethod; Request, Response, Options;
 //   static absl::StatusOr<Options> MapOptions(const Request&);              (pure)
@@ -105,16 +113,25 @@ grpc::ServerUnaryReactor* ServeUnary(ServiceEnv& service, grpc::CallbackServerCo
   auto* call = new UnaryCall(std::string(A::kMethod));
   absl::StatusOr<typename A::Options> options = A::MapOptions(*request);
   if (!options.ok()) return call->Answer(options.status()), call;
-  absl::StatusOr<std::shared_ptr<const Input>> input =
-      ReadImageRef(request->image(), service.worker.device().limits, service.limits,
-                   service.worker.store(), call->record);
-  if (!input.ok()) return call->Answer(input.status()), call;
+  ResolveImageRef(service, request->image(), call->record,
+                  [&service, call, response, options = *options, deadline = context->deadline()](
+                      absl::StatusOr<std::shared_ptr<const Input>> input) {
+                    if (!input.ok()) return call->Answer(input.status());
+                    RunUnary<A>(service, call, response, *std::move(input), options, deadline);
+                  });
+  return call;
+}
+
+template <typename A>
+void RunUnary(ServiceEnv& service, UnaryCall* call, typename A::Response* response,
+              std::shared_ptr<const Input> input, const typename A::Options& options,
+              std::chrono::system_clock::time_point deadline) {
   absl::StatusOr<uint64_t> bytes =
-      A::ResultBytes((*input)->desc, *options, service.worker.results().part_bytes());
-  if (!bytes.ok()) return call->Answer(bytes.status()), call;
+      A::ResultBytes(input->desc, options, service.worker.results().part_bytes());
+  if (!bytes.ok()) return call->Answer(bytes.status());
   Submit(
-      service.worker, call, std::string(A::kMethod), context->deadline(), *bytes,
-      [call, response, in = *input, options = *options](GpuEnv& env, Lease lease) -> absl::Status {
+      service.worker, call, std::string(A::kMethod), deadline, *bytes,
+      [call, response, in = std::move(input), options](GpuEnv& env, Lease lease) -> absl::Status {
         absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, *in, call->record);
         if (!a.ok()) return a.status();
         if (absl::Status s = A::Run(env, **a, options, call->record, response); !s.ok()) {
@@ -126,14 +143,45 @@ grpc::ServerUnaryReactor* ServeUnary(ServiceEnv& service, grpc::CallbackServerCo
         call->Answer(absl::OkStatus());
         return absl::OkStatus();
       });
-  return call;
 }
+
+// Where a streamed analysis sends its messages: its own RPC's stream, or its share of an Analyze
+// call (server/analyze.h). The same contract as StreamCall's members of the same names.
+template <typename Response>
+class ResponseSink {
+ public:
+  explicit ResponseSink(CallRecord& call_record) : record(call_record) {}
+  virtual ~ResponseSink() = default;
+  virtual absl::Status Send(std::vector<Response> messages, Lease lease,
+                            std::function<void()> drained = nullptr) = 0;
+  // OK: the analysis's result is complete.
+  virtual void Close(const absl::Status& status) = 0;
+  virtual bool cancelled() const = 0;
+  CallRecord& record;
+};
+
+// The sink of a streamed analysis's own RPC.
+template <typename Response>
+class StreamCallSink final : public ResponseSink<Response> {
+ public:
+  explicit StreamCallSink(StreamCall<Response>* call)
+      : ResponseSink<Response>(call->record), call_(call) {}
+  absl::Status Send(std::vector<Response> messages, Lease lease,
+                    std::function<void()> drained = nullptr) override {
+    return call_->Send(std::move(messages), std::move(lease), std::move(drained));
+  }
+  void Close(const absl::Status& status) override { call_->Close(status); }
+  bool cancelled() const override { return call_->cancelled(); }
+
+ private:
+  StreamCall<Response>* call_;
+};
 
 // The state of one streamed analysis, handed to its work on the worker (and on to host threads).
 template <typename Response>
 struct StreamWork {
   ServiceEnv* service;
-  StreamCall<Response>* call;
+  std::shared_ptr<ResponseSink<Response>> call;
   std::shared_ptr<const Input> input;
   std::chrono::system_clock::time_point deadline;
   std::string method;
@@ -142,7 +190,8 @@ struct StreamWork {
   // image acquired again, once `result_bytes` are free; its deadline and cancellation still count.
   void Continue(uint64_t result_bytes,
                 std::function<absl::Status(GpuEnv&, const Acquired&, Lease)> work) const {
-    Submit(service->worker, call, method, deadline, result_bytes,
+    // The job's work holds the sink, so the raw pointer Submit keeps outlives the job.
+    Submit(service->worker, call.get(), method, deadline, result_bytes,
            [call = call, in = input, work = std::move(work)](GpuEnv& env,
                                                              Lease lease) -> absl::Status {
              absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, *in, call->record);
@@ -164,18 +213,20 @@ grpc::ServerWriteReactor<typename A::Response>* ServeStream(ServiceEnv& service,
   auto* call = new StreamCall<typename A::Response>(std::string(A::kMethod));
   absl::StatusOr<typename A::Options> options = A::MapOptions(*request);
   if (!options.ok()) return call->Close(options.status()), call;
-  absl::StatusOr<std::shared_ptr<const Input>> input =
-      ReadImageRef(request->image(), service.worker.device().limits, service.limits,
-                   service.worker.store(), call->record);
-  if (!input.ok()) return call->Close(input.status()), call;
-  absl::StatusOr<uint64_t> bytes =
-      A::ResultBytes((*input)->desc, *options, service.worker.results().part_bytes());
-  if (!bytes.ok()) return call->Close(bytes.status()), call;
-  StreamWork<typename A::Response> w{&service, call, *input, context->deadline(),
-                                     std::string(A::kMethod)};
-  w.Continue(*bytes, [w, options = *options](GpuEnv& env, const Acquired& a, Lease lease) {
-    return A::Run(w, env, a, options, std::move(lease));
-  });
+  ResolveImageRef(service, request->image(), call->record,
+                  [&service, call, options = *options, deadline = context->deadline()](
+                      absl::StatusOr<std::shared_ptr<const Input>> input) {
+                    if (!input.ok()) return call->Close(input.status());
+                    absl::StatusOr<uint64_t> bytes = A::ResultBytes(
+                        (*input)->desc, options, service.worker.results().part_bytes());
+                    if (!bytes.ok()) return call->Close(bytes.status());
+                    StreamWork<typename A::Response> w{
+                        &service, std::make_shared<StreamCallSink<typename A::Response>>(call),
+                        *std::move(input), deadline, std::string(A::kMethod)};
+                    w.Continue(*bytes, [w, options](GpuEnv& env, const Acquired& a, Lease lease) {
+                      return A::Run(w, env, a, options, std::move(lease));
+                    });
+                  });
   return call;
 }
 

@@ -69,7 +69,17 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
   const gpu::DeviceInfo& d = s->worker_->device();
   spdlog::info("GL device: vendor \"{}\", renderer \"{}\", version \"{}\" ({}{})", d.vendor,
                d.renderer, d.version, d.platform, d.software ? ", software" : "");
-  s->service_ = std::make_unique<ImageAnalyticsService>(*s->worker_, options.limits);
+  if (!options.redis.address.empty()) {
+    RedisOptions redis = options.redis;
+    redis.ttl = options.worker.image_ttl;
+    absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Create(redis);
+    if (!store.ok()) return store.status();
+    s->redis_ = *std::move(store);
+    spdlog::info("shared image store: Redis at {}{}", redis.address,
+                 redis.password.empty() ? "" : " (with AUTH)");
+  }
+  s->service_ =
+      std::make_unique<ImageAnalyticsService>(*s->worker_, options.limits, s->redis_.get());
   if (!options.metrics_listen.empty()) {
     GpuWorker* w = s->worker_.get();
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics = MetricsEndpoint::Start(
@@ -107,6 +117,12 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
   grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus(kServiceName, true);
+  if (s->redis_ != nullptr) {
+    s->redis_->SetOnHealth(
+        [health](bool reachable) { health->SetServingStatus(kImageStoreHealthName, reachable); });
+  } else {
+    health->SetServingStatus(kImageStoreHealthName, true);
+  }
   if (!options.listen.empty()) {
     spdlog::info("listening on {} (port {}){}", options.listen, s->port_,
                  options.tls_cert_file.empty() ? "" : " with TLS");
@@ -134,9 +150,12 @@ void GlimpseServer::Shutdown(std::chrono::seconds grace) {
     server_->Wait();
   }
   if (worker_ != nullptr) worker_->Stop(std::chrono::steady_clock::now());
+  // The store's health thread calls into the health service: it stops before the server goes.
+  if (redis_ != nullptr) redis_->SetOnHealth([](bool) {});
   metrics_.reset();
   server_.reset();
   service_.reset();
+  redis_.reset();
   worker_.reset();
 }
 

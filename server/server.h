@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "server/gpu_worker.h"
 #include "server/metrics.h"
+#include "server/redis_store.h"
 #include "server/service.h"
 
 namespace glimpse::server {
@@ -22,7 +23,9 @@ struct ServerOptions {
   ServiceLimits limits;
   int max_connection_age_s = 300;           // 0 = never
   std::string tls_cert_file, tls_key_file;  // PEM; both or neither
-  std::string metrics_listen;               // host:port of the Prometheus /metrics; "" = off
+  // The shared image store: redis.address "" = none (each replica keeps its own images).
+  RedisOptions redis;
+  std::string metrics_listen;  // host:port of the Prometheus /metrics; "" = off
 };
 
 class GlimpseServer {
@@ -47,6 +50,7 @@ class GlimpseServer {
  private:
   GlimpseServer() = default;
   std::unique_ptr<GpuWorker> worker_;
+  std::unique_ptr<RedisStore> redis_;
   std::unique_ptr<ImageAnalyticsService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsEndpoint> metrics_;  // reads worker_: stopped before it goes
@@ -55,6 +59,9 @@ class GlimpseServer {
 };
 
 inline constexpr char kServiceName[] = "glimpse.v1.ImageAnalytics";
+// The health of the shared image store (SERVING while Redis answers; always without --redis),
+// apart from the service's, so an orchestrator does not restart GPU pods for a Redis outage.
+inline constexpr char kImageStoreHealthName[] = "glimpse.v1.ImageStore";
 
 }  // namespace glimpse::server
 

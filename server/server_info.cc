@@ -1,13 +1,15 @@
 // GetServerInfo: the device, the settings and the usage of the queue, store and result buffer.
 #include <string>
 
+#include "gpu/str.h"
+#include "server/redis_store.h"
 #include "server/service.h"
 
 namespace glimpse::server {
 
 constexpr char kVersion[] = GLIMPSE_VERSION;  // the CMake project version
 
-void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits,
+void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis,
                     std::chrono::steady_clock::duration uptime, v1::ServerInfo* response) {
   const gpu::DeviceInfo& d = worker.device();
   response->set_version(kVersion);
@@ -49,6 +51,10 @@ void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits,
   response->set_result_buffer_used_bytes(results.used);
   response->set_result_buffer_peak_bytes(results.peak);
   response->set_jobs_waiting_for_results(uint32_t(stats.jobs_waiting_for_results));
+  if (redis != nullptr) {
+    response->set_shared_store(StrCat("redis ", redis->address()));
+    response->set_shared_store_reachable(redis->reachable());
+  }
 }
 
 }  // namespace glimpse::server

@@ -1,21 +1,24 @@
 #include "server/service.h"
 
+#include "server/analyze.h"
 #include "server/box_filter.h"
 #include "server/call.h"
 #include "server/compaction.h"
 #include "server/histogram.h"
 #include "server/image_ref.h"
 #include "server/integral_image.h"
+#include "server/shared_images.h"
 #include "server/upload.h"
 
 namespace glimpse::server {
 
-ImageAnalyticsService::ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits)
+ImageAnalyticsService::ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits,
+                                             RedisStore* redis)
     : worker_(worker),
       limits_(limits),
       started_(std::chrono::steady_clock::now()),
       pool_(4),
-      env_{worker_, limits_, pool_} {}
+      env_{worker_, limits_, pool_, redis} {}
 
 ImageAnalyticsService::~ImageAnalyticsService() = default;
 
@@ -45,15 +48,21 @@ grpc::ServerWriteReactor<v1::BoxFilterResponse>* ImageAnalyticsService::BoxFilte
   return ServeStream<BoxFilterAnalysis>(env_, context, request);
 }
 
+grpc::ServerBidiReactor<v1::AnalyzeRequest, v1::AnalyzeResponse>* ImageAnalyticsService::Analyze(
+    grpc::CallbackServerContext* context) {
+  return ServeAnalyze(env_, context);
+}
+
 // ---- the store's catalogue: any thread, no GPU work ----------------------------------------
 
 grpc::ServerUnaryReactor* ImageAnalyticsService::GetImageInfo(
     grpc::CallbackServerContext*, const v1::GetImageInfoRequest* request, v1::ImageInfo* response) {
   auto* call = new UnaryCall("GetImageInfo");
   call->record.set_image(request->image_id());
-  absl::StatusOr<StoredImageInfo> info = worker_.store().Info(request->image_id());
-  if (info.ok()) FillInfo(*info, response);
-  call->Answer(info.status());
+  ImageInfoOf(env_, request->image_id(), [call, response](absl::StatusOr<StoredImageInfo> info) {
+    if (info.ok()) FillInfo(*info, response);
+    call->Answer(info.status());
+  });
   return call;
 }
 
@@ -61,14 +70,17 @@ grpc::ServerUnaryReactor* ImageAnalyticsService::ListImages(grpc::CallbackServer
                                                             const v1::ListImagesRequest*,
                                                             v1::ListImagesResponse* response) {
   auto* call = new UnaryCall("ListImages");
-  uint64_t bytes = 0;
-  for (const StoredImageInfo& info : worker_.store().List()) {
-    FillInfo(info, response->add_images());
-    bytes += info.bytes;
-  }
-  response->set_stored_bytes(bytes);
-  response->set_budget_bytes(worker_.store().budget());
-  call->Answer(absl::OkStatus());
+  ListAllImages(env_, [this, call, response](absl::StatusOr<std::vector<StoredImageInfo>> list) {
+    if (!list.ok()) return call->Answer(list.status());
+    uint64_t bytes = 0;
+    for (const StoredImageInfo& info : *list) {
+      FillInfo(info, response->add_images());
+      bytes += info.bytes;
+    }
+    response->set_stored_bytes(bytes);
+    response->set_budget_bytes(worker_.store().budget());
+    call->Answer(absl::OkStatus());
+  });
   return call;
 }
 
@@ -77,10 +89,10 @@ grpc::ServerUnaryReactor* ImageAnalyticsService::DeleteImage(grpc::CallbackServe
                                                              v1::DeleteImageResponse* response) {
   auto* call = new UnaryCall("DeleteImage");
   call->record.set_image(request->image_id());
-  // The texture itself is freed by the worker thread at its next turn.
-  absl::StatusOr<uint64_t> freed = worker_.store().Erase(request->image_id());
-  if (freed.ok()) response->set_freed_bytes(*freed);
-  call->Answer(freed.status());
+  DeleteEverywhere(env_, request->image_id(), [call, response](absl::StatusOr<uint64_t> freed) {
+    if (freed.ok()) response->set_freed_bytes(*freed);
+    call->Answer(freed.status());
+  });
   return call;
 }
 
@@ -88,7 +100,8 @@ grpc::ServerUnaryReactor* ImageAnalyticsService::GetServerInfo(grpc::CallbackSer
                                                                const v1::GetServerInfoRequest*,
                                                                v1::ServerInfo* response) {
   auto* call = new UnaryCall("GetServerInfo");
-  FillServerInfo(worker_, limits_, std::chrono::steady_clock::now() - started_, response);
+  FillServerInfo(worker_, limits_, env_.redis, std::chrono::steady_clock::now() - started_,
+                 response);
   call->Answer(absl::OkStatus());
   return call;
 }

@@ -15,7 +15,9 @@ namespace glimpse::server {
 
 class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
  public:
-  ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits);
+  // `redis`: the shared image store, or nullptr (each replica keeps its own images).
+  ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits,
+                        RedisStore* redis = nullptr);
   ~ImageAnalyticsService() override;
 
   grpc::ServerReadReactor<v1::UploadImageRequest>* UploadImage(
@@ -39,6 +41,8 @@ class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
       grpc::CallbackServerContext* context, const v1::CompactRequest* request) override;
   grpc::ServerWriteReactor<v1::BoxFilterResponse>* BoxFilter(
       grpc::CallbackServerContext* context, const v1::BoxFilterRequest* request) override;
+  grpc::ServerBidiReactor<v1::AnalyzeRequest, v1::AnalyzeResponse>* Analyze(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
                                           const v1::GetServerInfoRequest* request,
                                           v1::ServerInfo* response) override;
@@ -55,7 +59,7 @@ class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
 };
 
 // GetServerInfo's answer (server/server_info.cc).
-void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits,
+void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis,
                     std::chrono::steady_clock::duration uptime, v1::ServerInfo* info);
 
 }  // namespace glimpse::server

@@ -41,6 +41,52 @@ def check_server_args(c, where, args, known):
               f"{where}: --max-connection-age-s=0 keeps clients on old pods forever")
 
 
+def redis_settings(args):
+  """maxmemory (bytes), maxmemory-policy and port from redis-server arguments."""
+  flat = [str(a) for a in args]
+  values = {}
+  for i, a in enumerate(flat):
+    if a.startswith("--") and i + 1 < len(flat):
+      values[a[2:]] = flat[i + 1]
+  units = {"kb": 1000, "k": 1000, "mb": 10**6, "m": 10**6, "gb": 10**9, "g": 10**9}
+  mem = values.get("maxmemory", "")
+  m = re.fullmatch(r"(\d+)([a-z]*)", mem.lower())
+  maxmemory = int(m.group(1)) * units.get(m.group(2), 1) if m else None
+  return maxmemory, values.get("maxmemory-policy"), int(values.get("port", 6379))
+
+
+def memory_bytes(q):
+  """A Kubernetes or compose memory quantity in bytes."""
+  m = re.fullmatch(r"(\d+)([A-Za-z]*)", str(q).strip())
+  if not m:
+    return None
+  units = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 10**3, "M": 10**6, "G": 10**9,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
+  return int(m.group(1)) * units.get(m.group(2), 0) or None
+
+
+def check_store(c, where, args, limit, allowed_policies=("allkeys-lru", "volatile-lru",
+                                                         "allkeys-lfu", "volatile-lfu",
+                                                         "volatile-ttl", "noeviction")):
+  """A Redis for images: maxmemory and its policy stated, below the memory limit."""
+  maxmemory, policy, port = redis_settings(args)
+  c.check(maxmemory is not None, f"{where}: states --maxmemory, got {args}")
+  c.check(policy in allowed_policies, f"{where}: states --maxmemory-policy, got {policy!r}")
+  lim = memory_bytes(limit) if limit is not None else None
+  c.check(lim is not None, f"{where}: a memory limit, got {limit!r}")
+  if maxmemory and lim:
+    c.check(maxmemory < lim, f"{where}: --maxmemory {maxmemory} below the memory limit {lim}")
+  return port
+
+
+def redis_flag(c, where, args):
+  """The server's --redis=HOST:PORT, split."""
+  values = [a.split("=", 1)[1] for a in args if str(a).startswith("--redis=")]
+  c.check(len(values) == 1 and ":" in values[0], f"{where}: --redis=HOST:PORT, got {values}")
+  if len(values) != 1 or ":" not in values[0]:
+    return None, None
+  host, port = values[0].rsplit(":", 1)
+  return host, int(port)
 def metrics_address(env, args):
   """Where the server serves /metrics: --metrics-listen in ARGS, else GLIMPSE_METRICS_LISTEN."""
   for a in args:
@@ -224,6 +270,19 @@ def check_compose(c, defaults, port, grace_s, metrics_port):
   c.check(str(metrics_port) in published,
           f"compose server: publishes the metrics port {metrics_port}, got {published}")
 
+  store = services.get("redis", {})
+  c.check(bool(store) and "redis" in str(store.get("image", "")),
+          "compose: a redis service (the shared image store)")
+  limit = store.get("mem_limit") or (store.get("deploy", {}).get("resources", {})
+                                     .get("limits", {}).get("memory"))
+  store_port = check_store(c, "compose redis", store.get("command") or [], limit)
+  host, rport = redis_flag(c, "compose server command", server.get("command") or [])
+  c.check(host == "redis" and rport == store_port,
+          f"compose server: --redis names the redis service on port {store_port}, got {host}:{rport}")
+  sdep = server.get("depends_on", {})
+  c.check(isinstance(sdep, dict) and sdep.get("redis", {}).get("condition") == "service_healthy",
+          "compose server: depends_on redis with condition service_healthy")
+
   client = services.get("client", {})
   c.check(bool(client), "compose: a client service")
   dep = client.get("depends_on", {})
@@ -263,9 +322,14 @@ def check_k8s(c, defaults, port, grace_s, services, image_uid, metrics_port):
       c.check(all(k in doc for k in ("apiVersion", "kind", "metadata")) and
               doc["metadata"].get("name"), f"{name}: apiVersion, kind, metadata.name")
       docs.append((name, doc))
-  deployments = [(n, d) for n, d in docs if d.get("kind") == "Deployment"]
-  k8s_services = [(n, d) for n, d in docs if d.get("kind") == "Service"]
-  c.check(len(deployments) == 1, f"deploy/k8s: one Deployment, got {len(deployments)}")
+  def images(d):
+    return [str(x.get("image", "")) for x in d["spec"]["template"]["spec"].get("containers", [])]
+  workloads = [(n, d) for n, d in docs if d.get("kind") in ("Deployment", "StatefulSet")]
+  deployments = [(n, d) for n, d in workloads if any(i.startswith("glimpse") for i in images(d))]
+  stores = [(n, d) for n, d in workloads if any("redis" in i for i in images(d))]
+  all_services = [(n, d) for n, d in docs if d.get("kind") == "Service"]
+  c.check(len(deployments) == 1, f"deploy/k8s: one Deployment of the server, got {len(deployments)}")
+  c.check(len(stores) == 1, f"deploy/k8s: one Redis Deployment or StatefulSet, got {len(stores)}")
   if not deployments:
     return
   name, dep = deployments[0]
@@ -279,6 +343,34 @@ def check_k8s(c, defaults, port, grace_s, services, image_uid, metrics_port):
   server = containers[0]
   ports = {p.get("name"): p["containerPort"] for p in server.get("ports", [])}
   c.check(port in ports.values(), f"{name}: containerPort {port}, got {ports}")
+
+  def selects(svc, pod_labels):
+    sel = svc["spec"].get("selector", {})
+    return bool(sel) and all(pod_labels.get(k) == v for k, v in sel.items())
+  k8s_services = [(n, d) for n, d in all_services if selects(d, labels)]
+  if stores:
+    sname, store = stores[0]
+    spod = store["spec"]["template"]["spec"]
+    slabels = store["spec"]["template"]["metadata"].get("labels", {})
+    redis_c = next(x for x in spod["containers"] if "redis" in str(x.get("image", "")))
+    rport = check_store(c, sname, (redis_c.get("command") or [])[1:] + (redis_c.get("args") or []),
+                        redis_c.get("resources", {}).get("limits", {}).get("memory"))
+    sports = {p.get("name"): p["containerPort"] for p in redis_c.get("ports", [])}
+    c.check(rport in sports.values(), f"{sname}: containerPort {rport}, got {sports}")
+    c.check(not any(selects(d, slabels) for _, d in k8s_services) and
+            not any(selects(d, labels) for _, d in all_services if selects(d, slabels)),
+            f"{sname}: the server's Services and the store's select different pods")
+    store_services = {d["metadata"]["name"]: d for _, d in all_services if selects(d, slabels)}
+    host, hport = redis_flag(c, f"{name} args", server.get("args", []))
+    svc = store_services.get((host or "").split(".")[0])
+    c.check(svc is not None, f"{name}: --redis host {host!r} is a Service of the store, "
+            f"one of {sorted(store_services)}")
+    if svc is not None:
+      reach = [p for p in svc["spec"].get("ports", []) if p["port"] == hport]
+      target = reach[0].get("targetPort", hport) if reach else None
+      resolved = sports.get(target) if isinstance(target, str) else target
+      c.check(bool(reach) and resolved == rport,
+              f"{name}: --redis port {hport} reaches the store's port {rport} through {host}")
 
   resources = server.get("resources", {})
   gpu_limit = resources.get("limits", {}).get("nvidia.com/gpu")
@@ -316,6 +408,9 @@ def check_k8s(c, defaults, port, grace_s, services, image_uid, metrics_port):
     c.check(grpc is not None and grpc.get("port") == port,
             f"{name}: {probe_name} is a native grpc probe on port {port}, got {probe}")
     if grpc is not None:
+      c.check(grpc.get("service", "") != "glimpse.v1.ImageStore",
+              f"{name}: {probe_name} must not ask for glimpse.v1.ImageStore: a Redis outage "
+              "would restart or unready the GPU pods")
       c.check(grpc.get("service", "") in allowed,
               f"{name}: {probe_name} service {grpc.get('service')!r} is '' or one of {services}")
   ready = (server.get("readinessProbe") or {}).get("grpc") or {}

@@ -94,6 +94,26 @@ kept=$(g box "$id" --keep --label=blurred | tail -1)
 [[ "$kept" =~ ^[0-9a-f]{32}$ ]] || fail "box --keep printed \"$kept\""
 g histogram "$kept" --csv=kept.csv >/dev/null || fail "histogram of the kept box result"
 
+# analyze: every analysis in one call, each writing what its own command writes; same results
+g analyze "$sample" --histogram=bins=16,source=luma,csv=a_luma.csv --integral=npy=a_integral.npy \
+  --compaction=lo=200,hi=255,channel=0,csv=a_c.csv --box_filter=rx=3,out=a_box.npy >analyze.txt \
+  || fail "analyze"
+cmp a_luma.csv luma.csv || fail "analyze's histogram differs from the histogram command's"
+cmp a_integral.npy integral.npy || fail "analyze's integral table differs"
+cmp a_c.csv c.csv || fail "analyze's compaction differs"
+g box "$id" --rx=3 --out=box3.npy >/dev/null || fail "box .npy rx=3"
+cmp a_box.npy box3.npy || fail "analyze's box filter differs"
+grep -q "4 analyses in one call" analyze.txt || fail "analyze summary: $(cat analyze.txt)"
+g list | grep -q "analyze" && fail "analyze kept its image without --keep"
+akept=$(g analyze "$sample" --histogram --keep --label=kept-by-analyze | tail -1)
+[[ "$akept" =~ ^[0-9a-f]{32}$ ]] || fail "analyze --keep printed \"$akept\""
+g analyze "$akept" --histogram=csv=a_kept.csv >/dev/null || fail "analyze by id"
+g analyze "$sample" --histogram=binz=3 >/dev/null 2>&1
+[ $? = 2 ] || fail "analyze with an unknown sub-option should exit 2"
+g analyze "$sample" >/dev/null 2>&1
+[ $? = 2 ] || fail "analyze without analyses should exit 2"
+g delete "$akept" >/dev/null || fail "delete analyze's kept image"
+
 # load mode, briefly
 g load --rpcs=histogram --sizes=1 --concurrency=2 --duration-s=1 --markdown=load.md >/dev/null \
   || fail "load"

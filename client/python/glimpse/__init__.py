@@ -4,11 +4,15 @@
     with glimpse.Client("localhost:50051") as g:
         h = g.histogram("photo.png", bins=64, source="luma")
         print(h.counts, h.timing.gpu_ms)
+        # Several analyses in one call, nothing left on the server:
+        hist, table = g.analyze("photo.png", [("histogram", {"bins": 64}),
+                                              ("integral_image", {})])
 """
-from glimpse._types import (BoxFilterResult, CompactResult, GlimpseError, HistogramResult,
+from glimpse._types import (AnalyzeResult, BoxFilterResult, CompactResult, GlimpseError, HistogramResult,
                             ImageHandle, IntegralResult, Timing)
 from glimpse.client import Client
 from glimpse.plot import plot_histogram
 
 __all__ = ["Client", "GlimpseError", "ImageHandle", "Timing", "HistogramResult",
-           "IntegralResult", "CompactResult", "BoxFilterResult", "plot_histogram"]
+           "IntegralResult", "CompactResult", "BoxFilterResult", "AnalyzeResult",
+           "plot_histogram"]

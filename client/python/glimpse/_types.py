@@ -174,3 +174,19 @@ class BoxFilterResult:
         if self.pixels is None:
             raise ValueError("box_filter was called without output='array': no pixels")
         return self.pixels if dtype is None else self.pixels.astype(dtype)
+
+
+@dataclasses.dataclass
+class AnalyzeResult:
+    """results: each analysis's result (HistogramResult, IntegralResult, CompactResult,
+    BoxFilterResult) in the order asked; kept: the stored image (keep=True); timing: the whole
+    call's (GPU and queue time summed over the analyses)."""
+    results: list
+    kept: Optional[ImageHandle]
+    timing: Timing
+
+    def __getitem__(self, i):
+        return self.results[i]
+
+    def __len__(self):
+        return len(self.results)

@@ -1,5 +1,6 @@
 """glimpse.Client: every RPC of glimpse.v1.ImageAnalytics, with numpy arrays in and out."""
 import contextlib
+import itertools
 import os
 import re
 from typing import Iterator, List, Optional, Union
@@ -8,8 +9,9 @@ import grpc
 import numpy as np
 
 from glimpse import _health
-from glimpse._types import (BoxFilterResult, CompactResult, GlimpseError, HistogramResult,
-                            ImageHandle, IntegralResult, Timing, dtype_of_format, raw_pixels)
+from glimpse._types import (AnalyzeResult, BoxFilterResult, CompactResult, GlimpseError,
+                            HistogramResult, ImageHandle, IntegralResult, Timing, dtype_of_format,
+                            raw_pixels)
 from glimpse.v1 import image_analytics_pb2 as pb
 from glimpse.v1 import image_analytics_pb2_grpc as pb_grpc
 
@@ -34,6 +36,181 @@ def _choice(name: str, value: str, table: dict) -> int:
 
 def _data_loss(method: str, message: str) -> GlimpseError:
     return GlimpseError(method, grpc.StatusCode.DATA_LOSS, message)
+
+
+# ---- each analysis: its request from keyword options, and its result from its response messages
+# (the messages its own RPC streams, which Analyze also carries). One plan per analysis name.
+
+def _histogram_plan(method, *, bins: int = 256, lo: Optional[float] = None,
+                    hi: Optional[float] = None, source: Optional[str] = None,
+                    channel: Optional[int] = None, variant: str = "auto"):
+    if source is None:
+        source = "all" if channel is None else "channel"
+    options = pb.HistogramOptions(bins=bins, channel=channel or 0,
+                                  source=_choice("source", source, _HISTOGRAM_SOURCES))
+    if lo is not None:
+        options.lo = lo
+    if hi is not None:
+        options.hi = hi
+
+    def parse(messages) -> HistogramResult:
+        r = None
+        for r in messages:
+            pass
+        if r is None:
+            raise _data_loss(method, "no histogram in the answer")
+        counts = np.array([h.counts for h in r.histograms], dtype=np.uint64).reshape(-1, r.bins)
+        return HistogramResult(counts=counts, bins=r.bins, lo=r.lo, hi=r.hi, total=r.total,
+                               source=source, variant=r.variant,
+                               image=ImageHandle.from_proto(r.image),
+                               timing=Timing.from_proto(r.timing))
+
+    return pb.HistogramRequest(options=options, variant=variant), parse
+
+
+def _integral_image_plan(method, *, squared: bool = False, variant: str = "auto"):
+    def parse(messages) -> IntegralResult:
+        header = trailer = None
+        tables, received = [None, None], [0, 0]
+        for m in messages:
+            part = m.WhichOneof("part")
+            if part == "header":
+                header = m.header
+                for t in range(2 if header.squared else 1):
+                    tables[t] = np.empty(header.table_bytes, np.uint8)
+            elif part == "chunk":
+                c = m.chunk
+                t = 1 if c.squared else 0
+                row_bytes = header.width * header.channels * 8 if header else 0
+                off, n = c.y0 * row_bytes, len(c.data)
+                if tables[t] is None or n != c.rows * row_bytes or off + n > header.table_bytes:
+                    raise _data_loss(method, f"a band of rows {c.y0}+{c.rows} ({n} bytes) "
+                                     "does not fit the table the header announced")
+                tables[t][off:off + n] = np.frombuffer(c.data, np.uint8)
+                received[t] += n
+            elif part == "trailer":
+                trailer = m.trailer
+        if header is None or trailer is None:
+            raise _data_loss(method, "the stream ended without its header or trailer")
+        dtype = np.dtype("<f8" if header.element == pb.INTEGRAL_ELEMENT_FLOAT64 else "<u8")
+        shape = (header.height, header.width, header.channels)
+        out = []
+        for t in range(2 if header.squared else 1):
+            if received[t] != header.table_bytes:
+                raise _data_loss(method, f"received {received[t]} of {header.table_bytes} bytes "
+                                 f"of the {'squared' if t else 'sum'} table")
+            out.append(tables[t].view(dtype).reshape(shape).astype(dtype.newbyteorder("="),
+                                                                   copy=False))
+        return IntegralResult(table=out[0], squared_table=out[1] if len(out) > 1 else None,
+                              variant=trailer.variant, image=ImageHandle.from_proto(header.image),
+                              timing=Timing.from_proto(trailer.timing))
+
+    return pb.IntegralImageRequest(options=pb.IntegralImageOptions(squared=squared),
+                                   variant=variant), parse
+
+
+def _compaction_plan(method, *, lo: float, hi: float, outside: bool = False,
+                     source: str = "channel", channel: int = 0, max_results: Optional[int] = None,
+                     count_only: bool = False, variant: str = "auto"):
+    options = pb.CompactOptions(source=_choice("source", source, _COMPACT_SOURCES),
+                                channel=channel, lo=lo, hi=hi, outside=outside,
+                                count_only=count_only)
+    if max_results is not None:
+        options.max_results = max_results
+
+    def parse(messages) -> CompactResult:
+        header = timing = None
+        xy = values = None
+        received = pixel_bytes = 0
+        for m in messages:
+            part = m.WhichOneof("part")
+            if part == "header":
+                header = m.header
+                value_size = dtype_of_format(header.value_format).itemsize
+                pixel_bytes = header.value_channels * value_size
+                xy = np.zeros(header.returned * 8, np.uint8)
+                values = np.zeros(header.returned * pixel_bytes, np.uint8)
+                received = 0
+            elif part == "chunk":
+                c = m.chunk
+                n = len(c.xy) // 8
+                if header is None or c.first + n > header.returned or \
+                        len(c.values) != n * pixel_bytes:
+                    raise _data_loss(method, f"a chunk of {n} pixels at {c.first} does not "
+                                     "fit the list the header announced")
+                xy[c.first * 8:(c.first + n) * 8] = np.frombuffer(c.xy, np.uint8)
+                values[c.first * pixel_bytes:(c.first + n) * pixel_bytes] = \
+                    np.frombuffer(c.values, np.uint8)
+                received += n
+            elif part == "timing":
+                timing = m.timing
+        if header is None or timing is None:
+            raise _data_loss(method, "the stream ended without its header or timing")
+        if received != header.returned:
+            raise _data_loss(method, f"received {received} of {header.returned} pixels")
+        vdtype = dtype_of_format(header.value_format)
+        return CompactResult(
+            xy=xy.view("<u4").reshape(-1, 2).astype(np.uint32, copy=False),
+            values=values.view(vdtype).reshape(-1, header.value_channels).astype(
+                vdtype.newbyteorder("="), copy=False),
+            total=header.total, truncated=header.truncated, variant=header.variant,
+            image=ImageHandle.from_proto(header.image), timing=Timing.from_proto(timing))
+
+    return pb.CompactRequest(options=options, variant=variant), parse
+
+
+def _box_filter_plan(method, *, rx: int, ry: Optional[int] = None, border: str = "reflect101",
+                     border_value: float = 0.0, keep: bool = False, label: str = "",
+                     output: Optional[str] = None, variant: str = "auto"):
+    if output is None:
+        output = "none" if keep else "array"
+    options = pb.BoxFilterOptions(rx=rx, ry=rx if ry is None else ry,
+                                  border=_choice("border", border, _BORDERS),
+                                  border_value=border_value)
+    request = pb.BoxFilterRequest(options=options, variant=variant, keep=keep, label=label,
+                                  encoding=_choice("output", output, _OUTPUTS))
+
+    def parse(messages) -> BoxFilterResult:
+        header = timing = data = None
+        received = 0
+        for m in messages:
+            part = m.WhichOneof("part")
+            if part == "header":
+                header = m.header
+                data = np.empty(header.data_bytes, np.uint8)
+            elif part == "chunk":
+                n = len(m.chunk)
+                if data is None or received + n > len(data):
+                    raise _data_loss(method, "more pixel bytes than the header announced")
+                data[received:received + n] = np.frombuffer(m.chunk, np.uint8)
+                received += n
+            elif part == "timing":
+                timing = m.timing
+        if header is None or timing is None:
+            raise _data_loss(method, "the stream ended without its header or timing")
+        if received != header.data_bytes:
+            raise _data_loss(method, f"received {received} of {header.data_bytes} bytes")
+        pixels = png = None
+        if output == "array":
+            r = header.result
+            dtype = dtype_of_format(r.format)
+            pixels = data.view(dtype).reshape(r.height, r.width, r.channels).astype(
+                dtype.newbyteorder("="), copy=False)
+        elif output == "png":
+            png = data.tobytes()
+        return BoxFilterResult(pixels=pixels, png=png,
+                               handle=ImageHandle.from_proto(header.result) if keep else None,
+                               variant=header.variant, image=ImageHandle.from_proto(header.image),
+                               timing=Timing.from_proto(timing))
+
+    return request, parse
+
+
+# Analyze's analyses by name (the proto's field names; "compact" as the method is called).
+_PLANS = {"histogram": _histogram_plan, "integral_image": _integral_image_plan,
+          "compaction": _compaction_plan, "compact": _compaction_plan,
+          "box_filter": _box_filter_plan}
+_FIELDS = {"compact": "compaction"}
 
 
 class Client:
@@ -203,166 +380,98 @@ class Client:
 
     # ---- analyses ----------------------------------------------------------------------------
 
-    def histogram(self, image: ImageLike, *, bins: int = 256, lo: Optional[float] = None,
-                  hi: Optional[float] = None, source: Optional[str] = None,
-                  channel: Optional[int] = None, variant: str = "auto") -> HistogramResult:
-        """Histograms over [lo, hi) (default the format's range): source "all" (one per channel,
-        the default), "channel", "luma" or "rgb_mean"."""
-        if source is None:
-            source = "all" if channel is None else "channel"
-        options = pb.HistogramOptions(bins=bins, channel=channel or 0,
-                                      source=_choice("source", source, _HISTOGRAM_SOURCES))
-        if lo is not None:
-            options.lo = lo
-        if hi is not None:
-            options.hi = hi
+    def histogram(self, image: ImageLike, **options) -> HistogramResult:
+        """Histograms over [lo, hi) (default the format's range): bins=256, lo, hi, source "all"
+        (one per channel, the default), "channel", "luma" or "rgb_mean", channel, variant."""
+        request, parse = _histogram_plan("histogram", **options)
         with self._image_ref("histogram", image) as ref:
-            r = self._unary("histogram", self._stub.Histogram,
-                            pb.HistogramRequest(image=ref, options=options, variant=variant))
-        counts = np.array([h.counts for h in r.histograms], dtype=np.uint64).reshape(-1, r.bins)
-        return HistogramResult(counts=counts, bins=r.bins, lo=r.lo, hi=r.hi, total=r.total,
-                               source=source, variant=r.variant,
-                               image=ImageHandle.from_proto(r.image),
-                               timing=Timing.from_proto(r.timing))
-
-    def integral_image(self, image: ImageLike, *, squared: bool = False,
-                       variant: str = "auto") -> IntegralResult:
-        """The inclusive summed-area table (and that of squares), (H, W, C) uint64 or float64."""
-        method = "integral_image"
-        request = pb.IntegralImageRequest(options=pb.IntegralImageOptions(squared=squared),
-                                          variant=variant)
-        header = trailer = None
-        tables, received = [None, None], [0, 0]
-        with self._image_ref(method, image) as ref:
             request.image.CopyFrom(ref)
-            for m in self._stream(method, self._stub.IntegralImage, request):
-                part = m.WhichOneof("part")
-                if part == "header":
-                    header = m.header
-                    for t in range(2 if header.squared else 1):
-                        tables[t] = np.empty(header.table_bytes, np.uint8)
-                elif part == "chunk":
-                    c = m.chunk
-                    t = 1 if c.squared else 0
-                    row_bytes = header.width * header.channels * 8 if header else 0
-                    off, n = c.y0 * row_bytes, len(c.data)
-                    if tables[t] is None or n != c.rows * row_bytes or off + n > header.table_bytes:
-                        raise _data_loss(method, f"a band of rows {c.y0}+{c.rows} ({n} bytes) "
-                                         "does not fit the table the header announced")
-                    tables[t][off:off + n] = np.frombuffer(c.data, np.uint8)
-                    received[t] += n
-                elif part == "trailer":
-                    trailer = m.trailer
-        if header is None or trailer is None:
-            raise _data_loss(method, "the stream ended without its header or trailer")
-        dtype = np.dtype("<f8" if header.element == pb.INTEGRAL_ELEMENT_FLOAT64 else "<u8")
-        shape = (header.height, header.width, header.channels)
-        out = []
-        for t in range(2 if header.squared else 1):
-            if received[t] != header.table_bytes:
-                raise _data_loss(method, f"received {received[t]} of {header.table_bytes} bytes "
-                                 f"of the {'squared' if t else 'sum'} table")
-            out.append(tables[t].view(dtype).reshape(shape).astype(dtype.newbyteorder("="),
-                                                                   copy=False))
-        return IntegralResult(table=out[0], squared_table=out[1] if len(out) > 1 else None,
-                              variant=trailer.variant, image=ImageHandle.from_proto(header.image),
-                              timing=Timing.from_proto(trailer.timing))
+            return parse([self._unary("histogram", self._stub.Histogram, request)])
 
-    def compact(self, image: ImageLike, lo: float, hi: float, *, outside: bool = False,
-                source: str = "channel", channel: int = 0, max_results: Optional[int] = None,
-                count_only: bool = False, variant: str = "auto") -> CompactResult:
-        """The pixels whose value (a channel, or luma) lies in [lo, hi], or outside it, in
-        row-major order, with the exact total."""
-        method = "compact"
-        options = pb.CompactOptions(source=_choice("source", source, _COMPACT_SOURCES),
-                                    channel=channel, lo=lo, hi=hi, outside=outside,
-                                    count_only=count_only)
-        if max_results is not None:
-            options.max_results = max_results
-        request = pb.CompactRequest(options=options, variant=variant)
-        header = timing = None
-        xy = values = None
-        with self._image_ref(method, image) as ref:
+    def integral_image(self, image: ImageLike, **options) -> IntegralResult:
+        """The inclusive summed-area table (and that of squares, squared=True), (H, W, C) uint64
+        or float64."""
+        request, parse = _integral_image_plan("integral_image", **options)
+        with self._image_ref("integral_image", image) as ref:
             request.image.CopyFrom(ref)
-            for m in self._stream(method, self._stub.Compact, request):
+            return parse(self._stream("integral_image", self._stub.IntegralImage, request))
+
+    def compact(self, image: ImageLike, lo: float, hi: float, **options) -> CompactResult:
+        """The pixels whose value (a channel, or luma) lies in [lo, hi], or outside it
+        (outside=True), in row-major order, with the exact total; source, channel, max_results,
+        count_only, variant."""
+        request, parse = _compaction_plan("compact", lo=lo, hi=hi, **options)
+        with self._image_ref("compact", image) as ref:
+            request.image.CopyFrom(ref)
+            return parse(self._stream("compact", self._stub.Compact, request))
+
+    def box_filter(self, image: ImageLike, rx: int, ry: Optional[int] = None,
+                   **options) -> BoxFilterResult:
+        """The mean over a (2rx+1) x (2ry+1) window (ry defaults to rx); border, border_value.
+        output "array" (the default without keep) returns the (H, W, C) pixels, "png" a PNG file
+        (uint8 images), "none" nothing (the default with keep); keep=True stores the result:
+        `.handle`."""
+        request, parse = _box_filter_plan("box_filter", rx=rx, ry=ry, **options)
+        with self._image_ref("box_filter", image) as ref:
+            request.image.CopyFrom(ref)
+            return parse(self._stream("box_filter", self._stub.BoxFilter, request))
+
+    def analyze(self, image: ImageLike, analyses, *, keep: bool = False,
+                label: str = "") -> AnalyzeResult:
+        """Several analyses of one image in one Analyze call: `analyses` is a list of
+        (name, options) pairs, name one of "histogram", "integral_image", "compaction" (or
+        "compact"), "box_filter", options the keyword arguments of the method of that name
+        (without the image). Arrays and files are streamed whatever their size and not kept unless
+        keep=True (then `.kept` is the stored image). Returns the results in order."""
+        method = "analyze"
+        header = pb.AnalyzeHeader(keep=keep, label=label)
+        parsers = []
+        for name, options in analyses:
+            if name not in _PLANS:
+                raise ValueError(f"analysis must be one of {', '.join(_PLANS)}, got {name!r}")
+            request, parse = _PLANS[name](method, **dict(options))
+            getattr(header.analyses.add(), _FIELDS.get(name, name)).CopyFrom(request)
+            parsers.append(parse)
+        data = memoryview(b"")
+        if isinstance(image, ImageHandle):
+            header.image.image_id = image.image_id
+        elif isinstance(image, str) and _ID.fullmatch(image) and not os.path.exists(image):
+            header.image.image_id = image
+        elif isinstance(image, np.ndarray):
+            layout, pixels = raw_pixels(image)
+            header.upload.raw.CopyFrom(layout)
+            data = memoryview(pixels).cast("B")
+        else:
+            data = memoryview(self._encoded_bytes(image))
+            header.upload.encoded.SetInParent()
+            if isinstance(image, (str, os.PathLike)):
+                header.upload.label = os.path.basename(os.fspath(image))
+        if header.HasField("upload"):
+            header.upload.total_bytes = len(data)
+
+        def messages():
+            yield pb.AnalyzeRequest(header=header, chunk=bytes(data[:_CHUNK]))
+            for off in range(_CHUNK, len(data), _CHUNK):
+                yield pb.AnalyzeRequest(chunk=bytes(data[off:off + _CHUNK]))
+
+        kept, timing = [None], [None]
+
+        def parts():
+            for m in self._stream(method, self._stub.Analyze, messages()):
                 part = m.WhichOneof("part")
-                if part == "header":
-                    header = m.header
-                    value_size = dtype_of_format(header.value_format).itemsize
-                    pixel_bytes = header.value_channels * value_size
-                    xy = np.zeros(header.returned * 8, np.uint8)
-                    values = np.zeros(header.returned * pixel_bytes, np.uint8)
-                    received = 0
-                elif part == "chunk":
-                    c = m.chunk
-                    n = len(c.xy) // 8
-                    if header is None or c.first + n > header.returned or \
-                            len(c.values) != n * pixel_bytes:
-                        raise _data_loss(method, f"a chunk of {n} pixels at {c.first} does not "
-                                         "fit the list the header announced")
-                    xy[c.first * 8:(c.first + n) * 8] = np.frombuffer(c.xy, np.uint8)
-                    values[c.first * pixel_bytes:(c.first + n) * pixel_bytes] = \
-                        np.frombuffer(c.values, np.uint8)
-                    received += n
+                if part == "kept":
+                    kept[0] = ImageHandle.from_proto(m.kept)
                 elif part == "timing":
-                    timing = m.timing
-        if header is None or timing is None:
-            raise _data_loss(method, "the stream ended without its header or timing")
-        if received != header.returned:
-            raise _data_loss(method, f"received {received} of {header.returned} pixels")
-        vdtype = dtype_of_format(header.value_format)
-        return CompactResult(
-            xy=xy.view("<u4").reshape(-1, 2).astype(np.uint32, copy=False),
-            values=values.view(vdtype).reshape(-1, header.value_channels).astype(
-                vdtype.newbyteorder("="), copy=False),
-            total=header.total, truncated=header.truncated, variant=header.variant,
-            image=ImageHandle.from_proto(header.image), timing=Timing.from_proto(timing))
+                    timing[0] = m.timing
+                else:
+                    yield m.index, getattr(m, part)
 
-    def box_filter(self, image: ImageLike, rx: int, ry: Optional[int] = None, *,
-                   border: str = "reflect101", border_value: float = 0.0, keep: bool = False,
-                   label: str = "", output: Optional[str] = None,
-                   variant: str = "auto") -> BoxFilterResult:
-        """The mean over a (2rx+1) x (2ry+1) window (ry defaults to rx). output "array" (the
-        default without keep) returns the (H, W, C) pixels, "png" a PNG file (uint8 images),
-        "none" nothing (the default with keep); keep=True stores the result: `.handle`."""
-        method = "box_filter"
-        if output is None:
-            output = "none" if keep else "array"
-        options = pb.BoxFilterOptions(rx=rx, ry=rx if ry is None else ry,
-                                      border=_choice("border", border, _BORDERS),
-                                      border_value=border_value)
-        request = pb.BoxFilterRequest(options=options, variant=variant, keep=keep, label=label,
-                                      encoding=_choice("output", output, _OUTPUTS))
-        header = timing = data = None
-        received = 0
-        with self._image_ref(method, image) as ref:
-            request.image.CopyFrom(ref)
-            for m in self._stream(method, self._stub.BoxFilter, request):
-                part = m.WhichOneof("part")
-                if part == "header":
-                    header = m.header
-                    data = np.empty(header.data_bytes, np.uint8)
-                elif part == "chunk":
-                    n = len(m.chunk)
-                    if data is None or received + n > len(data):
-                        raise _data_loss(method, "more pixel bytes than the header announced")
-                    data[received:received + n] = np.frombuffer(m.chunk, np.uint8)
-                    received += n
-                elif part == "timing":
-                    timing = m.timing
-        if header is None or timing is None:
-            raise _data_loss(method, "the stream ended without its header or timing")
-        if received != header.data_bytes:
-            raise _data_loss(method, f"received {received} of {header.data_bytes} bytes")
-        pixels = png = None
-        if output == "array":
-            r = header.result
-            dtype = dtype_of_format(r.format)
-            pixels = data.view(dtype).reshape(r.height, r.width, r.channels).astype(
-                dtype.newbyteorder("="), copy=False)
-        elif output == "png":
-            png = data.tobytes()
-        return BoxFilterResult(pixels=pixels, png=png,
-                               handle=ImageHandle.from_proto(header.result) if keep else None,
-                               variant=header.variant, image=ImageHandle.from_proto(header.image),
-                               timing=Timing.from_proto(timing))
+        results = [None] * len(parsers)
+        # The parts arrive in order, each analysis's together: each result is read as it streams.
+        for index, group in itertools.groupby(parts(), key=lambda p: p[0]):
+            if index >= len(parsers) or results[index] is not None:
+                raise _data_loss(method, f"parts of analysis {index} out of order")
+            results[index] = parsers[index](m for _, m in group)
+        if timing[0] is None or any(r is None for r in results):
+            raise _data_loss(method, "the stream ended before every result and its timing")
+        return AnalyzeResult(results=results, kept=kept[0], timing=Timing.from_proto(timing[0]))

@@ -1,0 +1,33 @@
+// The analysis commands of the glimpse CLI: one per analysis, and `analyze`, which runs several
+// in one call. Each analysis's request is built from its flags and its result written by the
+// same code in both.
+#ifndef GLIMPSE_CLIENT_ANALYSES_H_
+#define GLIMPSE_CLIENT_ANALYSES_H_
+
+#include <set>
+#include <string>
+
+#include "client/client.h"
+
+namespace glimpse::client {
+
+int Histogram(const Options& o, const Connection& c);
+int IntegralImage(const Options& o, const Connection& c);
+int Compaction(const Options& o, const Connection& c);
+int BoxFilter(const Options& o, const Connection& c);
+// `glimpse analyze IMAGE --histogram[=bins=64,csv=h.csv] --integral_image --compaction=lo=1,hi=9
+// --box_filter=rx=3,out=box.png ...`: each analysis flag's value holds that command's own flags.
+int Analyze(const Options& o, const Connection& c);
+
+// From the command table (client/main.cc): the flags an analysis's command accepts (nullptr for
+// an unknown name), and a command's name for an alias ("compact" -> "compaction").
+const std::set<std::string>* AnalysisFlags(const std::string& name);
+std::string CanonicalCommand(const std::string& name);
+
+// "640x480 3-channel uint8 (921600 bytes)".
+std::string Describe(const v1::ImageInfo& i);
+std::string FormatName(v1::SampleFormat f);
+
+}  // namespace glimpse::client
+
+#endif  // GLIMPSE_CLIENT_ANALYSES_H_

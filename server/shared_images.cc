@@ -1,0 +1,89 @@
+#include "server/shared_images.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "gpu/str.h"
+#include "server/redis_store.h"
+#include "server/runner.h"
+
+namespace glimpse::server {
+
+void ResolveImageRef(ServiceEnv& service, const v1::ImageRef& ref, CallRecord& record,
+                     InputReady next) {
+  if (service.redis == nullptr || ref.source_case() != v1::ImageRef::kImageId) {
+    return next(ReadImageRef(ref, service.worker.device().limits, service.limits,
+                             service.worker.store(), record));
+  }
+  record.set_image(ref.image_id());
+  service.redis->pool().Post([&service, id = ref.image_id(), next = std::move(next)] {
+    ImageStore& cache = service.worker.store();
+    absl::StatusOr<StoredImageInfo> shared = service.redis->Touch(id);
+    absl::StatusOr<StoredImageInfo> cached = cache.Info(id);
+    if (absl::IsNotFound(shared.status())) {
+      // Deleted through another replica, or expired: this replica's copy goes too.
+      if (cached.ok()) (void)cache.Erase(id);
+      return next(shared.status());
+    }
+    auto in = std::make_shared<Input>();
+    in->image_id = id;
+    if (cached.ok()) {  // in the cache: serves even when Redis is unreachable
+      in->desc = cached->desc;
+      return next(std::shared_ptr<const Input>(std::move(in)));
+    }
+    if (!shared.ok()) return next(shared.status());
+    absl::StatusOr<gpu::HostImage> pixels = service.redis->Get(*shared);
+    if (!pixels.ok()) return next(pixels.status());
+    in->desc = pixels->desc;
+    in->host = *std::move(pixels);
+    in->cache = *std::move(shared);
+    next(std::shared_ptr<const Input>(std::move(in)));
+  });
+}
+
+void ShareImage(ServiceEnv& service, const StoredImageInfo& info,
+                std::shared_ptr<const gpu::HostImage> pixels,
+                std::function<void(absl::Status)> done) {
+  if (service.redis == nullptr) return done(absl::OkStatus());
+  service.redis->pool().Post([&service, info, pixels, done = std::move(done)] {
+    absl::Status s = service.redis->Put(info, *pixels);
+    if (!s.ok()) (void)service.worker.store().Erase(info.id);
+    done(s);
+  });
+}
+
+void ImageInfoOf(ServiceEnv& service, const std::string& id,
+                 std::function<void(absl::StatusOr<StoredImageInfo>)> done) {
+  if (service.redis == nullptr) return done(service.worker.store().Info(id));
+  service.redis->pool().Post([&service, id, done = std::move(done)] {
+    absl::StatusOr<StoredImageInfo> shared = service.redis->Touch(id);
+    if (shared.ok() || absl::IsNotFound(shared.status())) {
+      if (!shared.ok()) (void)service.worker.store().Erase(id);
+      return done(shared);
+    }
+    absl::StatusOr<StoredImageInfo> cached = service.worker.store().Info(id);
+    done(cached.ok() ? cached : shared);
+  });
+}
+
+void ListAllImages(ServiceEnv& service,
+                   std::function<void(absl::StatusOr<std::vector<StoredImageInfo>>)> done) {
+  if (service.redis == nullptr) return done(service.worker.store().List());
+  service.redis->pool().Post([&service, done = std::move(done)] { done(service.redis->List()); });
+}
+
+void DeleteEverywhere(ServiceEnv& service, const std::string& id,
+                      std::function<void(absl::StatusOr<uint64_t>)> done) {
+  // The texture itself is freed by the worker thread at its next turn.
+  absl::StatusOr<uint64_t> local = service.worker.store().Erase(id);
+  if (service.redis == nullptr) return done(local);
+  service.redis->pool().Post([&service, id, local, done = std::move(done)] {
+    absl::StatusOr<StoredImageInfo> info = service.redis->Touch(id);
+    absl::Status s = service.redis->Delete(id);
+    if (!s.ok() && !absl::IsNotFound(s)) return done(s);
+    if (s.ok()) return done(info.ok() ? info->bytes : local.value_or(0));
+    done(local);
+  });
+}
+
+}  // namespace glimpse::server

@@ -1,0 +1,366 @@
+// The shared image store against a real redis-server on a free loopback port and two Glimpse
+// servers on it: any replica serves any image with the same results, deletes reach every replica,
+// a replica killed with SIGKILL loses no image, and a Redis outage gives clear errors, keeps
+// cached images serving and heals by itself.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/service/analyze_test_util.h"
+#include "tests/service/service_test_util.h"
+
+namespace glimpse::testing {
+namespace {
+
+using gpu::HostImage;
+using gpu::ImageDesc;
+using gpu::SampleType;
+using std::chrono_literals::operator""ms;
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A child process, killed (SIGKILL) when this goes away unless already stopped.
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, const std::string& log) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char*> args;
+      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~Child() { Stop(SIGKILL); }
+  // Sends `sig` and waits for the process to end.
+  void Stop(int sig) {
+    if (pid_ <= 0) return;
+    kill(pid_, sig);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  void Signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+  bool running() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+constexpr char kRedisServer[] = "/usr/bin/redis-server";
+
+std::unique_ptr<Child> StartRedis(int port, const std::string& dir) {
+  // No persistence: a restarted Redis is empty, the harder case for recovery.
+  auto c = std::make_unique<Child>(
+      std::vector<std::string>{kRedisServer, "--port", std::to_string(port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "no", "--dir", dir},
+      dir + "/redis.log");
+  return c;
+}
+
+// Waits until `f` holds, for up to 10 s.
+template <typename F>
+bool Eventually(F f) {
+  for (int i = 0; i < 200; ++i) {
+    if (f()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+bool Serving(const std::shared_ptr<grpc::Channel>& channel, const std::string& service) {
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  return health->Check(&ctx, req, &resp).ok() &&
+         resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+grpc::Status Histogram(v1::ImageAnalytics::Stub& stub, const std::string& id,
+                       v1::HistogramResponse* resp) {
+  v1::HistogramRequest req;
+  *req.mutable_image() = ById(id);
+  grpc::ClientContext ctx;
+  return stub.Histogram(&ctx, req, resp);
+}
+
+class RedisStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::exists(kRedisServer))
+        << kRedisServer << " is missing: deploy/install-deps.sh installs redis-server";
+    dir_ =
+        std::filesystem::temp_directory_path() / ("glimpse-redis-test-" + std::to_string(getpid()) +
+                                                  "-" + std::to_string(std::random_device{}()));
+    std::filesystem::create_directories(dir_);
+    redis_port_ = FreePort();
+    ASSERT_NE(redis_port_, 0);
+    redis_ = StartRedis(redis_port_, dir_);
+    ASSERT_TRUE(Eventually([&] { return RedisAnswers(); })) << "redis-server did not start";
+    server::ServerOptions o;
+    o.limits.max_image_pixels = 40'000'000;
+    o.limits.max_upload_bytes = 256 << 20;
+    o.redis.address = "127.0.0.1:" + std::to_string(redis_port_);
+    o.redis.timeout = std::chrono::milliseconds(1000);
+    a_ = TestServer::Start(o);
+    b_ = TestServer::Start(o);
+    GLIMPSE_REQUIRE_SERVER(a_);
+    GLIMPSE_REQUIRE_SERVER(b_);
+  }
+  void TearDown() override {
+    a_.reset();
+    b_.reset();
+    redis_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  bool RedisAnswers() {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(redis_port_));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    close(fd);
+    return ok;
+  }
+
+  std::filesystem::path dir_;
+  int redis_port_ = 0;
+  std::unique_ptr<Child> redis_;
+  std::unique_ptr<TestServer> a_, b_;
+};
+
+TEST_F(RedisStoreTest, UploadOnOneReplicaEveryAnalysisOnTheOtherGivesTheSameResults) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed());
+  // Larger than one 8 MiB chunk, so the image spans several hash fields; and an awkward small one.
+  for (const ImageDesc& desc :
+       {ImageDesc{1601, 1409, 4, SampleType::kUint8}, ImageDesc{1, 37, 3, SampleType::kUint8},
+        ImageDesc{97, 31, 2, SampleType::kUint16}}) {
+    SCOPED_TRACE(gpu::DescribeImage(desc));
+    const HostImage img = RandomImage(desc, rng);
+    absl::StatusOr<std::string> id = UploadImage(*a_->stub, img);
+    ASSERT_TRUE(id.ok()) << id.status();
+    v1::AnalyzeHeader header;
+    *header.mutable_image() = ById(*id);
+    AddEveryAnalysis(&header);
+    AnalyzeCallResult on_a = CallAnalyze(*a_->stub, header);
+    AnalyzeCallResult on_b = CallAnalyze(*b_->stub, header);  // B fetches it from Redis
+    ASSERT_TRUE(on_a.status.ok()) << on_a.status.error_message();
+    ASSERT_TRUE(on_b.status.ok()) << on_b.status.error_message();
+    for (uint32_t i = 0; i < 4; ++i) {
+      EXPECT_TRUE(ComparableResult(on_a.messages, i) == ComparableResult(on_b.messages, i))
+          << "analysis " << i;
+      EXPECT_FALSE(ComparableResult(on_b.messages, i).empty());
+    }
+    // The single-analysis RPCs on B too, and the image's description.
+    v1::HistogramResponse ha, hb;
+    ASSERT_TRUE(Histogram(*a_->stub, *id, &ha).ok());
+    ASSERT_TRUE(Histogram(*b_->stub, *id, &hb).ok());
+    EXPECT_EQ(ha.histograms(0).SerializeAsString(), hb.histograms(0).SerializeAsString());
+    grpc::ClientContext ctx;
+    v1::GetImageInfoRequest req;
+    req.set_image_id(*id);
+    v1::ImageInfo info;
+    ASSERT_TRUE(b_->stub->GetImageInfo(&ctx, req, &info).ok());
+    EXPECT_EQ(info.width(), uint32_t(desc.width));
+    EXPECT_EQ(info.origin(), "upload");
+  }
+  // Both replicas list every image, from Redis.
+  for (TestServer* s : {a_.get(), b_.get()}) {
+    grpc::ClientContext ctx;
+    v1::ListImagesResponse list;
+    ASSERT_TRUE(s->stub->ListImages(&ctx, v1::ListImagesRequest(), &list).ok());
+    EXPECT_EQ(list.images_size(), 3);
+  }
+}
+
+TEST_F(RedisStoreTest, KeptResultsAreSharedAndDeletesReachEveryReplica) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 1);
+  const HostImage img = RandomImage({64, 48, 3, SampleType::kUint8}, rng);
+  absl::StatusOr<std::string> id = UploadImage(*a_->stub, img);
+  ASSERT_TRUE(id.ok());
+  v1::HistogramResponse r;
+  ASSERT_TRUE(Histogram(*a_->stub, *id, &r).ok());
+  ASSERT_TRUE(Histogram(*b_->stub, *id, &r).ok());  // now cached on both GPUs
+
+  // A box filter kept on A serves on B at once.
+  v1::BoxFilterRequest box;
+  *box.mutable_image() = ById(*id);
+  box.set_keep(true);
+  grpc::ClientContext bctx;
+  auto reader = a_->stub->BoxFilter(&bctx, box);
+  v1::BoxFilterResponse m;
+  std::string kept;
+  while (reader->Read(&m)) {
+    if (m.has_header()) kept = m.header().result().image_id();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_FALSE(kept.empty());
+  EXPECT_TRUE(Histogram(*b_->stub, kept, &r).ok());
+  // So does an image kept by Analyze.
+  v1::AnalyzeHeader header;
+  *header.mutable_image() = InlineRaw(img);
+  header.set_keep(true);
+  header.add_analyses()->mutable_histogram();
+  AnalyzeCallResult an = CallAnalyze(*a_->stub, header);
+  ASSERT_TRUE(an.status.ok()) << an.status.error_message();
+  ASSERT_TRUE(an.messages[0].has_kept());
+  EXPECT_TRUE(Histogram(*b_->stub, an.messages[0].kept().image_id(), &r).ok());
+
+  // Deleted on B: gone on A, though A still had it on its GPU.
+  grpc::ClientContext dctx;
+  v1::DeleteImageRequest del;
+  del.set_image_id(*id);
+  v1::DeleteImageResponse dresp;
+  ASSERT_TRUE(b_->stub->DeleteImage(&dctx, del, &dresp).ok());
+  grpc::Status s = Histogram(*a_->stub, *id, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  grpc::ClientContext ictx;
+  v1::GetImageInfoRequest ireq;
+  ireq.set_image_id(*id);
+  v1::ImageInfo info;
+  EXPECT_EQ(a_->stub->GetImageInfo(&ictx, ireq, &info).error_code(), grpc::StatusCode::NOT_FOUND);
+  grpc::ClientContext d2;
+  EXPECT_EQ(a_->stub->DeleteImage(&d2, del, &dresp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(RedisStoreTest, RedisOutageGivesClearErrorsKeepsCachedImagesAndHealsByItself) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 2);
+  const HostImage img = RandomImage({50, 40, 4, SampleType::kUint8}, rng);
+  absl::StatusOr<std::string> cached = UploadImage(*a_->stub, img);
+  absl::StatusOr<std::string> uncached = UploadImage(*a_->stub, img);
+  absl::StatusOr<std::string> slow_id = UploadImage(*a_->stub, img);
+  ASSERT_TRUE(cached.ok() && uncached.ok() && slow_id.ok());
+  v1::HistogramResponse before, r;
+  ASSERT_TRUE(Histogram(*b_->stub, *cached, &before).ok());
+  EXPECT_TRUE(Serving(b_->channel, "glimpse.v1.ImageStore"));
+
+  const std::string address = "Redis at 127.0.0.1:" + std::to_string(redis_port_);
+  // A Redis that stops answering (stopped, not gone): UNAVAILABLE after the timeout, not a hang.
+  redis_->Signal(SIGSTOP);
+  const auto t0 = std::chrono::steady_clock::now();
+  grpc::Status slow = Histogram(*b_->stub, *slow_id, &r);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  redis_->Signal(SIGCONT);
+  EXPECT_EQ(slow.error_code(), grpc::StatusCode::UNAVAILABLE) << slow.error_message();
+  EXPECT_NE(slow.error_message().find(address), std::string::npos) << slow.error_message();
+  EXPECT_LT(waited, std::chrono::seconds(5));
+  // Answers again once Redis does.
+  EXPECT_TRUE(Eventually([&] { return Histogram(*b_->stub, *slow_id, &r).ok(); }));
+
+  redis_->Stop(SIGKILL);
+  // The store's health turns NOT_SERVING; the service's stays SERVING (no pod restart).
+  EXPECT_TRUE(Eventually([&] { return !Serving(b_->channel, "glimpse.v1.ImageStore"); }));
+  EXPECT_TRUE(Serving(b_->channel, "glimpse.v1.ImageAnalytics"));
+  EXPECT_TRUE(Serving(b_->channel, ""));
+  // Cached images still serve, with the same result.
+  grpc::Status s = Histogram(*b_->stub, *cached, &r);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(r.histograms(0).SerializeAsString(), before.histograms(0).SerializeAsString());
+  // What needs Redis answers UNAVAILABLE naming it and its address.
+  s = Histogram(*b_->stub, *uncached, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(s.error_message().find(address), std::string::npos) << s.error_message();
+  v1::UploadHeader header;
+  *header.mutable_raw() = Layout(img.desc);
+  v1::UploadImageResponse up;
+  s = UploadRaw(*a_->stub, header, Bytes(img), &up);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(s.error_message().find(address), std::string::npos) << s.error_message();
+  grpc::ClientContext lctx;
+  v1::ListImagesResponse list;
+  s = a_->stub->ListImages(&lctx, v1::ListImagesRequest(), &list);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  // Calls that need no stored image are unaffected.
+  v1::HistogramRequest inline_req;
+  *inline_req.mutable_image() = InlineRaw(img);
+  grpc::ClientContext hctx;
+  EXPECT_TRUE(a_->stub->Histogram(&hctx, inline_req, &r).ok());
+
+  // Redis back (empty: no persistence): the servers recover without a restart.
+  redis_ = StartRedis(redis_port_, dir_);
+  ASSERT_TRUE(Eventually([&] { return RedisAnswers(); }));
+  EXPECT_TRUE(Eventually([&] { return Serving(b_->channel, "glimpse.v1.ImageStore"); }));
+  absl::StatusOr<std::string> fresh = UploadImage(*a_->stub, img);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_TRUE(Histogram(*b_->stub, *fresh, &r).ok());
+  // The images Redis lost are gone everywhere, cached copies included: one truth.
+  EXPECT_EQ(Histogram(*b_->stub, *cached, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+#ifdef GLIMPSE_SERVER_BINARY
+// Two server processes: A is killed with SIGKILL (no shutdown of any kind), B serves its images.
+TEST_F(RedisStoreTest, ReplicaKilledWithSigkillLosesNoImage) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 3);
+  const int pa = FreePort(), pb = FreePort();
+  const std::string redis = "--redis=127.0.0.1:" + std::to_string(redis_port_);
+  Child a({GLIMPSE_SERVER_BINARY, "--listen=127.0.0.1:" + std::to_string(pa), redis},
+          (dir_ / "a.log").string());
+  Child b({GLIMPSE_SERVER_BINARY, "--listen=127.0.0.1:" + std::to_string(pb), redis},
+          (dir_ / "b.log").string());
+  auto ca =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(pa), grpc::InsecureChannelCredentials());
+  auto cb =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(pb), grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(Eventually([&] { return Serving(ca, "") && Serving(cb, ""); }))
+      << "server binaries did not start";
+  auto sa = v1::ImageAnalytics::NewStub(ca);
+  auto sb = v1::ImageAnalytics::NewStub(cb);
+  std::vector<std::pair<std::string, v1::HistogramResponse>> images;
+  for (int i = 0; i < 3; ++i) {
+    const HostImage img = RandomImage({31 + i, 17, 3, SampleType::kUint8}, rng);
+    absl::StatusOr<std::string> id = UploadImage(*sa, img);
+    ASSERT_TRUE(id.ok()) << id.status();
+    v1::HistogramResponse r;
+    ASSERT_TRUE(Histogram(*sa, *id, &r).ok());
+    images.emplace_back(*id, r);
+  }
+  a.Stop(SIGKILL);
+  for (const auto& [id, on_a] : images) {
+    v1::HistogramResponse r;
+    grpc::Status s = Histogram(*sb, id, &r);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(r.histograms(0).SerializeAsString(), on_a.histograms(0).SerializeAsString());
+  }
+  b.Stop(SIGTERM);
+}
+#endif
+
+}  // namespace
+}  // namespace glimpse::testing
