@@ -200,7 +200,7 @@ absl::StatusOr<BoxFilterOptions> ResolveBoxFilterOptions(const ImageDesc& desc,
 }
 
 // kAuto. On CPU renderers (llvmpipe): for 8-bit images with rx <= kAutoFusedStripsMaxRx and
-// windows at most 255 rows tall (16-bit vertical sums), the fused strips, measured 3-10x faster
+// windows at most 255 rows tall (16-bit vertical sums), the fused strips, measured 3-8x faster
 // than the separable running sums (bench/results/box_filter_llvmpipe.md); otherwise the separable
 // running sums, measured fastest of the rest at every size and radius benchmarked (the shared
 // tile pays for its barriers and O(r) sums, the integral variant for its 8-byte table). Wider
