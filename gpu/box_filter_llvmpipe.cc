@@ -7,8 +7,8 @@
 namespace glimpse::gpu::box_filter_internal {
 namespace {
 
-// Texels of sums one invocation keeps at most: beyond this llvmpipe spills the registers to the
-// stack and the strips lose their edge over the separable running sums.
+// Texels of sums one invocation keeps at most (the shader unrolls up to 64): wide aprons leave
+// narrower strips, and past this the apron would outweigh the strip.
 constexpr int kMaxTexels = 48;
 // Output texels per strip: 128 bytes (32 RGBA or 128 grey pixels), enough to spread each strip's
 // start-up (its apron and the first window of each row) thin while the sums stay in registers;

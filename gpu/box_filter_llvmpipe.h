@@ -23,7 +23,7 @@ struct ExactDivision {
   uint32_t half = 0;
   bool mul32 = false;
 };
-// Empty when no such constants exist (sums of 2^24 or more).
+// Empty when no such constants exist (areas from about 2^23 on, for 8-bit sums).
 std::optional<ExactDivision> PlanExactDivision(uint64_t area, uint64_t max_sum);
 
 // Why the fused strips cannot filter this image with these (resolved) options (an error naming

@@ -309,6 +309,30 @@ TEST(BoxFilterTest, RoundsTheExactMeanHalfUp) {
   }
 }
 
+// The fused strips' multiply-shift, evaluated as the shader does (32-bit product, or the high
+// word of the 64-bit one), against the exact rounded mean for every 8-bit window sum.
+TEST(BoxFilterTest, ExactDivisionMatchesTheRoundedMeanForEverySum) {
+  for (int rx : {0, 1, 2, 7, 8, 32, 63}) {
+    for (int ry : {0, 1, 7, 127, 128, 300}) {
+      const uint64_t area = uint64_t(2 * rx + 1) * uint64_t(2 * ry + 1);
+      const std::optional<box_filter_internal::ExactDivision> e =
+          box_filter_internal::PlanExactDivision(area, 255 * area);
+      ASSERT_TRUE(e.has_value()) << "area " << area;
+      for (uint64_t s = 0; s <= 255 * area; ++s) {
+        const uint64_t n = s + e->half;
+        const uint64_t got = e->mul32 ? uint32_t(n * e->mul) >> e->shift : (n * e->mul) >> e->shift;
+        const uint64_t want = (2 * s + area) / (2 * area);  // floor(s / area + 1/2)
+        if (got != want) {
+          ADD_FAILURE() << "area " << area << " sum " << s << ": " << got << ", want " << want;
+          break;
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(
+      box_filter_internal::PlanExactDivision(uint64_t{1} << 24, uint64_t{255} << 24).has_value());
+}
+
 TEST(BoxFilterTest, BorderIndexFollowsOpenCv) {
   // borderInterpolate(-1, 5, REFLECT_101) = 1, (5, 5) = 3, (-9, 5) = 1 (two reflections).
   EXPECT_EQ(reference::BorderIndex(-1, 5, BorderMode::kReflect101), 1);
