@@ -1,7 +1,9 @@
 // Times every box-filter variant (GPU time, GL timer queries, including the copy of the output
 // tiles into the result texture) beside the CPU reference, at 3200x2400 and 8K, radii 1, 7, 31.
+// fused_strips takes 8-bit images only.
 //   box_filter_bench [--runs N] [--large-runs N] [--warmup N] [--sizes WxH,...] [--radii 1,7,31]
-//                    [--channels 4] [--variants shared_tile,separable,integral,auto]
+//                    [--channels 4]
+//                    [--variants shared_tile,separable,integral,fused_strips,auto]
 //                    [--json FILE] [--device auto|software|N]
 // Effective GB/s counts the image read once and the output written once.
 #include <algorithm>
@@ -24,7 +26,8 @@ int Main(int argc, char** argv) {
   std::vector<int> channels = {4}, radii = {1, 7, 31};
   std::vector<gpu::BoxFilterVariant> variants = {
       gpu::BoxFilterVariant::kSharedTile, gpu::BoxFilterVariant::kSeparable,
-      gpu::BoxFilterVariant::kIntegral, gpu::BoxFilterVariant::kAuto};
+      gpu::BoxFilterVariant::kIntegral, gpu::BoxFilterVariant::kFusedStrips,
+      gpu::BoxFilterVariant::kAuto};
   ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
     if (flag == "--radii") {
       radii = ParseInts(value);

@@ -4,8 +4,11 @@
 #include <cfloat>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "gpu/box_filter_llvmpipe.h"
 #include "gpu/integral_image.h"
 #include "gpu/str.h"
 
@@ -13,7 +16,8 @@ namespace glimpse::gpu {
 namespace {
 
 constexpr BoxFilterVariant kConcreteVariants[] = {
-    BoxFilterVariant::kSharedTile, BoxFilterVariant::kSeparable, BoxFilterVariant::kIntegral};
+    BoxFilterVariant::kSharedTile, BoxFilterVariant::kSeparable, BoxFilterVariant::kIntegral,
+    BoxFilterVariant::kFusedStrips};
 constexpr int kTile = 16;  // box_filter_shared_tile.comp's T
 
 struct GlPixelFormat {
@@ -131,6 +135,8 @@ std::string_view BoxFilterVariantName(BoxFilterVariant v) {
       return "separable";
     case BoxFilterVariant::kIntegral:
       return "integral";
+    case BoxFilterVariant::kFusedStrips:
+      return "fused_strips";
   }
   return "unknown";
 }
@@ -165,9 +171,13 @@ absl::StatusOr<BoxFilterOptions> ResolveBoxFilterOptions(const ImageDesc& desc,
     return absl::InvalidArgumentError(
         StrCat("tile_bytes must be >= 0 (0: the device limit), got ", o.tile_bytes));
   }
+  if (o.fused_rows < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("fused_rows must be >= 0 (0: planned), got ", o.fused_rows));
+  }
   if (BoxFilterVariantName(o.variant) == "unknown") {
     return absl::InvalidArgumentError(
-        StrCat("variant must be auto, shared_tile, separable or integral, got #",
+        StrCat("variant must be auto, shared_tile, separable, integral or fused_strips, got #",
                static_cast<int>(o.variant)));
   }
   if (o.border == BorderMode::kConstant) {
@@ -189,11 +199,14 @@ absl::StatusOr<BoxFilterOptions> ResolveBoxFilterOptions(const ImageDesc& desc,
   return o;
 }
 
-// kAuto. On CPU renderers (llvmpipe) the separable running sums, measured fastest at every size
-// and radius benchmarked (bench/results/box_filter_llvmpipe.md: 3200x2400 and 8K RGBA, r = 1, 7,
-// 31; the shared tile pays for its barriers and O(r) sums, the integral variant for its 8-byte
-// table). On GPUs (not measured here; reasoning): the shared tile for small radii (r <= 4: one
-// pass, every texel read once per tile, at most 2.3x apron overhead, no intermediate buffer), the
+// kAuto. On CPU renderers (llvmpipe): for 8-bit images with rx <= kAutoFusedStripsMaxRx and
+// windows at most 255 rows tall (16-bit vertical sums), the fused strips, measured 3-8x faster
+// than the separable running sums (bench/results/box_filter_llvmpipe.md); otherwise the separable
+// running sums, measured fastest of the rest at every size and radius benchmarked (the shared
+// tile pays for its barriers and O(r) sums, the integral variant for its 8-byte table). Wider
+// windows would each need their own fused program (rx is compiled in), too many to build ahead.
+// On GPUs (not measured here; reasoning): the shared tile for small radii (r <= 4: one pass,
+// every texel read once per tile, at most 2.3x apron overhead, no intermediate buffer), the
 // running sums up to r = 64, and beyond that the integral image for integer images (its cost, a
 // table build of about four 8-byte passes plus four reads per pixel, does not grow with the
 // radius, while the running sums' start-up grows with it); float images never use the integral
@@ -201,7 +214,13 @@ absl::StatusOr<BoxFilterOptions> ResolveBoxFilterOptions(const ImageDesc& desc,
 BoxFilterVariant ResolveBoxFilterVariant(const DeviceInfo& device, const ImageDesc& desc,
                                          const BoxFilterOptions& o) {
   if (o.variant != BoxFilterVariant::kAuto) return o.variant;
-  if (device.software) return BoxFilterVariant::kSeparable;
+  if (device.software) {
+    if (desc.type == SampleType::kUint8 && o.rx <= kAutoFusedStripsMaxRx && o.ry <= 127 &&
+        box_filter_internal::FusedStripsSupports(desc, o).ok()) {
+      return BoxFilterVariant::kFusedStrips;
+    }
+    return BoxFilterVariant::kSeparable;
+  }
   const int r = std::max(o.rx, o.ry);
   if (r <= 4) return BoxFilterVariant::kSharedTile;
   if (r <= 64 || desc.type == SampleType::kFloat32) return BoxFilterVariant::kSeparable;
@@ -233,6 +252,39 @@ absl::Status BoxFilterKernel::Prepare(SampleType type) {
   return IntegralImageKernel(ctx_).Prepare(type);
 }
 
+absl::Status BoxFilterKernel::WarmUp() {
+  // Radii on both sides of every boundary of the auto rule, and those whose sums need wide
+  // (double) accumulators: rx <= kAutoFusedStripsMaxRx (one fused program each), ry past 127
+  // (32-bit vertical sums), r = 5 and 65 (GPU rule), r = 128 (16-bit sums past 2^32), 2048 x 2100
+  // (8-bit sums past 2^32). The border is a uniform: one border mode does for all.
+  std::vector<std::pair<int, int>> radii;
+  for (int r = 0; r <= kAutoFusedStripsMaxRx + 1; ++r) radii.push_back({r, r});
+  for (auto rr : {std::pair{1, 128}, {5, 5}, {65, 65}, {128, 128}, {2048, 2100}}) {
+    radii.push_back(rr);
+  }
+  for (SampleType type : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
+    for (int c = 1; c <= 4; ++c) {
+      const ImageDesc d{5, 3, c, type};
+      absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(d));
+      if (!image.ok()) return image.status();
+      std::vector<std::string> seen;  // a program set once run need not run again
+      for (auto [rx, ry] : radii) {
+        const BoxFilterOptions o{.rx = rx, .ry = ry, .border = BorderMode::kReplicate};
+        const BoxFilterVariant v = ResolveBoxFilterVariant(ctx_.info(), d, o);
+        const std::string key = StrCat(BoxFilterVariantName(v), "|", Wide(d, o),
+                                       v == BoxFilterVariant::kFusedStrips
+                                           ? box_filter_internal::FusedStripsDefines(d, o)
+                                           : "");
+        if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+        seen.push_back(key);
+        absl::StatusOr<BoxFilterResult> r = Run(*image, o);
+        if (!r.ok()) return r.status();
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<BoxFilterResult> BoxFilterKernel::Run(const Image& image,
                                                      const BoxFilterOptions& options) {
   const ImageDesc& d = image.desc();
@@ -243,6 +295,20 @@ absl::StatusOr<BoxFilterResult> BoxFilterKernel::Run(const Image& image,
   BoxFilterVariant variant = ResolveBoxFilterVariant(ctx_.info(), d, o);
   int64_t limit = ctx_.limits().max_storage_block_bytes;
   if (o.tile_bytes > 0) limit = std::min(limit, o.tile_bytes);
+  if (variant == BoxFilterVariant::kFusedStrips) {
+    if (absl::Status s = box_filter_internal::FusedStripsSupports(d, o); !s.ok()) return s;
+    absl::StatusOr<Image> out = Image::Allocate(ctx_, d);
+    if (!out.ok()) return out.status();
+    BoxFilterResult result;
+    result.variant = variant;
+    if (absl::Status s =
+            box_filter_internal::RunFusedStrips(ctx_, image, o, limit, *out, &result.gpu_ns);
+        !s.ok()) {
+      return s;
+    }
+    result.image = *std::move(out);
+    return result;
+  }
   TilePlan plan = PlanTiles(variant, d, o, limit);
   if (!plan.ok && variant == BoxFilterVariant::kIntegral) {
     // The window reaches the whole image and its table exceeds one binding: row sums instead.

@@ -35,8 +35,11 @@ enum class BoxFilterVariant {
   kSharedTile,  // 16x16 tile + apron in shared memory, loaded once per chunk, sums from there
   kSeparable,   // horizontal then vertical running sums through a buffer of row sums
   kIntegral,    // window sums from the integral image: constant cost whatever the radius
+  // For CPU renderers, 8-bit images: one pass over strips of the packed image, vertical sums kept
+  // per invocation, the horizontal window slid over them (gpu/box_filter_llvmpipe.h).
+  kFusedStrips,
 };
-std::string_view BoxFilterVariantName(BoxFilterVariant v);  // "shared_tile", "separable", ...
+std::string_view BoxFilterVariantName(BoxFilterVariant v);  // "shared_tile", "fused_strips", ...
 std::optional<BoxFilterVariant> ParseBoxFilterVariant(std::string_view name);  // "", "auto": kAuto
 
 // The largest rx or ry: windows up to 65535 wide, twice llvmpipe's largest image; the sums of such
@@ -54,6 +57,9 @@ struct BoxFilterOptions {
   // the two-word 64-bit arithmetic of the integral variant even where int64 exists.
   int64_t tile_bytes = 0;
   bool force_two_word = false;
+  // Testing: output rows per invocation of the fused strips (0: planned within llvmpipe's loop
+  // limit; more makes invocations run out of loop iterations, which the variant must catch).
+  int fused_rows = 0;
 };
 
 struct BoxFilterResult {
@@ -66,6 +72,10 @@ struct BoxFilterResult {
 absl::StatusOr<BoxFilterOptions> ResolveBoxFilterOptions(const ImageDesc& desc,
                                                          const BoxFilterOptions& options);
 
+// The widest rx for which kAuto picks kFusedStrips on CPU renderers: each rx and channel count is
+// its own program, and WarmUp() builds them all.
+inline constexpr int kAutoFusedStripsMaxRx = 7;
+
 // The variant kAuto runs for these (resolved) options on this device; see box_filter.cc.
 BoxFilterVariant ResolveBoxFilterVariant(const DeviceInfo& device, const ImageDesc& desc,
                                          const BoxFilterOptions& resolved);
@@ -76,6 +86,13 @@ class BoxFilterKernel {
   explicit BoxFilterKernel(Context& ctx) : ctx_(ctx) {}
   // Compiles every program the kernel may use for images of this sample type.
   absl::Status Prepare(SampleType type);
+  // Builds and runs once, on tiny images, every program kAuto can pick on this context's device,
+  // for every sample type, channel count and option that selects its own program, so that no
+  // later kAuto call compiles anything (drivers compile a program's machine code on its first
+  // dispatch). On CPU renderers that includes the 32 fused-strips programs (rx 0-7 x 1-4
+  // channels), fully unrolled: about a minute of CPU on a 2-core machine without Mesa's shader
+  // cache, under a second with it warm.
+  absl::Status WarmUp();
   absl::StatusOr<BoxFilterResult> Run(const Image& image, const BoxFilterOptions& options);
 
  private:

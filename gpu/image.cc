@@ -178,6 +178,28 @@ void Image::BindPacked(GLuint unit) const {
   glBindImageTexture(unit, packed_.get(), 0, GL_FALSE, 0, GL_READ_ONLY, GL_RGBA32UI);
 }
 
+absl::Status Image::CopyPackedRowsFromBuffer(Context& ctx, const Buffer& buffer, size_t offset,
+                                             int y0, int rows) {
+  const int texels = PackedTexelsPerRow(desc_);
+  if (y0 < 0 || rows < 0 || y0 + rows > desc_.height ||
+      offset + size_t(texels) * 16 * size_t(rows) > buffer.bytes()) {
+    return absl::InternalError("CopyPackedRowsFromBuffer: rows outside the image or the buffer");
+  }
+  if (!packed_) {
+    packed_ = GlTexture::Create();
+    glBindTexture(GL_TEXTURE_2D, packed_.get());
+    glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, texels, desc_.height);
+  }
+  glMemoryBarrier(GL_PIXEL_BUFFER_BARRIER_BIT | GL_TEXTURE_UPDATE_BARRIER_BIT);
+  glBindBuffer(GL_PIXEL_UNPACK_BUFFER, buffer.get());
+  glBindTexture(GL_TEXTURE_2D, packed_.get());
+  glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y0, texels, rows, GL_RGBA_INTEGER, GL_UNSIGNED_INT,
+                  reinterpret_cast<const void*>(offset));
+  glBindTexture(GL_TEXTURE_2D, 0);
+  glBindBuffer(GL_PIXEL_UNPACK_BUFFER, 0);
+  return ctx.CheckGlError("copying a buffer into an image's packed form");
+}
+
 absl::Status Image::CopyFromBuffer(Context& ctx, const Buffer& buffer, size_t offset) {
   if (offset + desc_.bytes() > buffer.bytes()) {
     return absl::InternalError("CopyFromBuffer: the buffer is smaller than the image");

@@ -109,6 +109,11 @@ class Image {
   absl::Status EnsurePacked(Context& ctx) const;
   // Binds the packed form read-only to image unit `unit` as rgba32ui. REQUIRES: has_packed().
   void BindPacked(GLuint unit) const;
+  // Writes rows [y0, y0 + rows) of the packed form (made if missing, its other rows undefined
+  // until written) from `buffer`'s bytes at `offset`, PackedTexelsPerRow(desc) * 16 per row: for
+  // kernels whose output is already in that layout, so their results need no round trip.
+  absl::Status CopyPackedRowsFromBuffer(Context& ctx, const Buffer& buffer, size_t offset, int y0,
+                                        int rows);
 
  private:
   absl::Status MakePacked(Context& ctx, std::span<const uint8_t> pixels) const;

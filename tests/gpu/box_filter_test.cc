@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/box_filter_llvmpipe.h"
 #include "gpu/reference/box_filter.h"
 #include "gpu/str.h"
 #include "tests/gpu_test_env.h"
@@ -16,8 +17,9 @@
 namespace glimpse::gpu {
 namespace {
 
-constexpr BoxFilterVariant kVariants[] = {
-    BoxFilterVariant::kSharedTile, BoxFilterVariant::kSeparable, BoxFilterVariant::kIntegral};
+constexpr BoxFilterVariant kVariants[] = {BoxFilterVariant::kSharedTile,
+                                          BoxFilterVariant::kSeparable, BoxFilterVariant::kIntegral,
+                                          BoxFilterVariant::kFusedStrips};
 constexpr BorderMode kBorders[] = {BorderMode::kReplicate, BorderMode::kReflect101,
                                    BorderMode::kConstant};
 constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
@@ -55,6 +57,10 @@ double FloatTolerance(const HostImage& img, const BoxFilterOptions& o, double re
 void Check(BoxFilterKernel& kernel, Context& ctx, const HostImage& host,
            const BoxFilterOptions& o) {
   const std::string what = Describe(host.desc, o);
+  if (o.variant == BoxFilterVariant::kFusedStrips &&
+      !box_filter_internal::FusedStripsSupports(host.desc, o).ok()) {
+    return;  // refusals are checked in FusedStripsRefusesWhatItCannotFilter
+  }
   absl::StatusOr<Image> img = Image::Upload(ctx, host);
   ASSERT_TRUE(img.ok()) << img.status();
   absl::StatusOr<BoxFilterResult> gpu = kernel.Run(*img, o);
@@ -164,6 +170,52 @@ TEST(BoxFilterTest, LargerImagesAndRadiiEveryVariant) {
   }
 }
 
+// Many strips and runs of rows for the fused strips (interior strips take the path without border
+// mapping), every channel count, radii whose sums need 16- and 32-bit vertical fields and a
+// 32-bit multiply-shift product, on random and on saturated images.
+TEST(BoxFilterTest, FusedStripsManyStripsAndRowRuns) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  BoxFilterKernel kernel(ctx);
+  for (int c = 1; c <= 4; ++c) {
+    ImageDesc d{523, 301, c, SampleType::kUint8};
+    HostImage random = testing::RandomImage(d, rng);
+    HostImage full = random;
+    std::fill(full.data.begin(), full.data.end(), uint8_t{255});
+    for (auto [rx, ry] : {std::pair{1, 1}, {7, 7}, {32, 32}, {3, 130}, {0, 2}}) {
+      for (BorderMode b : kBorders) {
+        for (const HostImage* host : {&random, &full}) {
+          Check(kernel, ctx, *host,
+                {.rx = rx,
+                 .ry = ry,
+                 .border = b,
+                 .border_value = host == &full ? 255 : BorderValueFor(d.type, rng),
+                 .variant = BoxFilterVariant::kFusedStrips});
+        }
+      }
+    }
+  }
+}
+
+// Runs of rows so long that llvmpipe's loop limit (65535 iterations per invocation, all loops
+// together) stops invocations early: the fused strips notice and run again with shorter runs.
+TEST(BoxFilterTest, FusedStripsSurviveTheLoopLimit) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  BoxFilterKernel kernel(ctx);
+  for (int c : {1, 4}) {
+    HostImage host = testing::RandomImage({41, 3001, c, SampleType::kUint8}, rng);
+    Check(kernel, ctx, host,
+          {.rx = 2,
+           .ry = 3,
+           .border = BorderMode::kReflect101,
+           .variant = BoxFilterVariant::kFusedStrips,
+           .fused_rows = 3001});
+  }
+}
+
 // Tiles smaller than the image (as with images past the storage-binding limit): every variant
 // reads its tiles' source rectangles and writes their outputs where they belong.
 TEST(BoxFilterTest, SmallTilesMatchReference) {
@@ -257,6 +309,30 @@ TEST(BoxFilterTest, RoundsTheExactMeanHalfUp) {
   }
 }
 
+// The fused strips' multiply-shift, evaluated as the shader does (32-bit product, or the high
+// word of the 64-bit one), against the exact rounded mean for every 8-bit window sum.
+TEST(BoxFilterTest, ExactDivisionMatchesTheRoundedMeanForEverySum) {
+  for (int rx : {0, 1, 2, 7, 8, 32, 63}) {
+    for (int ry : {0, 1, 7, 127, 128, 300}) {
+      const uint64_t area = uint64_t(2 * rx + 1) * uint64_t(2 * ry + 1);
+      const std::optional<box_filter_internal::ExactDivision> e =
+          box_filter_internal::PlanExactDivision(area, 255 * area);
+      ASSERT_TRUE(e.has_value()) << "area " << area;
+      for (uint64_t s = 0; s <= 255 * area; ++s) {
+        const uint64_t n = s + e->half;
+        const uint64_t got = e->mul32 ? uint32_t(n * e->mul) >> e->shift : (n * e->mul) >> e->shift;
+        const uint64_t want = (2 * s + area) / (2 * area);  // floor(s / area + 1/2)
+        if (got != want) {
+          ADD_FAILURE() << "area " << area << " sum " << s << ": " << got << ", want " << want;
+          break;
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(
+      box_filter_internal::PlanExactDivision(uint64_t{1} << 24, uint64_t{255} << 24).has_value());
+}
+
 TEST(BoxFilterTest, BorderIndexFollowsOpenCv) {
   // borderInterpolate(-1, 5, REFLECT_101) = 1, (5, 5) = 3, (-9, 5) = 1 (two reflections).
   EXPECT_EQ(reference::BorderIndex(-1, 5, BorderMode::kReflect101), 1);
@@ -310,6 +386,35 @@ TEST(BoxFilterTest, NamesRoundTrip) {
   EXPECT_EQ(ParseBoxFilterVariant(""), BoxFilterVariant::kAuto);
   EXPECT_EQ(ParseBoxFilterVariant("gaussian"), std::nullopt);
   EXPECT_EQ(ParseBorderMode("wrap"), std::nullopt);
+}
+
+// After WarmUp(), auto calls over every sample type, channel count, radius class (each side of
+// every boundary of the auto rule, wide sums included), border and image size build nothing.
+TEST(BoxFilterTest, WarmUpLeavesNothingForAutoToBuild) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  BoxFilterKernel kernel(ctx);
+  ASSERT_TRUE(kernel.WarmUp().ok());
+  std::vector<int> radii = {0,  1,  2,  3,  4,  5,   6,   7,   8,   9,
+                            16, 31, 32, 64, 65, 127, 128, 129, 300, 2048};
+  for (SampleType t : kTypes) {
+    for (int c = 1; c <= 4; ++c) {
+      for (auto [w, h] : {std::pair{1, 1}, {37, 5}}) {
+        absl::StatusOr<Image> img = Image::Upload(ctx, HostImage::Zeros({w, h, c, t}));
+        ASSERT_TRUE(img.ok());
+        for (int rx : radii) {
+          for (int ry : {rx, 0, 127, 128, 2100}) {
+            const BorderMode b = rx % 2 ? BorderMode::kConstant : BorderMode::kReflect101;
+            const size_t before = ctx.programs_built();
+            absl::StatusOr<BoxFilterResult> r = kernel.Run(*img, {.rx = rx, .ry = ry, .border = b});
+            ASSERT_TRUE(r.ok()) << r.status();
+            EXPECT_EQ(ctx.programs_built(), before)
+                << SampleTypeName(t) << " " << c << " channels, rx " << rx << " ry " << ry << ": "
+                << BoxFilterVariantName(r->variant) << " built a program after WarmUp()";
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(BoxFilterTest, PrepareCompilesEveryProgram) {

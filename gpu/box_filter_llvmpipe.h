@@ -1,0 +1,44 @@
+// The box filter's variant for CPU renderers: one fused pass over strips of the packed image (see
+// gpu/shaders/box_filter_fused_strips.comp). Internal to gpu/box_filter.cc and its tests.
+#ifndef GLIMPSE_GPU_BOX_FILTER_LLVMPIPE_H_
+#define GLIMPSE_GPU_BOX_FILTER_LLVMPIPE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "gpu/box_filter.h"
+#include "gpu/context.h"
+#include "gpu/image.h"
+
+namespace glimpse::gpu::box_filter_internal {
+
+// floor((s + half) / area) == (s + half) * mul >> shift for every s in [0, max_sum], with mul
+// below 2^32; mul32: the product stays below 2^32 as well. half = (area - 1) / 2, so for odd
+// areas (every box window) this is the mean rounded half up, floor(s / area + 1/2).
+struct ExactDivision {
+  uint32_t mul = 0;
+  int shift = 0;
+  uint32_t half = 0;
+  bool mul32 = false;
+};
+// Empty when no such constants exist (areas from about 2^23 on, for 8-bit sums).
+std::optional<ExactDivision> PlanExactDivision(uint64_t area, uint64_t max_sum);
+
+// Why the fused strips cannot filter this image with these (resolved) options (an error naming
+// the field, the value and the limit), or OK.
+absl::Status FusedStripsSupports(const ImageDesc& desc, const BoxFilterOptions& options);
+
+// The program's defines: every image property and option that needs its own program.
+std::string FusedStripsDefines(const ImageDesc& desc, const BoxFilterOptions& options);
+
+// Filters `image` into `out` (a fresh image of the same desc; its packed form is written too, so
+// it can be filtered again without a round trip), in bands of rows whose output fits
+// `binding_bytes`; adds the time taken to *gpu_ns. REQUIRES: FusedStripsSupports() is OK.
+absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOptions& options,
+                            int64_t binding_bytes, Image& out, uint64_t* gpu_ns);
+
+}  // namespace glimpse::gpu::box_filter_internal
+
+#endif  // GLIMPSE_GPU_BOX_FILTER_LLVMPIPE_H_
