@@ -6,8 +6,9 @@ image stored once and analysed by id, alternated with the OpenCV call that produ
 result; medians of --runs. Glimpse's time is the server's reported GPU time (Timing.gpu_ns; on
 llvmpipe the dispatches timed with glFinish and the CPU clock) and the client's wall time of the
 call (request, queue, GPU, streaming the result into numpy). The cold column: the first call of
-the case on a freshly started server with no shader cache on disk (MESA_SHADER_CACHE_DISABLE),
-over a warm call of the same case and size.
+the case on a freshly started server (one per size) with no shader cache on disk
+(MESA_SHADER_CACHE_DISABLE), which warms up before it serves as it does by default, over a warm
+call of the same case and size; the warm-up's time is printed.
 
 Usually run through bench/peers.sh (installs, builds, sets up the client); by hand:
   peers.py --server-binary build/server/glimpse-server [--runs 5] [--sizes 3200x2400,1024x1024]
@@ -153,7 +154,8 @@ class Server:
         self.proc = subprocess.Popen([binary, "--listen=127.0.0.1:0", "--log-level=info",
                                       "--max-queue=4"], stdout=self.log, stderr=subprocess.STDOUT,
                                      env=env)
-        deadline = time.monotonic() + 120
+        # A cold start warms up every program with no shader cache: minutes on llvmpipe.
+        deadline = time.monotonic() + 1800
         while True:
             text = open(self.log.name).read()
             m = re.search(r"listening on .*\(port (\d+)\)", text)
@@ -202,17 +204,25 @@ def run_case(client, case, handle, array, variant, runs, slow_s):
                 cv=statistics.median(cv_ms), bytes=case.bytes(array, g), check=check, runs=g_runs)
 
 
-def cold_start(binary, threads, case, array, runs):
-    """First call on a fresh server with the shader cache off, over the median warm call."""
+def cold_starts(binary, threads, cases, images, runs):
+    """On one freshly started server with the shader cache off (it warms up before serving): each
+    case's first call over its median warm call, as {case name: (gpu ratio, wall ratio)}; and the
+    server's warm-up time in seconds."""
     server = Server(binary, threads, cold=True)
+    out = {}
     try:
         with glimpse.Client(server.address, timeout=600) as c:
-            handle = c.upload(array)
-            first, first_wall = timed(case.glimpse, c, handle, "auto")
-            warm = [timed(case.glimpse, c, handle, "auto") for _ in range(max(runs, 3))]
-        gpu = statistics.median(r.timing.gpu_ns for r, _ in warm)
-        wall = statistics.median(ms for _, ms in warm)
-        return first.timing.gpu_ns / gpu if gpu else float("nan"), first_wall / wall
+            warm_up_s = c.info().warm_up_ms / 1000
+            handles = {k: c.upload(v) for k, v in images.items()}
+            for case in cases:
+                handle = handles[case.image]
+                first, first_wall = timed(case.glimpse, c, handle, "auto")
+                warm = [timed(case.glimpse, c, handle, "auto") for _ in range(max(runs, 3))]
+                gpu = statistics.median(r.timing.gpu_ns for r, _ in warm)
+                wall = statistics.median(ms for _, ms in warm)
+                out[case.name] = (first.timing.gpu_ns / gpu if gpu else float("nan"),
+                                  first_wall / wall)
+        return out, warm_up_s
     finally:
         server.stop()
 
@@ -261,15 +271,18 @@ def main():
                 grey = images["grey"]
                 thresholds = {p: int(np.quantile(grey, 1 - p / 100)) for p in (10, 50)}
                 cases = [c for c in make_cases(thresholds) if re.search(args.cases, c.name)]
+                colds = {}
+                if server and not args.no_cold:
+                    colds, warm_up_s = cold_starts(args.server_binary, threads, cases, images,
+                                                   args.runs)
+                    print(f"cold server ({width}x{height}): warm-up before serving took "
+                          f"{warm_up_s:.1f} s with no shader cache", flush=True)
                 handles = {k: client.upload(v, label=f"peers {k}") for k, v in images.items()}
                 try:
                     for case in cases:
                         variants = (offered[case.analysis] if args.variants == "all"
                                     else ["auto"])
-                        cold = None
-                        if server and not args.no_cold:
-                            cold = cold_start(args.server_binary, threads, case,
-                                              images[case.image], args.runs)
+                        cold = colds.get(case.name)
                         for v in variants:
                             try:
                                 r = run_case(client, case, handles[case.image],

@@ -241,7 +241,8 @@ int Info(const Options&, const Connection& c) {
       "queue      {} waiting (max {}); jobs run {}, dropped unrun {}, rejected (full) {}\n"
       "store      {} images, {:.1f} / {:.1f} MiB; TTL {} s; evicted or expired {}\n"
       "limits     {} pixels per image, {} bytes per upload, {} bytes per message\n"
-      "results    {:.1f} / {:.1f} MiB held for readers (peak {:.1f}); {} jobs waiting for room\n",
+      "results    {:.1f} / {:.1f} MiB held for readers (peak {:.1f}); {} jobs waiting for room\n"
+      "programs   {} built; start-up warm-up {}\n",
       i.version(), i.uptime_s(), i.vendor(), i.renderer(), i.gl_version(), i.device_platform(),
       i.software() ? ", software" : "", i.limits().max_texture_size(),
       i.limits().max_storage_block_bytes() >> 20, i.limits().max_shared_memory_bytes() >> 10,
@@ -250,7 +251,8 @@ int Info(const Options&, const Connection& c) {
       i.store_budget_bytes() / 1048576.0, i.image_ttl_s(), i.images_evicted(), i.max_image_pixels(),
       i.max_upload_bytes(), i.max_message_bytes(), i.result_buffer_used_bytes() / 1048576.0,
       i.result_buffer_bytes() / 1048576.0, i.result_buffer_peak_bytes() / 1048576.0,
-      i.jobs_waiting_for_results());
+      i.jobs_waiting_for_results(), i.programs_built(),
+      i.warm_up_ms() ? fmt::format("{:.1f} s", i.warm_up_ms() / 1000.0) : std::string("off"));
   if (!i.shared_store().empty()) {
     fmt::print("shared     {} ({}); the store above is this replica's cache\n", i.shared_store(),
                i.shared_store_reachable() ? "reachable" : "UNREACHABLE");

@@ -117,16 +117,9 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
                                                " bytes) exceeds the storage binding limit of ",
                                                binding_bytes, " bytes"));
   }
-  // Images without a packed form (results of other variants, images on GPUs) get one for the call.
-  Image packed_copy;
+  // Images without a packed form (results of other variants, images on GPUs) get one, kept.
+  if (absl::Status s = image.EnsurePacked(ctx); !s.ok()) return s;
   const Image* src = &image;
-  if (!image.has_packed()) {
-    absl::StatusOr<Image> copy = Image::Upload(ctx, image.Download());
-    if (!copy.ok()) return copy.status();
-    if (absl::Status s = copy->EnsurePacked(ctx); !s.ok()) return s;
-    packed_copy = *std::move(copy);
-    src = &packed_copy;
-  }
 
   const StripPlan plan = PlanStrips(d, o);
   absl::StatusOr<GLuint> program = ctx.Program("box_filter_fused_strips", FusedStripsDefines(d, o));

@@ -80,7 +80,9 @@ WorkerStats GpuWorker::Stats() const {
           .jobs_run = jobs_run_,
           .jobs_dropped = jobs_dropped_,
           .jobs_rejected = jobs_rejected_,
-          .jobs_waiting_for_results = waiting_for_results_};
+          .jobs_waiting_for_results = waiting_for_results_,
+          .programs_built = programs_built_.load(std::memory_order_relaxed),
+          .warm_up = warm_up_};
 }
 
 bool GpuWorker::TakeRunnableLocked(Queued* out, Lease* lease,
@@ -141,6 +143,18 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
     started->set_value(s);
     return;
   }
+  if (options_.warm_up) {
+    const SteadyClock::time_point t0 = SteadyClock::now();
+    if (absl::Status s = kernels->WarmUp(); !s.ok()) {
+      kernels.reset();
+      started->set_value(s);
+      return;
+    }
+    warm_up_ = SteadyClock::now() - t0;
+    spdlog::info("warm-up: built and ran {} GPU programs in {:.1f} s (every one `auto` can pick)",
+                 (*ctx)->programs_built(), std::chrono::duration<double>(warm_up_).count());
+  }
+  programs_built_.store((*ctx)->programs_built(), std::memory_order_relaxed);
   started->set_value(absl::OkStatus());  // `started` is gone after this line
   GpuImages images(store_);
   GpuEnv env(**ctx, *kernels, images);
@@ -166,6 +180,7 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
       if (job.drop) job.drop(status);
     }
     if (run) q.job.run(env, std::move(lease), SteadyClock::now() - q.enqueued);
+    programs_built_.store((*ctx)->programs_built(), std::memory_order_relaxed);
     // Free what the job's call no longer needs (and what was erased meanwhile) on this thread.
     images.Collect();
   }

@@ -48,6 +48,10 @@ struct WorkerOptions {
   uint64_t store_bytes = uint64_t{2} << 30;
   std::chrono::seconds image_ttl{3600};
   uint64_t result_buffer_bytes = uint64_t{256} << 20;
+  // Before Start returns (so before the server reports SERVING), build and run once every
+  // program `auto` can pick on this device: no call pays for a shader compile. Seconds with a
+  // shader cache on disk; on llvmpipe without one, minutes.
+  bool warm_up = true;
 };
 
 struct WorkerStats {
@@ -56,6 +60,8 @@ struct WorkerStats {
   uint64_t jobs_dropped = 0;              // dequeued unrun: cancelled, expired or shut down
   uint64_t jobs_rejected = 0;             // refused at Enqueue: queue full
   uint64_t jobs_waiting_for_results = 0;  // queued jobs whose result bytes are not free now
+  uint64_t programs_built = 0;            // GPU programs built so far (warm-up included)
+  std::chrono::nanoseconds warm_up{0};    // how long the start-up warm-up took (0: none)
 };
 
 class GpuWorker {
@@ -106,6 +112,9 @@ class GpuWorker {
   bool stopping_ = false;
   std::chrono::steady_clock::time_point drain_deadline_;
   uint64_t jobs_run_ = 0, jobs_dropped_ = 0, jobs_rejected_ = 0, waiting_for_results_ = 0;
+  // Written by the worker thread, read by Stats() from any thread.
+  std::atomic<uint64_t> programs_built_{0};
+  std::chrono::nanoseconds warm_up_{0};  // set before Start returns
 };
 
 }  // namespace glimpse::server

@@ -15,28 +15,33 @@ namespace {
 struct AnalysisEntry {
   std::string_view name;
   absl::Status (*prepare)(Kernels& k, gpu::SampleType type);
+  absl::Status (*warm_up)(Kernels& k);
   std::vector<std::string> (*variants)();
 };
 constexpr AnalysisEntry kAnalyses[] = {
     {HistogramAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.histogram.Prepare(t); },
+     [](Kernels& k) { return k.histogram.WarmUp(); },
      [] {
        return VariantNames<gpu::HistogramVariant>(gpu::HistogramVariantName,
                                                   gpu::ParseHistogramVariant);
      }},
     {IntegralImageAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.integral_image.Prepare(t); },
+     [](Kernels& k) { return k.integral_image.WarmUp(); },
      [] {
        return VariantNames<gpu::IntegralVariant>(gpu::IntegralVariantName,
                                                  gpu::ParseIntegralVariant);
      }},
     {CompactionAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.compaction.Prepare(t); },
+     [](Kernels& k) { return k.compaction.WarmUp(); },
      [] {
        return VariantNames<gpu::CompactVariant>(gpu::CompactVariantName, gpu::ParseCompactVariant);
      }},
     {BoxFilterAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.box_filter.Prepare(t); },
+     [](Kernels& k) { return k.box_filter.WarmUp(); },
      [] {
        return VariantNames<gpu::BoxFilterVariant>(gpu::BoxFilterVariantName,
                                                   gpu::ParseBoxFilterVariant);
@@ -53,6 +58,15 @@ absl::Status Kernels::Prepare() {
         return Annotate(
             s, StrCat("preparing the ", a.name, " kernel for ", gpu::SampleTypeName(type)));
       }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Kernels::WarmUp() {
+  for (const AnalysisEntry& a : kAnalyses) {
+    if (absl::Status s = a.warm_up(*this); !s.ok()) {
+      return Annotate(s, StrCat("warming up the ", a.name, " kernel"));
     }
   }
   return absl::OkStatus();

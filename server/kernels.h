@@ -26,6 +26,8 @@ struct Kernels {
 
   // Names of the analyses served, as in gpu/ and the proto: "histogram", "integral_image", ...
   static std::vector<std::string> Available();
+  // Builds and runs once every program `auto` can pick on this device (WorkerOptions::warm_up).
+  absl::Status WarmUp();
   // The names an analysis's `variant` field takes, "auto" first; empty for an unknown analysis.
   static std::vector<std::string> Variants(std::string_view analysis);
 

@@ -37,6 +37,14 @@ int main(int argc, char** argv) {
   std::string redis, redis_user = EnvOr("GLIMPSE_REDIS_USER", "");
   int64_t redis_timeout_ms = 2000;
   std::string metrics_listen = EnvOr("GLIMPSE_METRICS_LISTEN", "");
+  const std::string warm_up_env =
+      EnvOr("GLIMPSE_WARM_UP", glimpse::server::WorkerOptions{}.warm_up ? "1" : "0");
+  if (warm_up_env != "0" && warm_up_env != "1") {
+    std::fprintf(stderr, "glimpse-server: $GLIMPSE_WARM_UP must be 0 or 1, got \"%s\"\n",
+                 warm_up_env.c_str());
+    return 2;
+  }
+  int64_t warm_up = warm_up_env == "1";
   constexpr int64_t kBig = int64_t{1} << 50;
 
   glimpse::server::FlagSet flags(
@@ -84,6 +92,11 @@ int main(int argc, char** argv) {
   flags.AddString("metrics-listen", &metrics_listen,
                   "serve Prometheus metrics at http://HOST:PORT/metrics (port 0 picks a free "
                   "one; empty = off); $GLIMPSE_METRICS_LISTEN sets the default");
+  flags.AddInt("warm-up", &warm_up, 0, 1,
+               "1: before reporting SERVING, build and run once every GPU program `auto` can "
+               "pick, so no call pays for a shader compile (seconds with a shader cache on disk; "
+               "on llvmpipe without one, minutes); 0: programs are built on first use; "
+               "$GLIMPSE_WARM_UP sets the default");
   if (std::string err = flags.Parse(argc, argv); !err.empty()) {
     std::fprintf(stderr, "glimpse-server: %s\n", err.c_str());
     return 2;
@@ -109,6 +122,7 @@ int main(int argc, char** argv) {
   o.worker.store_bytes = uint64_t(store_bytes);
   o.worker.image_ttl = std::chrono::seconds(image_ttl_s);
   o.worker.result_buffer_bytes = uint64_t(result_buffer_bytes);
+  o.worker.warm_up = warm_up != 0;
   o.limits.max_image_pixels = uint64_t(max_image_pixels);
   o.limits.max_upload_bytes = uint64_t(max_upload_bytes);
   o.limits.max_message_bytes = uint64_t(max_message_bytes);

@@ -51,6 +51,9 @@ void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* 
   response->set_result_buffer_used_bytes(results.used);
   response->set_result_buffer_peak_bytes(results.peak);
   response->set_jobs_waiting_for_results(uint32_t(stats.jobs_waiting_for_results));
+  response->set_programs_built(uint32_t(stats.programs_built));
+  response->set_warm_up_ms(
+      uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(stats.warm_up).count()));
   if (redis != nullptr) {
     response->set_shared_store(StrCat("redis ", redis->address()));
     response->set_shared_store_reachable(redis->reachable());

@@ -31,10 +31,12 @@ struct TestServer {
   std::unique_ptr<v1::ImageAnalytics::Stub> stub;
   std::string error;  // why it could not start
 
-  static std::unique_ptr<TestServer> Start(server::ServerOptions options) {
+  // Without a warm-up unless asked: the tests start dozens of servers.
+  static std::unique_ptr<TestServer> Start(server::ServerOptions options, bool warm_up = false) {
     auto t = std::make_unique<TestServer>();
     options.listen = "127.0.0.1:0";
     options.worker.device = "auto";
+    options.worker.warm_up = warm_up;
     absl::StatusOr<std::unique_ptr<server::GlimpseServer>> s =
         server::GlimpseServer::Start(options);
     if (!s.ok()) {
