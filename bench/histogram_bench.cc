@@ -1,4 +1,4 @@
-// Times every histogram variant with GL timer queries and prints the seed's table (CPU 1 thread,
+// Times every histogram variant with GL timer queries and prints the classic comparison table (CPU 1 thread,
 // GPU global atomics, GPU shared, GPU shared + per-thread, plus private rows and private array)
 // at 3200x2400 and 8K, for 16 bins of the RGB mean, 256 bins of each channel and 256 of luma.
 //   histogram_bench [--runs N] [--large-runs N] [--warmup N] [--sizes 3200x2400,7680x4320]
@@ -57,7 +57,7 @@ int Main(int argc, char** argv) {
   gpu::Context& c = *ctx;
   const double copy = CopyBandwidthGBs(c);
 
-  // The seed's histogram: 16 bins of the RGB mean. The usual ones: 256 bins per channel, of luma.
+  // The classic GPU-course histogram: 16 bins of the RGB mean. The usual ones: 256 bins per channel, of luma.
   std::vector<Config> configs;
   for (const std::string& name : config_names) {
     Config cfg;

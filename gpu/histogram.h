@@ -19,7 +19,7 @@ enum class HistogramSource {
   kChannel,      // one channel (HistogramOptions::channel)
   kAllChannels,  // every channel, one histogram each
   kLuma,         // Y of RGB (3 or 4 channels); 8/16-bit: OpenCV COLOR_RGB2GRAY, exactly
-  kRgbMean,      // (R + G + B) / 3 (3 or 4 channels), the seed's grey
+  kRgbMean,      // (R + G + B) / 3 (3 or 4 channels), a simple grey
 };
 
 // The kernel variants; kAuto picks the fastest for the device (see ResolveHistogramVariant).
@@ -68,7 +68,7 @@ absl::StatusOr<HistogramOptions> ResolveHistogramOptions(const ImageDesc& desc,
 // The variant kAuto runs on this device for these options: on CPU renderers (llvmpipe)
 // private_array for 8-bit images with up to 256 bins that are a multiply-shift of the key (as
 // for integer bounds), else private rows while they fit in shared memory, else global atomics;
-// on GPUs shared memory with several pixels per thread (the seed's fastest), global atomics where
+// on GPUs shared memory with several pixels per thread (the fastest of the shared-memory designs on GPUs), global atomics where
 // the bins do not fit in shared memory.
 HistogramVariant ResolveHistogramVariant(const DeviceInfo& device, const ImageDesc& desc,
                                          const HistogramOptions& resolved);

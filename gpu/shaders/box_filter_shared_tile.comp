@@ -1,4 +1,4 @@
-// Shared-memory tile (the seed's average filter, in 2D): a 16x16 workgroup computes a 16x16 output
+// Shared-memory tile (the classic shared-memory average filter with an apron, in 2D): a 16x16 workgroup computes a 16x16 output
 // tile. Its apron, (16 + 2rx) x (16 + 2ry) border-mapped samples, is loaded into shared memory
 // once, in chunks of 16 rows x CW columns (so any radius fits); after a barrier each invocation
 // sums its row's window from shared memory into a shared row sum, and then adds the row sums of

@@ -1,4 +1,4 @@
-// One invocation per pixel, one atomicAdd on the global histogram per counted value: the seed's
+// One invocation per pixel, one atomicAdd on the global histogram per counted value: the textbook
 // first version, limited by contention on the global counters.
 #include "histogram_common.glsl"
 

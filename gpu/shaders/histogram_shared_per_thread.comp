@@ -1,4 +1,4 @@
-// The seed's third version: a 64x64 tile per workgroup, 4x4 pixels per invocation read at a
+// Shared histogram with several pixels per invocation: a 64x64 tile per workgroup, 4x4 pixels per invocation read at a
 // stride of 16 (neighbouring invocations read neighbouring pixels). Each invocation merges runs
 // of equal bins in registers before touching the shared histogram, so smooth regions cost one
 // shared atomic per run instead of one per pixel.

@@ -150,6 +150,9 @@ def main():
       metrics_port = free_port()
       env["GLIMPSE_METRICS_LISTEN"] = f"127.0.0.1:{metrics_port}"
     env["__EGL_VENDOR_LIBRARY_DIRS"] = root + VENDOR_DIR
+    # The image's own user starts with no shader cache: its warm-up would compile every program
+    # (minutes on llvmpipe). What it proves is tested in tests/service/warm_up_test.cc.
+    env["GLIMPSE_WARM_UP"] = "0"
     if "LP_NUM_THREADS" in os.environ:  # CI's llvmpipe thread count; the image leaves it unset
       env["LP_NUM_THREADS"] = os.environ["LP_NUM_THREADS"]
     print("environment:", " ".join(f"{k}={v}" for k, v in sorted(env.items())), flush=True)

@@ -53,7 +53,9 @@ def running_server(*flags):
     if not os.access(binary, os.X_OK):
         pytest.fail(f"no server binary at {binary} (build it, or set GLIMPSE_SERVER_BINARY)")
     log = tempfile.NamedTemporaryFile("w+", prefix="glimpse-server-", suffix=".log")
-    proc = subprocess.Popen([binary, "--listen=127.0.0.1:0", "--shutdown-grace-s=5", *flags],
+    # No start-up warm-up: the C++ service tests cover it, and these calls need none.
+    proc = subprocess.Popen([binary, "--listen=127.0.0.1:0", "--shutdown-grace-s=5", "--warm-up=0",
+                             *flags],
                             stdout=log, stderr=subprocess.STDOUT)
     try:
         port = None

@@ -21,7 +21,8 @@ fail() {
   exit 1
 }
 
-"$server_bin" --listen=127.0.0.1:0 --metrics-listen=127.0.0.1:0 --shutdown-grace-s=10 \
+# No start-up warm-up (tests/service/warm_up_test.cc covers it): one call per analysis here.
+"$server_bin" --listen=127.0.0.1:0 --metrics-listen=127.0.0.1:0 --shutdown-grace-s=10 --warm-up=0 \
   >"$work/server.log" 2>&1 &
 server_pid=$!
 port=""
@@ -163,7 +164,7 @@ if command -v openssl >/dev/null; then
   openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
     -addext subjectAltName=DNS:localhost -keyout key.pem -out cert.pem >/dev/null 2>&1 \
     || fail "openssl could not make a certificate"
-  "$server_bin" --listen=127.0.0.1:0 --tls-cert=cert.pem --tls-key=key.pem \
+  "$server_bin" --listen=127.0.0.1:0 --warm-up=0 --tls-cert=cert.pem --tls-key=key.pem \
     >"$work/server.log" 2>&1 &
   server_pid=$!
   port=""

@@ -323,16 +323,15 @@ TEST_F(RedisStoreTest, RedisOutageGivesClearErrorsKeepsCachedImagesAndHealsByIts
   EXPECT_EQ(Histogram(*b_->stub, *cached, &r).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
-#ifdef GLIMPSE_SERVER_BINARY
 // Two server processes: A is killed with SIGKILL (no shutdown of any kind), B serves its images.
 TEST_F(RedisStoreTest, ReplicaKilledWithSigkillLosesNoImage) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(TestSeed() + 3);
   const int pa = FreePort(), pb = FreePort();
   const std::string redis = "--redis=127.0.0.1:" + std::to_string(redis_port_);
-  Child a({GLIMPSE_SERVER_BINARY, "--listen=127.0.0.1:" + std::to_string(pa), redis},
+  Child a({GLIMPSE_SERVER_BINARY, "--listen=127.0.0.1:" + std::to_string(pa), redis, "--warm-up=0"},
           (dir_ / "a.log").string());
-  Child b({GLIMPSE_SERVER_BINARY, "--listen=127.0.0.1:" + std::to_string(pb), redis},
+  Child b({GLIMPSE_SERVER_BINARY, "--listen=127.0.0.1:" + std::to_string(pb), redis, "--warm-up=0"},
           (dir_ / "b.log").string());
   auto ca =
       grpc::CreateChannel("127.0.0.1:" + std::to_string(pa), grpc::InsecureChannelCredentials());
@@ -360,7 +359,7 @@ TEST_F(RedisStoreTest, ReplicaKilledWithSigkillLosesNoImage) {
   }
   b.Stop(SIGTERM);
 }
-#endif
+
 
 }  // namespace
 }  // namespace glimpse::testing
