@@ -17,9 +17,10 @@ constexpr uint64_t kChunkOverhead = 32;
 // The header and trailer messages.
 constexpr uint64_t kEndsBytes = 4096;
 
-// The carried row of the table above a strip: added to every row of the strip's own table.
+// The carried row of the table above a strip: added to every row of the strip's own table (in
+// every chunk of the strip; the carry moves on only once the whole strip is out).
 template <typename T>
-void AddCarry(std::string& data, size_t row_elems, int rows, std::vector<T>& carry) {
+void AddCarry(std::string& data, size_t row_elems, int rows, const std::vector<T>& carry) {
   std::vector<T> row(row_elems);
   for (int y = 0; y < rows; ++y) {
     char* p = data.data() + size_t(y) * row_elems * sizeof(T);
@@ -27,10 +28,14 @@ void AddCarry(std::string& data, size_t row_elems, int rows, std::vector<T>& car
     for (size_t i = 0; i < row_elems; ++i) row[i] += carry[i];
     std::memcpy(p, row.data(), row_elems * sizeof(T));
   }
-  if (rows > 0) {
-    std::memcpy(carry.data(), data.data() + size_t(rows - 1) * row_elems * sizeof(T),
-                row_elems * sizeof(T));
-  }
+}
+
+// The table's last row so far (the strip's last chunk, carry added) becomes the next carry.
+template <typename T>
+void NextCarry(const std::string& last_chunk, size_t row_elems, std::vector<T>& carry) {
+  const size_t row_bytes = row_elems * sizeof(T);
+  if (last_chunk.size() < row_bytes) return;
+  std::memcpy(carry.data(), last_chunk.data() + last_chunk.size() - row_bytes, row_bytes);
 }
 
 // What a streamed table set keeps between its parts. Only one part's job runs at a time.
@@ -122,6 +127,17 @@ absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env
         return absl::OkStatus();
       });
   if (!r.ok()) return r.status();
+  if (!plan.whole) {
+    for (auto m = messages.rbegin(); m != messages.rend(); ++m) {
+      if (!m->has_chunk()) continue;
+      if (is_float) {
+        NextCarry(m->chunk().data(), row_elems, st->carry_f);
+      } else {
+        NextCarry(m->chunk().data(), row_elems, st->carry_u);
+      }
+      break;
+    }
+  }
   w.call->record.add_gpu_ns(r->gpu_ns);
   if (st->variant.empty()) st->variant = std::string(gpu::IntegralVariantName(r->variant));
   w.call->record.set_analysis(IntegralImageAnalysis::kName, st->variant);

@@ -193,5 +193,36 @@ TEST_F(ResultBufferTest, ResultLargerThanTheBudgetIsRefusedNamingTheFlag) {
       << s.error_message();
 }
 
+
+// Parts of several chunks each (a budget whose eighth holds more than one 1 MiB chunk): every
+// chunk of a part gets the carry from the parts above, not from the chunk before it.
+TEST(ResultBufferPartsTest, PartsOfSeveralChunksAreExact) {
+  server::ServerOptions o;
+  o.worker.result_buffer_bytes = 24 << 20;  // parts of 3 MiB: three 1 MiB chunks
+  std::unique_ptr<TestServer> ts = TestServer::Start(o);
+  GLIMPSE_REQUIRE_SERVER(ts);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed());
+  for (const gpu::ImageDesc& desc : {gpu::ImageDesc{1024, 1500, 1, SampleType::kUint8},
+                                     gpu::ImageDesc{333, 1201, 3, SampleType::kUint16}}) {
+    SCOPED_TRACE(gpu::DescribeImage(desc));
+    const HostImage img = RandomImage(desc, rng);
+    absl::StatusOr<std::string> id = UploadImage(*ts->stub, img);
+    ASSERT_TRUE(id.ok());
+    gpu::IntegralOptions opt;
+    opt.squared = true;
+    absl::StatusOr<gpu::IntegralTables> ref = reference::IntegralImage(img, opt);
+    ASSERT_TRUE(ref.ok());
+    v1::IntegralImageRequest req;
+    *req.mutable_image() = ById(*id);
+    req.mutable_options()->set_squared(true);
+    std::string sum, squared;
+    grpc::Status s = ReadIntegral(*ts->stub, req, &sum, &squared);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_TRUE(sum == AsBytes(ref->sum_u));
+    EXPECT_TRUE(squared == AsBytes(ref->sq_u));
+  }
+}
+
 }  // namespace
 }  // namespace glimpse::testing
