@@ -341,29 +341,30 @@ absl::Status CompactionKernel::WarmUp() {
   for (SampleType type : kSampleTypes) {
     for (int channels = 1; channels <= 4; ++channels) {
       // Every pixel passes, so a list run dispatches every pass down to the gather.
-      const ImageDesc desc{8, 2, channels, type};
-      absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
-      if (!image.ok()) return image.status();
-      for (CompactSource source : {CompactSource::kChannel, CompactSource::kLuma}) {
-        if (source == CompactSource::kLuma && channels < 3) continue;
-        for (bool count_only : {false, true}) {
-          const CompactOptions o{
-              .source = source, .lo = -kInf, .hi = kInf, .count_only = count_only};
-          absl::StatusOr<CompactResult> r = Run(*image, o);
-          if (!r.ok()) return r.status();
-          if (count_only || r->variant != CompactVariant::kOrderedScan) continue;
-          // The scan's way back down runs only past 1024 blocks (8.4 M pixels per band): dispatch
-          // it once with nothing to do (its first workgroup adds nothing).
-          absl::StatusOr<GLuint> add = ctx_.Program("compaction_scan_add", ScanDefines());
-          if (!add.ok()) return add.status();
-          Buffer data = Buffer::Create(16), sums = Buffer::Create(16);
-          data.BindBase(kDataBinding);
-          sums.BindBase(kSumsBinding);
-          SetUint(*add, "u_count", 0);
-          DispatchFlat(*add, ctx_.limits(), 1);
-          glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
-          glUseProgram(0);
-          ctx_.Finish();
+      for (const ImageDesc& desc : WarmUpShapes(type, channels)) {
+        absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
+        if (!image.ok()) return image.status();
+        for (CompactSource source : {CompactSource::kChannel, CompactSource::kLuma}) {
+          if (source == CompactSource::kLuma && channels < 3) continue;
+          for (bool count_only : {false, true}) {
+            const CompactOptions o{
+                .source = source, .lo = -kInf, .hi = kInf, .count_only = count_only};
+            absl::StatusOr<CompactResult> r = Run(*image, o);
+            if (!r.ok()) return r.status();
+            if (count_only || r->variant != CompactVariant::kOrderedScan) continue;
+            // The scan's way back down runs only past 1024 blocks (8.4 M pixels per band): dispatch
+            // it once with nothing to do (its first workgroup adds nothing).
+            absl::StatusOr<GLuint> add = ctx_.Program("compaction_scan_add", ScanDefines());
+            if (!add.ok()) return add.status();
+            Buffer data = Buffer::Create(16), sums = Buffer::Create(16);
+            data.BindBase(kDataBinding);
+            sums.BindBase(kSumsBinding);
+            SetUint(*add, "u_count", 0);
+            DispatchFlat(*add, ctx_.limits(), 1);
+            glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+            glUseProgram(0);
+            ctx_.Finish();
+          }
         }
       }
     }

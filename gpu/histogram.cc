@@ -324,7 +324,6 @@ absl::Status HistogramKernel::WarmUp() {
   } else {
     dispatches.push_back({HistogramVariant::kSharedPerThread, HistogramSource::kChannel, 4096});
   }
-  auto pow2 = [](int64_t v) { return (v & (v - 1)) == 0; };
   for (SampleType type : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
     for (int channels = 1; channels <= 4; ++channels) {
       std::vector<Dispatch> all = dispatches;
@@ -333,23 +332,16 @@ absl::Status HistogramKernel::WarmUp() {
           all.push_back({HistogramVariant::kPrivateArray, source, 16});
         }
       }
-      int odd_width = 3;
-      while (pow2(odd_width) || pow2(PackedTexelsPerRow({odd_width, 1, channels, type}))) {
-        ++odd_width;
-      }
-      for (int width : {2, odd_width}) {
-        for (int height : {2, 3}) {
-          const ImageDesc desc{width, height, channels, type};
-          absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
-          if (!image.ok()) return image.status();
-          for (const Dispatch& d : all) {
-            HistogramOptions o;
-            o.variant = d.variant;
-            o.source = d.source;
-            o.bins = d.bins;
-            if (!ResolveHistogramOptions(desc, o).ok()) continue;  // e.g. luma of 1 channel
-            if (absl::StatusOr<HistogramResult> r = Run(*image, o); !r.ok()) return r.status();
-          }
+      for (const ImageDesc& desc : WarmUpShapes(type, channels)) {
+        absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
+        if (!image.ok()) return image.status();
+        for (const Dispatch& d : all) {
+          HistogramOptions o;
+          o.variant = d.variant;
+          o.source = d.source;
+          o.bins = d.bins;
+          if (!ResolveHistogramOptions(desc, o).ok()) continue;  // e.g. luma of 1 channel
+          if (absl::StatusOr<HistogramResult> r = Run(*image, o); !r.ok()) return r.status();
         }
       }
     }

@@ -1,5 +1,7 @@
 #include "gpu/image.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "gpu/str.h"
 
@@ -233,6 +235,37 @@ HostImage Image::Download() const {
 void Image::Bind(GLuint unit) const {
   glActiveTexture(GL_TEXTURE0 + unit);
   glBindTexture(GL_TEXTURE_2D, texture());
+}
+
+std::vector<ImageDesc> WarmUpShapes(SampleType type, int channels, int min_width, int min_height) {
+  auto pow2 = [](int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
+  auto next_pow2 = [](int v) {
+    int p = 1;
+    while (p < v) p *= 2;
+    return p;
+  };
+  auto texels = [&](int w) { return PackedTexelsPerRow({w, 1, channels, type}); };
+  std::vector<int> widths = {std::max(2, next_pow2(min_width))};
+  // Other widths: the first whose packed form is a power of two (if one comes soon), and the first
+  // whose packed form is not.
+  int odd_packed = 0, even_packed = 0;
+  for (int w = std::max(3, min_width); w < 4 * widths[0] + 64 && (!odd_packed || !even_packed);
+       ++w) {
+    if (pow2(w)) continue;
+    int& slot = pow2(texels(w)) ? even_packed : odd_packed;
+    if (!slot) slot = w;
+  }
+  for (int w : {even_packed, odd_packed}) {
+    if (w) widths.push_back(w);
+  }
+  const int pot_h = std::max(2, next_pow2(min_height));
+  int npot_h = std::max(3, min_height);
+  while (pow2(npot_h)) ++npot_h;
+  std::vector<ImageDesc> shapes;
+  for (int w : widths) {
+    for (int h : {pot_h, npot_h}) shapes.push_back({w, h, channels, type});
+  }
+  return shapes;
 }
 
 std::string ImageDefines(const ImageDesc& d) {

@@ -123,6 +123,14 @@ class Image {
   mutable GlTexture packed_;
 };
 
+// Image shapes that together meet every compiled variant a driver may make of a program for images
+// of this type and channel count, at least min_width x min_height: llvmpipe compiles a variant per
+// power-of-two-ness of each bound texture's sides, so the shapes take both kinds of height and, for
+// the width, a power of two, and two other widths whose packed form is and is not a power-of-two
+// number of texels. The kernels' WarmUp() runs every program on each.
+std::vector<ImageDesc> WarmUpShapes(SampleType type, int channels, int min_width = 1,
+                                    int min_height = 1);
+
 // "#define" lines telling the shader prelude how to read this image: FMT_UINT or FMT_FLOAT,
 // CHANNELS, SAMPLE_BITS.
 std::string ImageDefines(const ImageDesc& desc);

@@ -403,12 +403,13 @@ absl::Status IntegralImageKernel::WarmUp() {
   auto sink = [](const IntegralBand&) { return absl::OkStatus(); };
   for (SampleType type : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
     for (int channels = 1; channels <= 4; ++channels) {
-      const ImageDesc desc{kWidth, kHeight, channels, type};
-      absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
-      if (!image.ok()) return image.status();
-      // squared = true runs the sum table's programs, then the squared table's.
-      absl::StatusOr<IntegralResult> r = Run(*image, {.squared = true}, sink);
-      if (!r.ok()) return r.status();
+      for (const ImageDesc& desc : WarmUpShapes(type, channels, kWidth, kHeight)) {
+        absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
+        if (!image.ok()) return image.status();
+        // squared = true runs the sum table's programs, then the squared table's.
+        absl::StatusOr<IntegralResult> r = Run(*image, {.squared = true}, sink);
+        if (!r.ok()) return r.status();
+      }
     }
   }
   return absl::OkStatus();

@@ -46,7 +46,7 @@ TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUp) {
   std::mt19937_64 rng(TestSeed());
   // Shapes whose sides are and are not powers of two: software renderers compile a variant per
   // power-of-two-ness of the bound textures.
-  const std::pair<int, int> shapes[] = {{16, 8}, {37, 23}, {64, 29}, {33, 32}};
+  const std::pair<int, int> shapes[] = {{16, 8}, {37, 23}, {64, 29}, {33, 32}, {1020, 5}, {200, 64}};
   for (SampleType type : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
     for (int channels = 1; channels <= 4; ++channels) {
       for (const auto& [w, h] : shapes) {
