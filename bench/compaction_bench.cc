@@ -33,10 +33,10 @@ int Main(int argc, char** argv) {
   BenchArgs args;
   args.warmup = 2;
   std::vector<int> channel_counts = {4}, percents = {1, 10, 50};
-  std::vector<gpu::CompactVariant> variants = {
-      gpu::CompactVariant::kAtomicPerPixel, gpu::CompactVariant::kWorkgroupAggregated,
-      gpu::CompactVariant::kOrderedScan, gpu::CompactVariant::kStripScan,
-      gpu::CompactVariant::kAuto};
+  std::vector<gpu::CompactionVariant> variants = {
+      gpu::CompactionVariant::kAtomicPerPixel, gpu::CompactionVariant::kWorkgroupAggregated,
+      gpu::CompactionVariant::kOrderedScan, gpu::CompactionVariant::kStripScan,
+      gpu::CompactionVariant::kAuto};
   ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
     if (flag == "--channels") {
       channel_counts = ParseInts(value);
@@ -45,7 +45,7 @@ int Main(int argc, char** argv) {
     } else if (flag == "--variants") {
       variants.clear();
       for (const std::string& name : SplitCommas(value)) {
-        std::optional<gpu::CompactVariant> v = gpu::ParseCompactVariant(name);
+        std::optional<gpu::CompactionVariant> v = gpu::ParseCompactionVariant(name);
         if (!v) {
           std::fprintf(stderr, "--variants: unknown variant %s\n", name.c_str());
           std::exit(2);
@@ -83,7 +83,7 @@ int Main(int argc, char** argv) {
       const std::string size = StrCat(w, "x", h);
       for (int percent : percents) {
         for (bool count_only : {false, true}) {
-          gpu::CompactOptions o;
+          gpu::CompactionOptions o;
           o.channel = 0;
           o.lo = 0;
           o.hi = percent - 1;
@@ -91,7 +91,7 @@ int Main(int argc, char** argv) {
           o.count_only = count_only;
           const std::string params =
               StrCat(channels, "ch ", percent, "%", count_only ? " count" : " list");
-          gpu::CompactResult expected;
+          gpu::CompactionResult expected;
           Timing cpu =
               Measure([&] { return WallMs([&] { expected = *reference::Compact(host, o); }); }, 0,
                       std::max(1, runs / 4));
@@ -102,20 +102,20 @@ int Main(int argc, char** argv) {
           // Variants take turns, run after run, so that a change in the machine's load touches
           // them all alike.
           std::vector<std::vector<double>> api_ms(std::size(variants)), gpu_ms(std::size(variants));
-          gpu::CompactVariant auto_ran = gpu::CompactVariant::kAuto;
+          gpu::CompactionVariant auto_ran = gpu::CompactionVariant::kAuto;
           for (int run = 0; run < warmup + runs; ++run) {
             for (size_t i = 0; i < std::size(variants); ++i) {
               o.variant = variants[i];
-              absl::StatusOr<gpu::CompactResult> r;
+              absl::StatusOr<gpu::CompactionResult> r;
               const double ms = WallMs([&] { r = kernel.Run(image, o); });
               if (!r.ok() || r->total != expected.total || r->xy != expected.xy ||
                   r->values != expected.values || r->truncated != expected.truncated) {
                 std::fprintf(stderr, "variant %s disagrees with the CPU reference (%s, %s)\n",
-                             std::string(gpu::CompactVariantName(variants[i])).c_str(),
+                             std::string(gpu::CompactionVariantName(variants[i])).c_str(),
                              size.c_str(), params.c_str());
                 return 1;
               }
-              if (variants[i] == gpu::CompactVariant::kAuto) auto_ran = r->variant;
+              if (variants[i] == gpu::CompactionVariant::kAuto) auto_ran = r->variant;
               if (run < warmup) continue;
               api_ms[i].push_back(ms);
               gpu_ms[i].push_back(double(r->gpu_ns) / 1e6);
@@ -124,12 +124,12 @@ int Main(int argc, char** argv) {
           for (size_t i = 0; i < std::size(variants); ++i) {
             std::fprintf(stderr, "%s %s %s: api %.2f ms, gpu %.2f ms (min api %.2f)\n",
                          size.c_str(), params.c_str(),
-                         std::string(gpu::CompactVariantName(variants[i])).c_str(),
+                         std::string(gpu::CompactionVariantName(variants[i])).c_str(),
                          Median(api_ms[i]), Median(gpu_ms[i]),
                          *std::min_element(api_ms[i].begin(), api_ms[i].end()));
-            std::string name(gpu::CompactVariantName(variants[i]));
-            if (variants[i] == gpu::CompactVariant::kAuto) {
-              name = StrCat("auto=", gpu::CompactVariantName(auto_ran));
+            std::string name(gpu::CompactionVariantName(variants[i]));
+            if (variants[i] == gpu::CompactionVariant::kAuto) {
+              name = StrCat("auto=", gpu::CompactionVariantName(auto_ran));
             }
             const double api = Median(api_ms[i]), gpu = Median(gpu_ms[i]);
             rows.push_back({"compaction", name, size, params + " api", api, bytes / (api * 1e6),

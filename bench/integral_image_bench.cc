@@ -28,12 +28,12 @@ int Main(int argc, char** argv) {
   std::vector<int> channels = {1, 4};
   std::vector<int> squared_list = {0};
   std::vector<gpu::SampleType> types = {gpu::SampleType::kUint8};
-  std::vector<gpu::IntegralVariant> variants = {gpu::IntegralVariant::kNaive,
-                                                gpu::IntegralVariant::kWorkEfficient,
-                                                gpu::IntegralVariant::kScanTransposeScan,
-                                                gpu::IntegralVariant::kStripScan,
-                                                gpu::IntegralVariant::kPackedStrips,
-                                                gpu::IntegralVariant::kAuto};
+  std::vector<gpu::IntegralImageVariant> variants = {gpu::IntegralImageVariant::kNaive,
+                                                gpu::IntegralImageVariant::kWorkEfficient,
+                                                gpu::IntegralImageVariant::kScanTransposeScan,
+                                                gpu::IntegralImageVariant::kStripScan,
+                                                gpu::IntegralImageVariant::kPackedStrips,
+                                                gpu::IntegralImageVariant::kAuto};
   ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
     if (flag == "--channels") {
       channels = ParseInts(value);
@@ -56,7 +56,7 @@ int Main(int argc, char** argv) {
     } else if (flag == "--variants") {
       variants.clear();
       for (const std::string& name : SplitCommas(value)) {
-        std::optional<gpu::IntegralVariant> v = gpu::ParseIntegralVariant(name);
+        std::optional<gpu::IntegralImageVariant> v = gpu::ParseIntegralImageVariant(name);
         if (!v) {
           std::fprintf(stderr, "--variants: unknown variant %s\n", name.c_str());
           std::exit(2);
@@ -96,19 +96,19 @@ int Main(int argc, char** argv) {
           const std::string size = StrCat(w, "x", h);
           const std::string params =
               StrCat(ch, "ch ", gpu::SampleTypeName(type), squared ? " squared" : "");
-          const gpu::IntegralOptions ro{.squared = squared != 0};
+          const gpu::IntegralImageOptions ro{.squared = squared != 0};
           auto expected = reference::IntegralImage(host, ro);
           Timing cpu =
               Measure([&] { return WallMs([&] { (void)reference::IntegralImage(host, ro); }); }, 0,
                       std::max(1, n / 2));
           rows.push_back({"integral", "cpu_reference", size, params, cpu.median_ms,
                           bytes / (cpu.median_ms * 1e6), 0, cpu.runs});
-          for (gpu::IntegralVariant v : variants) {
-            const gpu::IntegralOptions o{.squared = squared != 0, .variant = v};
+          for (gpu::IntegralImageVariant v : variants) {
+            const gpu::IntegralImageOptions o{.squared = squared != 0, .variant = v};
             auto check = gpu::ComputeIntegralImage(kernel, image, o);
             if (!check.ok() || check->sum_u != expected->sum_u || check->sq_u != expected->sq_u) {
               std::fprintf(stderr, "variant %s disagrees with the CPU reference\n",
-                           std::string(gpu::IntegralVariantName(v)).c_str());
+                           std::string(gpu::IntegralImageVariantName(v)).c_str());
               return 1;
             }
             auto sink = [](const gpu::IntegralBand&) { return absl::OkStatus(); };
@@ -118,9 +118,9 @@ int Main(int argc, char** argv) {
                   return r.ok() ? double(r->gpu_ns) / 1e6 : 0.0;
                 },
                 args.warmup, n);
-            std::string name(gpu::IntegralVariantName(v));
-            if (v == gpu::IntegralVariant::kAuto) {
-              name = StrCat("auto=", gpu::IntegralVariantName(check->info.variant));
+            std::string name(gpu::IntegralImageVariantName(v));
+            if (v == gpu::IntegralImageVariant::kAuto) {
+              name = StrCat("auto=", gpu::IntegralImageVariantName(check->info.variant));
             }
             const double gbs = bytes / (t.median_ms * 1e6);
             rows.push_back({"integral", name, size, params, t.median_ms, gbs, gbs / copy, t.runs});

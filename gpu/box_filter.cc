@@ -394,7 +394,7 @@ absl::StatusOr<BoxFilterResult> BoxFilterKernel::Run(const Image& image,
       if (variant == BoxFilterVariant::kIntegral) {
         absl::Status s =
             integral.ComputeOnDevice(image, lo_x, lo_y, hi_x - lo_x + 1, hi_y - lo_y + 1,
-                                     IntegralVariant::kAuto, aux, &result.gpu_ns, o.force_two_word);
+                                     IntegralImageVariant::kAuto, aux, &result.gpu_ns, o.force_two_word);
         if (!s.ok()) return s;
       }
       GpuTimer timer;

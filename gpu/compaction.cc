@@ -13,9 +13,9 @@
 namespace glimpse::gpu {
 namespace {
 
-constexpr CompactVariant kConcreteVariants[] = {
-    CompactVariant::kAtomicPerPixel, CompactVariant::kWorkgroupAggregated,
-    CompactVariant::kOrderedScan, CompactVariant::kStripScan};
+constexpr CompactionVariant kConcreteVariants[] = {
+    CompactionVariant::kAtomicPerPixel, CompactionVariant::kWorkgroupAggregated,
+    CompactionVariant::kOrderedScan, CompactionVariant::kStripScan};
 constexpr int kThreads = 256;         // invocations per workgroup, every shader
 constexpr int kTileSide = 16;         // the atomic variants' 16x16 workgroups
 constexpr int kPixelsPerThread = 32;  // ordered scan: one 32-bit word of pass bits per invocation
@@ -68,7 +68,7 @@ float RoundDownToFloat(double d) {
   return f;
 }
 
-KeyRange BuildKeyRange(const ImageDesc& desc, const CompactOptions& o) {
+KeyRange BuildKeyRange(const ImageDesc& desc, const CompactionOptions& o) {
   KeyRange r;
   if (desc.type == SampleType::kFloat32) {
     const float lo = RoundUpToFloat(o.lo), hi = RoundDownToFloat(o.hi);
@@ -93,22 +93,22 @@ std::string GatherDefines(SampleType type, int channels) {
   return StrCat(FormatDefines(type), "#define CHANNELS ", channels, "\n");
 }
 
-std::string PredicateDefines(SampleType type, CompactSource source, bool count_only) {
+std::string PredicateDefines(SampleType type, CompactionSource source, bool count_only) {
   return StrCat(
       FormatDefines(type),
-      source == CompactSource::kLuma ? "#define SOURCE_LUMA 1\n" : "#define SOURCE_CHANNEL 1\n",
+      source == CompactionSource::kLuma ? "#define SOURCE_LUMA 1\n" : "#define SOURCE_CHANNEL 1\n",
       count_only ? "#define COUNT_ONLY 1\n" : "", "#define PIXELS_PER_THREAD ", kPixelsPerThread,
       "\n");
 }
 
 // The program that finds (or counts) the passing pixels of a band for `variant`.
-std::string_view FindProgram(CompactVariant variant) {
+std::string_view FindProgram(CompactionVariant variant) {
   switch (variant) {
-    case CompactVariant::kAtomicPerPixel:
+    case CompactionVariant::kAtomicPerPixel:
       return "compaction_atomic_per_pixel";
-    case CompactVariant::kWorkgroupAggregated:
+    case CompactionVariant::kWorkgroupAggregated:
       return "compaction_workgroup_aggregated";
-    case CompactVariant::kStripScan:
+    case CompactionVariant::kStripScan:
       return "compaction_strip_count";
     default:
       break;
@@ -180,66 +180,66 @@ bool StripScanFits(const ImageDesc& desc) {
   return pixel_bytes == 1 || pixel_bytes == 2 || pixel_bytes == 4;
 }
 
-std::string StripDefines(const ImageDesc& desc, CompactSource source, bool count_only) {
+std::string StripDefines(const ImageDesc& desc, CompactionSource source, bool count_only) {
   return StrCat(
       ImageDefines(desc),
-      source == CompactSource::kLuma ? "#define SOURCE_LUMA 1\n" : "#define SOURCE_CHANNEL 1\n",
+      source == CompactionSource::kLuma ? "#define SOURCE_LUMA 1\n" : "#define SOURCE_CHANNEL 1\n",
       count_only ? "#define COUNT_ONLY 1\n" : "");
 }
 
-std::string FindDefines(CompactVariant variant, const ImageDesc& desc, CompactSource source,
+std::string FindDefines(CompactionVariant variant, const ImageDesc& desc, CompactionSource source,
                         bool count_only) {
-  return variant == CompactVariant::kStripScan ? StripDefines(desc, source, count_only)
+  return variant == CompactionVariant::kStripScan ? StripDefines(desc, source, count_only)
                                                : PredicateDefines(desc.type, source, count_only);
 }
 
 
 }  // namespace
 
-std::string_view CompactSourceName(CompactSource s) {
+std::string_view CompactionSourceName(CompactionSource s) {
   switch (s) {
-    case CompactSource::kChannel:
+    case CompactionSource::kChannel:
       return "channel";
-    case CompactSource::kLuma:
+    case CompactionSource::kLuma:
       return "luma";
   }
   return "unknown";
 }
 
-std::optional<CompactSource> ParseCompactSource(std::string_view name) {
-  for (CompactSource s : {CompactSource::kChannel, CompactSource::kLuma}) {
-    if (CompactSourceName(s) == name) return s;
+std::optional<CompactionSource> ParseCompactionSource(std::string_view name) {
+  for (CompactionSource s : {CompactionSource::kChannel, CompactionSource::kLuma}) {
+    if (CompactionSourceName(s) == name) return s;
   }
   return std::nullopt;
 }
 
-std::string_view CompactVariantName(CompactVariant v) {
+std::string_view CompactionVariantName(CompactionVariant v) {
   switch (v) {
-    case CompactVariant::kAuto:
+    case CompactionVariant::kAuto:
       return "auto";
-    case CompactVariant::kAtomicPerPixel:
+    case CompactionVariant::kAtomicPerPixel:
       return "atomic_per_pixel";
-    case CompactVariant::kWorkgroupAggregated:
+    case CompactionVariant::kWorkgroupAggregated:
       return "workgroup_aggregated";
-    case CompactVariant::kOrderedScan:
+    case CompactionVariant::kOrderedScan:
       return "ordered_scan";
-    case CompactVariant::kStripScan:
+    case CompactionVariant::kStripScan:
       return "strip_scan";
   }
   return "unknown";
 }
 
-std::optional<CompactVariant> ParseCompactVariant(std::string_view name) {
-  if (name.empty() || name == "auto") return CompactVariant::kAuto;
-  for (CompactVariant v : kConcreteVariants) {
-    if (CompactVariantName(v) == name) return v;
+std::optional<CompactionVariant> ParseCompactionVariant(std::string_view name) {
+  if (name.empty() || name == "auto") return CompactionVariant::kAuto;
+  for (CompactionVariant v : kConcreteVariants) {
+    if (CompactionVariantName(v) == name) return v;
   }
   return std::nullopt;
 }
 
-absl::StatusOr<CompactOptions> ResolveCompactOptions(const ImageDesc& desc,
-                                                     const CompactOptions& options) {
-  const CompactOptions& o = options;
+absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc,
+                                                     const CompactionOptions& options) {
+  const CompactionOptions& o = options;
   // The lists hold each pixel as (y << 16) | x.
   if (desc.width > kMaxCompactSide || desc.height > kMaxCompactSide) {
     return absl::InvalidArgumentError(StrCat("image width and height must be at most ",
@@ -247,14 +247,14 @@ absl::StatusOr<CompactOptions> ResolveCompactOptions(const ImageDesc& desc,
                                              desc.height));
   }
   switch (o.source) {
-    case CompactSource::kChannel:
+    case CompactionSource::kChannel:
       if (o.channel < 0 || o.channel >= desc.channels) {
         return absl::InvalidArgumentError(StrCat("channel must be in [0, ", desc.channels - 1,
                                                  "] for a ", desc.channels, "-channel image, got ",
                                                  o.channel));
       }
       break;
-    case CompactSource::kLuma:
+    case CompactionSource::kLuma:
       if (desc.channels < 3) {
         return absl::InvalidArgumentError(
             StrCat("source luma needs 3 or 4 channels, the image has ", desc.channels));
@@ -270,11 +270,11 @@ absl::StatusOr<CompactOptions> ResolveCompactOptions(const ImageDesc& desc,
     return absl::InvalidArgumentError(
         StrCat("lo must not exceed hi, got lo = ", o.lo, ", hi = ", o.hi));
   }
-  if (o.max_results < 0 || o.max_results > kMaxCompactResults) {
+  if (o.max_results < 0 || o.max_results > kMaxCompactionResults) {
     return absl::InvalidArgumentError(
-        StrCat("max_results must be in [0, ", kMaxCompactResults, "], got ", o.max_results));
+        StrCat("max_results must be in [0, ", kMaxCompactionResults, "], got ", o.max_results));
   }
-  if (o.variant != CompactVariant::kAuto &&
+  if (o.variant != CompactionVariant::kAuto &&
       std::find(std::begin(kConcreteVariants), std::end(kConcreteVariants), o.variant) ==
           std::end(kConcreteVariants)) {
     return absl::InvalidArgumentError(
@@ -282,7 +282,7 @@ absl::StatusOr<CompactOptions> ResolveCompactOptions(const ImageDesc& desc,
                "strip_scan, got ",
                static_cast<int>(o.variant)));
   }
-  if (o.variant == CompactVariant::kStripScan && !StripScanFits(desc)) {
+  if (o.variant == CompactionVariant::kStripScan && !StripScanFits(desc)) {
     return absl::InvalidArgumentError(
         StrCat("variant strip_scan needs 1, 2 or 4 bytes per pixel, got a ", DescribeImage(desc),
                " image (", desc.channels * BytesPerSample(desc.type), " bytes per pixel)"));
@@ -290,18 +290,18 @@ absl::StatusOr<CompactOptions> ResolveCompactOptions(const ImageDesc& desc,
   return o;
 }
 
-CompactVariant ResolveCompactVariant(const DeviceInfo& device, const ImageDesc& desc,
-                                     const CompactOptions& resolved) {
-  if (resolved.variant != CompactVariant::kAuto) return resolved.variant;
-  if (device.software && StripScanFits(desc)) return CompactVariant::kStripScan;
-  return CompactVariant::kOrderedScan;
+CompactionVariant ResolveCompactionVariant(const DeviceInfo& device, const ImageDesc& desc,
+                                     const CompactionOptions& resolved) {
+  if (resolved.variant != CompactionVariant::kAuto) return resolved.variant;
+  if (device.software && StripScanFits(desc)) return CompactionVariant::kStripScan;
+  return CompactionVariant::kOrderedScan;
 }
 
 absl::Status CompactionKernel::Prepare(SampleType type) {
-  for (CompactSource s : {CompactSource::kChannel, CompactSource::kLuma}) {
+  for (CompactionSource s : {CompactionSource::kChannel, CompactionSource::kLuma}) {
     for (bool count_only : {false, true}) {
-      for (CompactVariant v : kConcreteVariants) {
-        if (v == CompactVariant::kStripScan) continue;
+      for (CompactionVariant v : kConcreteVariants) {
+        if (v == CompactionVariant::kStripScan) continue;
         absl::StatusOr<GLuint> p =
             ctx_.Program(FindProgram(v), PredicateDefines(type, s, count_only));
         if (!p.ok()) return p.status();
@@ -311,8 +311,8 @@ absl::Status CompactionKernel::Prepare(SampleType type) {
   for (int channels = 1; channels <= 4; ++channels) {
     const ImageDesc desc{1, 1, channels, type};
     if (!StripScanFits(desc)) continue;
-    for (CompactSource s : {CompactSource::kChannel, CompactSource::kLuma}) {
-      if (s == CompactSource::kLuma && channels < 3) continue;
+    for (CompactionSource s : {CompactionSource::kChannel, CompactionSource::kLuma}) {
+      if (s == CompactionSource::kLuma && channels < 3) continue;
       if (absl::StatusOr<GLuint> p = ctx_.Program("compaction_strip_rows"); !p.ok()) {
         return p.status();
       }
@@ -344,14 +344,14 @@ absl::Status CompactionKernel::WarmUp() {
       for (const ImageDesc& desc : WarmUpShapes(type, channels)) {
         absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
         if (!image.ok()) return image.status();
-        for (CompactSource source : {CompactSource::kChannel, CompactSource::kLuma}) {
-          if (source == CompactSource::kLuma && channels < 3) continue;
+        for (CompactionSource source : {CompactionSource::kChannel, CompactionSource::kLuma}) {
+          if (source == CompactionSource::kLuma && channels < 3) continue;
           for (bool count_only : {false, true}) {
-            const CompactOptions o{
+            const CompactionOptions o{
                 .source = source, .lo = -kInf, .hi = kInf, .count_only = count_only};
-            absl::StatusOr<CompactResult> r = Run(*image, o);
+            absl::StatusOr<CompactionResult> r = Run(*image, o);
             if (!r.ok()) return r.status();
-            if (count_only || r->variant != CompactVariant::kOrderedScan) continue;
+            if (count_only || r->variant != CompactionVariant::kOrderedScan) continue;
             // The scan's way back down runs only past 1024 blocks (8.4 M pixels per band): dispatch
             // it once with nothing to do (its first workgroup adds nothing).
             absl::StatusOr<GLuint> add = ctx_.Program("compaction_scan_add", ScanDefines());
@@ -372,15 +372,15 @@ absl::Status CompactionKernel::WarmUp() {
   return ctx_.CheckGlError("compaction warm-up");
 }
 
-absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
-                                                    const CompactOptions& options) {
+absl::StatusOr<CompactionResult> CompactionKernel::Run(const Image& image,
+                                                    const CompactionOptions& options) {
   const ImageDesc& desc = image.desc();
-  absl::StatusOr<CompactOptions> resolved = ResolveCompactOptions(desc, options);
+  absl::StatusOr<CompactionOptions> resolved = ResolveCompactionOptions(desc, options);
   if (!resolved.ok()) return resolved.status();
-  const CompactOptions& o = *resolved;
-  const CompactVariant variant = ResolveCompactVariant(ctx_.info(), desc, o);
-  const bool ordered = variant == CompactVariant::kOrderedScan;
-  const bool strip = variant == CompactVariant::kStripScan;
+  const CompactionOptions& o = *resolved;
+  const CompactionVariant variant = ResolveCompactionVariant(ctx_.info(), desc, o);
+  const bool ordered = variant == CompactionVariant::kOrderedScan;
+  const bool strip = variant == CompactionVariant::kStripScan;
   const DeviceLimits& limits = ctx_.limits();
 
   absl::StatusOr<GLuint> find_list =
@@ -435,7 +435,7 @@ absl::StatusOr<CompactResult> CompactionKernel::Run(const Image& image,
   counters.Zero();
   counters.BindBase(kCountersBinding);
 
-  CompactResult result;
+  CompactionResult result;
   result.variant = variant;
   GpuClock clock;
   int64_t wanted = o.count_only ? 0 : o.max_results;  // list entries still to return

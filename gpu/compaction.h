@@ -16,20 +16,20 @@
 namespace glimpse::gpu {
 
 // Which value the predicate tests.
-enum class CompactSource {
-  kChannel,  // one channel (CompactOptions::channel)
+enum class CompactionSource {
+  kChannel,  // one channel (CompactionOptions::channel)
   kLuma,     // Y of RGB (3 or 4 channels), the histogram's formulas: 8/16-bit OpenCV RGB2GRAY
              // exactly, float32 y = 0.299 r + 0.587 g + 0.114 b in float, no fused multiply-add
 };
-std::string_view CompactSourceName(CompactSource s);  // "channel", "luma"
-std::optional<CompactSource> ParseCompactSource(std::string_view name);
+std::string_view CompactionSourceName(CompactionSource s);  // "channel", "luma"
+std::optional<CompactionSource> ParseCompactionSource(std::string_view name);
 
 // How the kernel finds each passing pixel's place in the output. Whatever runs, the result is in
 // row-major order: the atomic variants produce an unordered list of pixel keys ((y << 16) | x)
 // that the host reads back and orders (a bitmap of the band, read in order: linear time for
 // distinct keys) before the values are gathered; the ordered scan needs no ordering step.
-enum class CompactVariant {
-  kAuto,                 // the fastest correct one (ResolveCompactVariant)
+enum class CompactionVariant {
+  kAuto,                 // the fastest correct one (ResolveCompactionVariant)
   kAtomicPerPixel,       // one global atomicAdd per passing pixel
   kWorkgroupAggregated,  // a shared counter per workgroup, one global atomicAdd per workgroup
   kOrderedScan,          // per-block counts, a multi-level exclusive scan, in-block scan + scatter
@@ -37,11 +37,11 @@ enum class CompactVariant {
                // 32-pixel segment (no atomics, no shared memory), a multi-level exclusive scan
                // of them, a pass writing the keys in row-major order. 1, 2 or 4 bytes per pixel.
 };
-std::string_view CompactVariantName(CompactVariant v);  // "atomic_per_pixel", ...
-std::optional<CompactVariant> ParseCompactVariant(std::string_view name);  // "" or "auto": kAuto
+std::string_view CompactionVariantName(CompactionVariant v);  // "atomic_per_pixel", ...
+std::optional<CompactionVariant> ParseCompactionVariant(std::string_view name);  // "" or "auto": kAuto
 
 inline constexpr int64_t kDefaultCompactMaxResults = 1 << 20;
-inline constexpr int64_t kMaxCompactResults = int64_t{1} << 31;
+inline constexpr int64_t kMaxCompactionResults = int64_t{1} << 31;
 
 // The predicate: lo <= v <= hi (inside) or v < lo || v > hi (outside). lo and hi may be infinite
 // (useful on float data), never NaN, and lo <= hi (lo == hi selects one value). A NaN sample
@@ -49,25 +49,25 @@ inline constexpr int64_t kMaxCompactResults = int64_t{1} << 31;
 // the double bounds were compared as doubles; integer data compares the integer sample or luma.
 // (Float luma is arithmetic: a device that flushes denormal results to zero may see 0 where the
 // CPU sees a luma below 1.2e-38.)
-struct CompactOptions {
-  CompactSource source = CompactSource::kChannel;
+struct CompactionOptions {
+  CompactionSource source = CompactionSource::kChannel;
   int channel = 0;        // for kChannel: [0, channels)
   double lo = 0, hi = 0;  // both inclusive
   bool inside = true;
-  // The most pixels returned, [0, kMaxCompactResults]; the first ones in row-major order. The
+  // The most pixels returned, [0, kMaxCompactionResults]; the first ones in row-major order. The
   // total stays exact whatever the cap. The atomic variants still find, read back and order
   // every passing pixel of a band before cutting (memory: 4 bytes per pixel of a band).
   int64_t max_results = kDefaultCompactMaxResults;
   bool count_only = false;  // only the total: no pixel list is allocated, written or read
-  CompactVariant variant = CompactVariant::kAuto;
+  CompactionVariant variant = CompactionVariant::kAuto;
 };
 
-struct CompactResult {
+struct CompactionResult {
   uint64_t total = 0;           // exact number of passing pixels
   bool truncated = false;       // the cap cut the list: total > returned (never in count_only)
   std::vector<uint32_t> xy;     // returned pixels, x0,y0,x1,y1,... in row-major order (y, then x)
   std::vector<uint8_t> values;  // their samples, all channels, image's sample type, little-endian
-  CompactVariant variant = CompactVariant::kAuto;  // the variant that ran
+  CompactionVariant variant = CompactionVariant::kAuto;  // the variant that ran
   // GPU time of the dispatches (not the read-backs, nor the atomic variants' host ordering).
   uint64_t gpu_ns = 0;
 
@@ -75,8 +75,8 @@ struct CompactResult {
 };
 
 // Checks options against the image; errors name the field, the value and the limit.
-absl::StatusOr<CompactOptions> ResolveCompactOptions(const ImageDesc& desc,
-                                                     const CompactOptions& options);
+absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc,
+                                                     const CompactionOptions& options);
 
 // The variant kAuto runs. On CPU renderers (llvmpipe) the strip scan for images of 1, 2 or 4 bytes
 // per pixel (measured 3-40x faster than the ordered scan there, with and without count_only: it
@@ -84,8 +84,8 @@ absl::StatusOr<CompactOptions> ResolveCompactOptions(const ImageDesc& desc,
 // bench/results/compaction_llvmpipe.md), the ordered scan for the others and on GPUs (measured
 // fastest of the other three on llvmpipe; the atomic variants also pay for reading back and
 // ordering every passing key, even under a small cap).
-CompactVariant ResolveCompactVariant(const DeviceInfo& device, const ImageDesc& desc,
-                                     const CompactOptions& resolved);
+CompactionVariant ResolveCompactionVariant(const DeviceInfo& device, const ImageDesc& desc,
+                                     const CompactionOptions& resolved);
 
 // REQUIRES: ctx's thread; `image` was made in ctx.
 class CompactionKernel {
@@ -98,7 +98,7 @@ class CompactionKernel {
   // defines), so that no later kAuto call builds a program or pays for the driver's compile at its
   // first dispatch.
   absl::Status WarmUp();
-  absl::StatusOr<CompactResult> Run(const Image& image, const CompactOptions& options);
+  absl::StatusOr<CompactionResult> Run(const Image& image, const CompactionOptions& options);
 
   // Lowers the bytes the kernel puts in one buffer binding below the device's limit, so tests can
   // exercise the band and chunk splitting on small images. 0 restores the device limit.

@@ -11,9 +11,9 @@
 namespace glimpse::gpu {
 namespace {
 
-constexpr IntegralVariant kConcreteVariants[] = {
-    IntegralVariant::kNaive, IntegralVariant::kWorkEfficient, IntegralVariant::kScanTransposeScan,
-    IntegralVariant::kStripScan, IntegralVariant::kPackedStrips};
+constexpr IntegralImageVariant kConcreteVariants[] = {
+    IntegralImageVariant::kNaive, IntegralImageVariant::kWorkEfficient, IntegralImageVariant::kScanTransposeScan,
+    IntegralImageVariant::kStripScan, IntegralImageVariant::kPackedStrips};
 constexpr int kRowBlock = 512;  // pixels per work-efficient row block (integral_rows_scan.comp)
 constexpr int kColBlock = 64;   // rows per work-efficient column block (integral_cols_scan.comp)
 constexpr int kElem = 8;        // bytes per table element
@@ -66,28 +66,28 @@ bool ValidSampleType(SampleType t) {
 
 }  // namespace
 
-std::string_view IntegralVariantName(IntegralVariant v) {
+std::string_view IntegralImageVariantName(IntegralImageVariant v) {
   switch (v) {
-    case IntegralVariant::kAuto:
+    case IntegralImageVariant::kAuto:
       return "auto";
-    case IntegralVariant::kNaive:
+    case IntegralImageVariant::kNaive:
       return "naive";
-    case IntegralVariant::kWorkEfficient:
+    case IntegralImageVariant::kWorkEfficient:
       return "work_efficient";
-    case IntegralVariant::kScanTransposeScan:
+    case IntegralImageVariant::kScanTransposeScan:
       return "scan_transpose_scan";
-    case IntegralVariant::kStripScan:
+    case IntegralImageVariant::kStripScan:
       return "strip_scan";
-    case IntegralVariant::kPackedStrips:
+    case IntegralImageVariant::kPackedStrips:
       return "packed_strips";
   }
   return "unknown";
 }
 
-std::optional<IntegralVariant> ParseIntegralVariant(std::string_view name) {
-  if (name.empty() || name == "auto") return IntegralVariant::kAuto;
-  for (IntegralVariant v : kConcreteVariants) {
-    if (IntegralVariantName(v) == name) return v;
+std::optional<IntegralImageVariant> ParseIntegralImageVariant(std::string_view name) {
+  if (name.empty() || name == "auto") return IntegralImageVariant::kAuto;
+  for (IntegralImageVariant v : kConcreteVariants) {
+    if (IntegralImageVariantName(v) == name) return v;
   }
   return std::nullopt;
 }
@@ -96,12 +96,12 @@ IntegralElement IntegralElementFor(SampleType type) {
   return type == SampleType::kFloat32 ? IntegralElement::kFloat64 : IntegralElement::kUint64;
 }
 
-absl::Status ValidateIntegralOptions(const IntegralOptions& o) {
+absl::Status ValidateIntegralImageOptions(const IntegralImageOptions& o) {
   if (o.band_bytes < 0) {
     return absl::InvalidArgumentError(
         StrCat("band_bytes must be >= 0 (0: the device limit), got ", o.band_bytes));
   }
-  if (IntegralVariantName(o.variant) == "unknown") {
+  if (IntegralImageVariantName(o.variant) == "unknown") {
     return absl::InvalidArgumentError(
         StrCat("variant must be auto, naive, work_efficient, scan_transpose_scan, strip_scan or "
                "packed_strips, got #",
@@ -110,11 +110,11 @@ absl::Status ValidateIntegralOptions(const IntegralOptions& o) {
   return absl::OkStatus();
 }
 
-IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, const ImageDesc& /*desc*/,
-                                       IntegralVariant requested) {
-  if (requested != IntegralVariant::kAuto) return requested;
-  if (!device.software) return IntegralVariant::kWorkEfficient;
-  return IntegralVariant::kPackedStrips;
+IntegralImageVariant ResolveIntegralImageVariant(const DeviceInfo& device, const ImageDesc& /*desc*/,
+                                       IntegralImageVariant requested) {
+  if (requested != IntegralImageVariant::kAuto) return requested;
+  if (!device.software) return IntegralImageVariant::kWorkEfficient;
+  return IntegralImageVariant::kPackedStrips;
 }
 
 // Everything one table computation needs: programs, buffers, geometry.
@@ -124,7 +124,7 @@ struct IntegralImageKernel::Workspace {
   int width = 0;       // pixels per row
   int channels = 0;
   int rows_max = 0;  // rows per band
-  IntegralVariant variant = IntegralVariant::kNaive;
+  IntegralImageVariant variant = IntegralImageVariant::kNaive;
   // Programs (0 where the variant does not use them).
   GLuint strip_prefix = 0, strip_cols = 0, packed_offsets = 0, packed_strips = 0;
   int strip_samples = 0;  // packed strips: sample columns per invocation
@@ -139,7 +139,7 @@ struct IntegralImageKernel::Workspace {
 };
 
 absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspace(
-    const Image& image, int x0, int y0, int w, int rows_max, IntegralVariant variant, bool squared,
+    const Image& image, int x0, int y0, int w, int rows_max, IntegralImageVariant variant, bool squared,
     bool two_word) {
   const ImageDesc& desc = image.desc();
   Workspace ws;
@@ -163,14 +163,14 @@ absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspac
     return absl::OkStatus();
   };
   absl::Status s;
-  if (variant == IntegralVariant::kNaive) {
+  if (variant == IntegralImageVariant::kNaive) {
     if (s = program("integral_rows_naive", tex, &ws.rows_naive); !s.ok()) return s;
     if (s = program("integral_cols_naive", acc, &ws.cols_naive); !s.ok()) return s;
-  } else if (variant == IntegralVariant::kStripScan) {
+  } else if (variant == IntegralImageVariant::kStripScan) {
     const std::string strip = StrCat(tex, "#define STRIP ", kStrip, "\n");
     if (s = program("integral_strip_prefix", strip, &ws.strip_prefix); !s.ok()) return s;
     if (s = program("integral_strip_cols", strip, &ws.strip_cols); !s.ok()) return s;
-  } else if (variant == IntegralVariant::kPackedStrips) {
+  } else if (variant == IntegralImageVariant::kPackedStrips) {
     ws.strip_samples = PackedStripSamples(desc);
     const std::string strip = StrCat(tex, "#define NS ", ws.strip_samples, "\n");
     if (s = program("integral_packed_offsets", strip, &ws.packed_offsets); !s.ok()) return s;
@@ -187,7 +187,7 @@ absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspac
     if (s = program("integral_add_offsets", StrCat(acc, chan, block), &ws.add_rows); !s.ok()) {
       return s;
     }
-    if (variant == IntegralVariant::kWorkEfficient) {
+    if (variant == IntegralImageVariant::kWorkEfficient) {
       if (s = program("integral_cols_scan", acc, &ws.cols_scan); !s.ok()) return s;
       if (s = program("integral_add_offsets", StrCat(acc, block, "#define COLUMNS 1\n"),
                       &ws.add_cols);
@@ -209,12 +209,12 @@ absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspac
   const size_t row_elems = size_t(w) * desc.channels;
   const size_t band_elems = row_elems * size_t(rows_max);
   for (Buffer& c : ws.carry) c = Buffer::Create(row_elems * kElem);
-  if (variant == IntegralVariant::kStripScan) {
+  if (variant == IntegralImageVariant::kStripScan) {
     ws.sums = Buffer::Create(size_t(rows_max) * size_t(CeilDiv(w, kStrip)) * desc.channels * kElem);
-  } else if (variant == IntegralVariant::kPackedStrips) {
+  } else if (variant == IntegralImageVariant::kPackedStrips) {
     ws.sums = Buffer::Create(size_t(rows_max) * size_t(CeilDiv(row_elems, ws.strip_samples)) *
                              desc.channels * kElem);
-  } else if (variant != IntegralVariant::kNaive) {
+  } else if (variant != IntegralImageVariant::kNaive) {
     const size_t nb_w = size_t(CeilDiv(w, kRowBlock));
     const size_t nb_r = size_t(CeilDiv(rows_max, kRowBlock));
     const size_t nb_c = size_t(CeilDiv(rows_max, kColBlock));
@@ -222,7 +222,7 @@ absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspac
         {size_t(rows_max) * nb_w * desc.channels, row_elems * nb_r, row_elems * nb_c, size_t{1}});
     ws.sums = Buffer::Create(sums * kElem);
   }
-  if (variant == IntegralVariant::kScanTransposeScan) {
+  if (variant == IntegralImageVariant::kScanTransposeScan) {
     ws.scratch = Buffer::Create(band_elems * kElem);
   }
   return ws;
@@ -241,7 +241,7 @@ absl::Status IntegralImageKernel::RunBand(const Workspace& ws, int band_y0, int 
   if (ws.sums) ws.sums.BindBase(3);
   const int origin_y = ws.y0 + band_y0;
 
-  if (ws.variant == IntegralVariant::kNaive) {
+  if (ws.variant == IntegralImageVariant::kNaive) {
     glUseProgram(ws.rows_naive);
     glUniform2i(glGetUniformLocation(ws.rows_naive, "u_origin"), ws.x0, origin_y);
     SetInt(ws.rows_naive, "u_width", w);
@@ -257,7 +257,7 @@ absl::Status IntegralImageKernel::RunBand(const Workspace& ws, int band_y0, int 
     return absl::OkStatus();
   }
 
-  if (ws.variant == IntegralVariant::kStripScan) {
+  if (ws.variant == IntegralImageVariant::kStripScan) {
     const int nstrips = int(CeilDiv(w, kStrip));
     for (GLuint p : {ws.strip_prefix, ws.strip_cols}) {
       glUseProgram(p);
@@ -272,7 +272,7 @@ absl::Status IntegralImageKernel::RunBand(const Workspace& ws, int band_y0, int 
     return absl::OkStatus();
   }
 
-  if (ws.variant == IntegralVariant::kPackedStrips) {
+  if (ws.variant == IntegralImageVariant::kPackedStrips) {
     const int nstrips = int(CeilDiv(cols, ws.strip_samples));
     const int texel_x0 = int(int64_t{ws.x0} * ch * BytesPerSample(ws.image->desc().type) / 16);
     ws.image->BindPacked(0);
@@ -330,7 +330,7 @@ absl::Status IntegralImageKernel::RunBand(const Workspace& ws, int band_y0, int 
   // Rows of the band, from the image.
   scan_lines(ws.rows_scan_tex, rows, w, false, false);
 
-  if (ws.variant == IntegralVariant::kWorkEfficient) {
+  if (ws.variant == IntegralImageVariant::kWorkEfficient) {
     const int nb = int(CeilDiv(rows, kColBlock));
     glUseProgram(ws.cols_scan);
     SetInt(ws.cols_scan, "u_cols", int(cols));
@@ -386,7 +386,7 @@ absl::Status IntegralImageKernel::Prepare(SampleType type) {
   for (int c = 1; c <= 4; ++c) {
     absl::StatusOr<Image> probe = Image::Allocate(ctx_, {1, 1, c, type});
     if (!probe.ok()) return probe.status();
-    for (IntegralVariant v : kConcreteVariants) {
+    for (IntegralImageVariant v : kConcreteVariants) {
       for (bool squared : {false, true}) {
         absl::StatusOr<Workspace> ws = MakeWorkspace(*probe, 0, 0, 1, 1, v, squared, false);
         if (!ws.ok()) return ws.status();
@@ -407,7 +407,7 @@ absl::Status IntegralImageKernel::WarmUp() {
         absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
         if (!image.ok()) return image.status();
         // squared = true runs the sum table's programs, then the squared table's.
-        absl::StatusOr<IntegralResult> r = Run(*image, {.squared = true}, sink);
+        absl::StatusOr<IntegralImageResult> r = Run(*image, {.squared = true}, sink);
         if (!r.ok()) return r.status();
       }
     }
@@ -415,8 +415,8 @@ absl::Status IntegralImageKernel::WarmUp() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<IntegralResult> IntegralImageKernel::Run(
-    const Image& image, const IntegralOptions& options,
+absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
+    const Image& image, const IntegralImageOptions& options,
     const std::function<absl::Status(const IntegralBand&)>& sink) {
   const ImageDesc& desc = image.desc();
   if (!ValidSampleType(desc.type)) {
@@ -424,8 +424,8 @@ absl::StatusOr<IntegralResult> IntegralImageKernel::Run(
         StrCat("unsupported sample type #", static_cast<int>(desc.type)));
   }
   if (absl::Status s = ValidateImageDesc(desc, ctx_.limits()); !s.ok()) return s;
-  if (absl::Status s = ValidateIntegralOptions(options); !s.ok()) return s;
-  const IntegralVariant variant = ResolveIntegralVariant(ctx_.info(), desc, options.variant);
+  if (absl::Status s = ValidateIntegralImageOptions(options); !s.ok()) return s;
+  const IntegralImageVariant variant = ResolveIntegralImageVariant(ctx_.info(), desc, options.variant);
 
   const int64_t row_bytes = int64_t{desc.width} * desc.channels * kElem;
   int64_t band_limit = ctx_.limits().max_storage_block_bytes;
@@ -436,12 +436,12 @@ absl::StatusOr<IntegralResult> IntegralImageKernel::Run(
                                              band_limit));
   }
   int rows_max = int(std::min<int64_t>(desc.height, band_limit / row_bytes));
-  if (variant == IntegralVariant::kPackedStrips) {
+  if (variant == IntegralImageVariant::kPackedStrips) {
     rows_max = std::min(rows_max, kPackedMaxRows);
     if (absl::Status s = image.EnsurePacked(ctx_); !s.ok()) return s;
   }
 
-  IntegralResult result;
+  IntegralImageResult result;
   result.variant = variant;
   result.element = IntegralElementFor(desc.type);
   std::vector<uint8_t> host(size_t(rows_max) * size_t(row_bytes));
@@ -474,12 +474,12 @@ absl::StatusOr<IntegralResult> IntegralImageKernel::Run(
 }
 
 absl::Status IntegralImageKernel::ComputeOnDevice(const Image& image, int x0, int y0, int w, int h,
-                                                  IntegralVariant variant, const Buffer& table,
+                                                  IntegralImageVariant variant, const Buffer& table,
                                                   uint64_t* gpu_ns, bool force_two_word) {
-  variant = ResolveIntegralVariant(ctx_.info(), image.desc(), variant);
-  if (variant == IntegralVariant::kPackedStrips) {
+  variant = ResolveIntegralImageVariant(ctx_.info(), image.desc(), variant);
+  if (variant == IntegralImageVariant::kPackedStrips) {
     if (!PackedStripsFit(image.desc(), x0) || h > kPackedMaxRows) {
-      variant = IntegralVariant::kStripScan;
+      variant = IntegralImageVariant::kStripScan;
     } else if (absl::Status s = image.EnsurePacked(ctx_); !s.ok()) {
       return s;
     }
@@ -497,7 +497,7 @@ absl::Status IntegralImageKernel::ComputeOnDevice(const Image& image, int x0, in
 }
 
 absl::StatusOr<IntegralTables> ComputeIntegralImage(IntegralImageKernel& kernel, const Image& image,
-                                                    const IntegralOptions& options) {
+                                                    const IntegralImageOptions& options) {
   const ImageDesc& d = image.desc();
   const size_t n = size_t(d.width) * size_t(d.height) * size_t(d.channels);
   const size_t row = size_t(d.width) * size_t(d.channels);
@@ -517,7 +517,7 @@ absl::StatusOr<IntegralTables> ComputeIntegralImage(IntegralImageKernel& kernel,
     std::memcpy(dst, band.bytes.data(), band.bytes.size());
     return absl::OkStatus();
   };
-  absl::StatusOr<IntegralResult> r = kernel.Run(image, options, sink);
+  absl::StatusOr<IntegralImageResult> r = kernel.Run(image, options, sink);
   if (!r.ok()) return r.status();
   t.info = *r;
   return t;

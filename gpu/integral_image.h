@@ -21,7 +21,7 @@
 
 namespace glimpse::gpu {
 
-enum class IntegralVariant {
+enum class IntegralImageVariant {
   kAuto,
   kNaive,              // one invocation per row scans it, then one per column scans it
   kWorkEfficient,      // up-sweep/down-sweep scans in shared memory, rows then columns, block sums
@@ -32,12 +32,12 @@ enum class IntegralVariant {
                   // four table elements per store: for CPU renderers. 1, 2 or 4 channels.
 };
 
-std::string_view IntegralVariantName(IntegralVariant v);  // "naive", "work_efficient", ...
-std::optional<IntegralVariant> ParseIntegralVariant(std::string_view name);  // "" or "auto": kAuto
+std::string_view IntegralImageVariantName(IntegralImageVariant v);  // "naive", "work_efficient", ...
+std::optional<IntegralImageVariant> ParseIntegralImageVariant(std::string_view name);  // "" or "auto": kAuto
 
-struct IntegralOptions {
+struct IntegralImageOptions {
   bool squared = false;  // also compute the table of squared values (sum of v*v)
-  IntegralVariant variant = IntegralVariant::kAuto;
+  IntegralImageVariant variant = IntegralImageVariant::kAuto;
   // Cap on one band's bytes; 0: the device's storage-binding limit. Tests use small bands.
   int64_t band_bytes = 0;
   // Uses the two-word (uvec2 with carry) 64-bit arithmetic even where GL_ARB_gpu_shader_int64
@@ -57,14 +57,14 @@ struct IntegralBand {  // rows [y0, y0 + rows) of one table
   std::span<const uint8_t> bytes;  // rows * width * channels * 8 bytes
 };
 
-struct IntegralResult {
-  IntegralVariant variant = IntegralVariant::kAuto;  // the variant that ran
+struct IntegralImageResult {
+  IntegralImageVariant variant = IntegralImageVariant::kAuto;  // the variant that ran
   uint64_t gpu_ns = 0;                               // GPU time of the dispatches (all bands)
   IntegralElement element = IntegralElement::kUint64;
 };
 
 // Checks the options (band_bytes >= 0, a known variant); errors name the field and value.
-absl::Status ValidateIntegralOptions(const IntegralOptions& options);
+absl::Status ValidateIntegralImageOptions(const IntegralImageOptions& options);
 
 // The variant kAuto runs. On CPU renderers (llvmpipe), measured (bench/results/
 // integral_image_llvmpipe.md): the packed strips for every format and channel count (faster than
@@ -75,8 +75,8 @@ absl::Status ValidateIntegralOptions(const IntegralOptions& options);
 // measured here; reasoning): both passes read and write coalesced rows and keep partial sums in
 // shared memory, where the naive and strip variants keep only H or W / 8 invocations busy with
 // strided accesses, and scan-transpose-scan moves the table through two more passes.
-IntegralVariant ResolveIntegralVariant(const DeviceInfo& device, const ImageDesc& desc,
-                                       IntegralVariant requested);
+IntegralImageVariant ResolveIntegralImageVariant(const DeviceInfo& device, const ImageDesc& desc,
+                                       IntegralImageVariant requested);
 
 // REQUIRES: ctx's thread; images were made in ctx.
 class IntegralImageKernel {
@@ -92,21 +92,21 @@ class IntegralImageKernel {
   // Streams the table(s) to `sink` in row bands, top to bottom (sum table first, then the squared
   // table if asked), so results larger than memory limits/one SSBO binding never exist whole.
   // A sink error stops the run and is returned.
-  absl::StatusOr<IntegralResult> Run(const Image& image, const IntegralOptions& options,
+  absl::StatusOr<IntegralImageResult> Run(const Image& image, const IntegralImageOptions& options,
                                      const std::function<absl::Status(const IntegralBand&)>& sink);
 
   // The table of the w x h rectangle at (x0, y0) of `image` (the rectangle's own origin), left in
   // `table` from byte 0 on the device. REQUIRES: w * h * channels * 8 <= the binding limit and
   // table.bytes(). Adds the GPU time to *gpu_ns. Used by the box filter.
   absl::Status ComputeOnDevice(const Image& image, int x0, int y0, int w, int h,
-                               IntegralVariant variant, const Buffer& table, uint64_t* gpu_ns,
+                               IntegralImageVariant variant, const Buffer& table, uint64_t* gpu_ns,
                                bool force_two_word = false);
 
  private:
   struct Workspace;
   absl::Status RunBand(const Workspace& ws, int band_y0, int rows, bool first_band);
   absl::StatusOr<Workspace> MakeWorkspace(const Image& image, int x0, int y0, int w, int rows_max,
-                                          IntegralVariant variant, bool squared, bool two_word);
+                                          IntegralImageVariant variant, bool squared, bool two_word);
 
   Context& ctx_;
   // The band table of the last Run, kept for the next (at most one band: the binding limit), so
@@ -118,12 +118,12 @@ class IntegralImageKernel {
 // Convenience for tests/bench: collects whole tables (uint64 for integer images, double for
 // float images; the squared table only when asked).
 struct IntegralTables {
-  IntegralResult info;
+  IntegralImageResult info;
   std::vector<uint64_t> sum_u, sq_u;
   std::vector<double> sum_f, sq_f;
 };
 absl::StatusOr<IntegralTables> ComputeIntegralImage(IntegralImageKernel& kernel, const Image& image,
-                                                    const IntegralOptions& options);
+                                                    const IntegralImageOptions& options);
 
 }  // namespace glimpse::gpu
 

@@ -21,21 +21,21 @@ uint64_t ValueBytes(const gpu::ImageDesc& d) {
 
 }  // namespace
 
-absl::StatusOr<gpu::CompactOptions> CompactionAnalysis::MapOptions(const Request& request) {
+absl::StatusOr<gpu::CompactionOptions> CompactionAnalysis::MapOptions(const Request& request) {
   const v1::CompactOptions& o = request.options();
   Options options;
   switch (o.source()) {
     case v1::COMPACT_SOURCE_UNSPECIFIED:
       break;
     case v1::COMPACT_SOURCE_CHANNEL:
-      options.source = gpu::CompactSource::kChannel;
+      options.source = gpu::CompactionSource::kChannel;
       break;
     case v1::COMPACT_SOURCE_LUMA:
-      options.source = gpu::CompactSource::kLuma;
+      options.source = gpu::CompactionSource::kLuma;
       break;
     default:
       return absl::InvalidArgumentError(
-          StrCat("options.source must be a CompactSource (0-2), got ", int(o.source())));
+          StrCat("options.source must be a CompactionSource (0-2), got ", int(o.source())));
   }
   options.channel = int(std::min<uint32_t>(o.channel(), INT_MAX));
   options.lo = o.lo();
@@ -43,8 +43,8 @@ absl::StatusOr<gpu::CompactOptions> CompactionAnalysis::MapOptions(const Request
   options.inside = !o.outside();
   if (o.has_max_results()) options.max_results = o.max_results();
   options.count_only = o.count_only();
-  absl::StatusOr<gpu::CompactVariant> variant = ParseVariant<gpu::CompactVariant>(
-      request.variant(), "compaction", gpu::CompactVariantName, gpu::ParseCompactVariant);
+  absl::StatusOr<gpu::CompactionVariant> variant = ParseVariant<gpu::CompactionVariant>(
+      request.variant(), "compaction", gpu::CompactionVariantName, gpu::ParseCompactionVariant);
   if (!variant.ok()) return variant.status();
   options.variant = *variant;
   return options;
@@ -52,7 +52,7 @@ absl::StatusOr<gpu::CompactOptions> CompactionAnalysis::MapOptions(const Request
 
 absl::StatusOr<uint64_t> CompactionAnalysis::ResultBytes(const gpu::ImageDesc& desc,
                                                          const Options& options, uint64_t) {
-  absl::StatusOr<Options> resolved = gpu::ResolveCompactOptions(desc, options);
+  absl::StatusOr<Options> resolved = gpu::ResolveCompactionOptions(desc, options);
   if (!resolved.ok()) return resolved.status();
   if (resolved->count_only) return kEndsBytes;
   const uint64_t pixels = std::min<uint64_t>(uint64_t(resolved->max_results),
@@ -64,10 +64,10 @@ absl::StatusOr<uint64_t> CompactionAnalysis::ResultBytes(const gpu::ImageDesc& d
 absl::Status CompactionAnalysis::Run(const StreamWork<Response>& work, GpuEnv& env,
                                      const Acquired& image, const Options& options, Lease lease) {
   const gpu::ImageDesc desc = image.image->desc();
-  absl::StatusOr<gpu::CompactResult> r = env.kernels.compaction.Run(*image.image, options);
+  absl::StatusOr<gpu::CompactionResult> r = env.kernels.compaction.Run(*image.image, options);
   if (!r.ok()) return r.status();
   work.call->record.set_gpu_ns(r->gpu_ns);
-  work.call->record.set_analysis(kName, gpu::CompactVariantName(r->variant));
+  work.call->record.set_analysis(kName, gpu::CompactionVariantName(r->variant));
   const uint64_t value_bytes = ValueBytes(desc);
   const size_t per_chunk =
       std::max<size_t>(1, work.service->limits.chunk_bytes / (8 + value_bytes));
@@ -75,7 +75,7 @@ absl::Status CompactionAnalysis::Run(const StreamWork<Response>& work, GpuEnv& e
   const uint64_t list_bytes =
       returned * (8 + value_bytes) + (returned / per_chunk + 1) * kChunkOverhead + kEndsBytes;
   lease.ShrinkTo(2 * list_bytes);
-  auto result = std::make_shared<gpu::CompactResult>(*std::move(r));
+  auto result = std::make_shared<gpu::CompactionResult>(*std::move(r));
   auto info = std::make_shared<v1::ImageInfo>(image.info);
   auto held = std::make_shared<Lease>(std::move(lease));
   // Cutting the list into messages is host work: off the GPU thread.
@@ -90,7 +90,7 @@ absl::Status CompactionAnalysis::Run(const StreamWork<Response>& work, GpuEnv& e
         h->set_truncated(result->truncated);
         h->set_value_format(ToProto(desc.type));
         h->set_value_channels(uint32_t(desc.channels));
-        h->set_variant(std::string(gpu::CompactVariantName(result->variant)));
+        h->set_variant(std::string(gpu::CompactionVariantName(result->variant)));
         for (size_t i = 0; i < n_total; i += per_chunk) {
           const size_t n = std::min(per_chunk, n_total - i);
           v1::CompactChunk* c = messages.emplace_back().mutable_chunk();

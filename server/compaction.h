@@ -1,4 +1,4 @@
-// The compaction analysis (the Compact RPC): CompactRequest -> gpu::CompactOptions, the kernel on
+// The compaction analysis (the Compact RPC): CompactRequest -> gpu::CompactionOptions, the kernel on
 // the worker, the passing pixels streamed from a host thread.
 #ifndef GLIMPSE_SERVER_COMPACTION_H_
 #define GLIMPSE_SERVER_COMPACTION_H_
@@ -20,7 +20,7 @@ struct CompactionAnalysis {
   static constexpr std::string_view kMethod = "Compact";
   using Request = v1::CompactRequest;
   using Response = v1::CompactResponse;
-  using Options = gpu::CompactOptions;
+  using Options = gpu::CompactionOptions;
 
   // Maps values only: an unset max_results keeps gpu/'s default.
   static absl::StatusOr<Options> MapOptions(const Request& request);

@@ -41,7 +41,7 @@ void NextCarry(const std::string& last_chunk, size_t row_elems, std::vector<T>& 
 // What a streamed table set keeps between its parts. Only one part's job runs at a time.
 struct PartState {
   IntegralPlan plan;
-  gpu::IntegralOptions options;
+  gpu::IntegralImageOptions options;
   bool squared_phase = false;  // producing the squared table's strips
   int next_y = 0;
   std::vector<uint64_t> carry_u;
@@ -91,7 +91,7 @@ absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env
   const int rows = plan.whole ? d.height : std::min(plan.rows_per_part, d.height - y0);
   gpu::Image strip;
   const gpu::Image* source = a.image;
-  gpu::IntegralOptions options = st->options;
+  gpu::IntegralImageOptions options = st->options;
   if (!plan.whole) {
     absl::StatusOr<gpu::Image> copy = a.image->CopyRows(env.ctx, y0, rows);
     if (!copy.ok()) return copy.status();
@@ -105,7 +105,7 @@ absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env
   const bool is_float = gpu::IntegralElementFor(d.type) == gpu::IntegralElement::kFloat64;
   const int rows_per_chunk =
       int(std::max<uint64_t>(1, w.service->limits.chunk_bytes / plan.row_bytes));
-  absl::StatusOr<gpu::IntegralResult> r = env.kernels.integral_image.Run(
+  absl::StatusOr<gpu::IntegralImageResult> r = env.kernels.integral_image.Run(
       *source, options, [&](const gpu::IntegralBand& band) -> absl::Status {
         if (!plan.whole && band.squared != st->squared_phase) return absl::OkStatus();
         for (int y = 0; y < band.rows; y += rows_per_chunk) {
@@ -139,7 +139,7 @@ absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env
     }
   }
   w.call->record.add_gpu_ns(r->gpu_ns);
-  if (st->variant.empty()) st->variant = std::string(gpu::IntegralVariantName(r->variant));
+  if (st->variant.empty()) st->variant = std::string(gpu::IntegralImageVariantName(r->variant));
   w.call->record.set_analysis(IntegralImageAnalysis::kName, st->variant);
 
   st->next_y = y0 + rows;
@@ -185,11 +185,11 @@ uint64_t IntegralPartBytes(const IntegralPlan& plan, int rows, int tables) {
   return uint64_t(rows) * uint64_t(tables) * (plan.row_bytes + kChunkOverhead) + kEndsBytes;
 }
 
-absl::StatusOr<gpu::IntegralOptions> IntegralImageAnalysis::MapOptions(const Request& request) {
+absl::StatusOr<gpu::IntegralImageOptions> IntegralImageAnalysis::MapOptions(const Request& request) {
   Options options;
   options.squared = request.options().squared();
-  absl::StatusOr<gpu::IntegralVariant> variant = ParseVariant<gpu::IntegralVariant>(
-      request.variant(), "the integral image", gpu::IntegralVariantName, gpu::ParseIntegralVariant);
+  absl::StatusOr<gpu::IntegralImageVariant> variant = ParseVariant<gpu::IntegralImageVariant>(
+      request.variant(), "the integral image", gpu::IntegralImageVariantName, gpu::ParseIntegralImageVariant);
   if (!variant.ok()) return variant.status();
   options.variant = *variant;
   return options;
@@ -198,7 +198,7 @@ absl::StatusOr<gpu::IntegralOptions> IntegralImageAnalysis::MapOptions(const Req
 absl::StatusOr<uint64_t> IntegralImageAnalysis::ResultBytes(const gpu::ImageDesc& desc,
                                                             const Options& options,
                                                             uint64_t part_bytes) {
-  if (absl::Status s = gpu::ValidateIntegralOptions(options); !s.ok()) return s;
+  if (absl::Status s = gpu::ValidateIntegralImageOptions(options); !s.ok()) return s;
   const IntegralPlan plan = PlanIntegralParts(desc, options.squared, part_bytes);
   return plan.whole ? IntegralPartBytes(plan, desc.height, plan.tables)
                     : IntegralPartBytes(plan, plan.rows_per_part, 1);

@@ -1,4 +1,4 @@
-// The integral image analysis: IntegralImageRequest -> gpu::IntegralOptions, the tables produced
+// The integral image analysis: IntegralImageRequest -> gpu::IntegralImageOptions, the tables produced
 // on the worker a part at a time and streamed in row bands.
 //
 // A table set that fits in one part of the result buffer (ResultBudget::part_bytes) is produced by
@@ -29,7 +29,7 @@ struct IntegralImageAnalysis {
   static constexpr std::string_view kMethod = "IntegralImage";
   using Request = v1::IntegralImageRequest;
   using Response = v1::IntegralImageResponse;
-  using Options = gpu::IntegralOptions;
+  using Options = gpu::IntegralImageOptions;
 
   static absl::StatusOr<Options> MapOptions(const Request& request);
   // The bytes of the first part: the whole result, or one strip of rows.

@@ -30,14 +30,14 @@ constexpr AnalysisEntry kAnalyses[] = {
      [](Kernels& k, gpu::SampleType t) { return k.integral_image.Prepare(t); },
      [](Kernels& k) { return k.integral_image.WarmUp(); },
      [] {
-       return VariantNames<gpu::IntegralVariant>(gpu::IntegralVariantName,
-                                                 gpu::ParseIntegralVariant);
+       return VariantNames<gpu::IntegralImageVariant>(gpu::IntegralImageVariantName,
+                                                 gpu::ParseIntegralImageVariant);
      }},
     {CompactionAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.compaction.Prepare(t); },
      [](Kernels& k) { return k.compaction.WarmUp(); },
      [] {
-       return VariantNames<gpu::CompactVariant>(gpu::CompactVariantName, gpu::ParseCompactVariant);
+       return VariantNames<gpu::CompactionVariant>(gpu::CompactionVariantName, gpu::ParseCompactionVariant);
      }},
     {BoxFilterAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.box_filter.Prepare(t); },

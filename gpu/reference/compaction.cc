@@ -5,16 +5,16 @@
 
 namespace glimpse::reference {
 
-using gpu::CompactSource;
+using gpu::CompactionSource;
 using gpu::SampleType;
 
-absl::StatusOr<gpu::CompactResult> Compact(const gpu::HostImage& image,
-                                           const gpu::CompactOptions& options) {
+absl::StatusOr<gpu::CompactionResult> Compact(const gpu::HostImage& image,
+                                           const gpu::CompactionOptions& options) {
   const gpu::ImageDesc& d = image.desc;
-  absl::StatusOr<gpu::CompactOptions> resolved = gpu::ResolveCompactOptions(d, options);
+  absl::StatusOr<gpu::CompactionOptions> resolved = gpu::ResolveCompactionOptions(d, options);
   if (!resolved.ok()) return resolved.status();
-  const gpu::CompactOptions& o = *resolved;
-  const bool luma = o.source == CompactSource::kLuma;
+  const gpu::CompactionOptions& o = *resolved;
+  const bool luma = o.source == CompactionSource::kLuma;
 
   // The tested value as a double (exact for every sample and for the float luma).
   auto value = [&](int x, int y) -> double {
@@ -38,7 +38,7 @@ absl::StatusOr<gpu::CompactResult> Compact(const gpu::HostImage& image,
     return 0;
   };
 
-  gpu::CompactResult r;
+  gpu::CompactionResult r;
   const size_t pixel_bytes = size_t(d.channels) * size_t(gpu::BytesPerSample(d.type));
   for (int y = 0; y < d.height; ++y) {
     for (int x = 0; x < d.width; ++x) {

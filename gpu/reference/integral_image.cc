@@ -32,12 +32,12 @@ std::vector<Acc> Table(const gpu::HostImage& img, F f) {
 }  // namespace
 
 absl::StatusOr<gpu::IntegralTables> IntegralImage(const gpu::HostImage& image,
-                                                  const gpu::IntegralOptions& options) {
+                                                  const gpu::IntegralImageOptions& options) {
   const gpu::ImageDesc& d = image.desc;
   if (d.channels < 1 || d.channels > 4 || d.width < 1 || d.height < 1) {
     return absl::InvalidArgumentError(StrCat("bad image: ", gpu::DescribeImage(d)));
   }
-  if (absl::Status s = gpu::ValidateIntegralOptions(options); !s.ok()) return s;
+  if (absl::Status s = gpu::ValidateIntegralImageOptions(options); !s.ok()) return s;
   if (image.data.size() != d.bytes()) {
     return absl::InvalidArgumentError(
         StrCat("image data must hold ", d.bytes(), " bytes, got ", image.data.size()));

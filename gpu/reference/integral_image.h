@@ -11,7 +11,7 @@ namespace glimpse::reference {
 
 // Same tables as gpu::ComputeIntegralImage (options.squared honoured; the variant ignored).
 absl::StatusOr<gpu::IntegralTables> IntegralImage(const gpu::HostImage& image,
-                                                  const gpu::IntegralOptions& options);
+                                                  const gpu::IntegralImageOptions& options);
 
 }  // namespace glimpse::reference
 

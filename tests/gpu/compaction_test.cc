@@ -15,9 +15,9 @@
 namespace glimpse::gpu {
 namespace {
 
-constexpr CompactVariant kVariants[] = {
-    CompactVariant::kAtomicPerPixel, CompactVariant::kWorkgroupAggregated,
-    CompactVariant::kOrderedScan, CompactVariant::kStripScan, CompactVariant::kAuto};
+constexpr CompactionVariant kVariants[] = {
+    CompactionVariant::kAtomicPerPixel, CompactionVariant::kWorkgroupAggregated,
+    CompactionVariant::kOrderedScan, CompactionVariant::kStripScan, CompactionVariant::kAuto};
 constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -28,22 +28,22 @@ bool StripScanTakes(const ImageDesc& d) {
   return pixel_bytes == 1 || pixel_bytes == 2 || pixel_bytes == 4;
 }
 
-std::string Describe(const ImageDesc& d, const CompactOptions& o) {
-  return StrCat(DescribeImage(d), " source=", CompactSourceName(o.source), " channel=", o.channel,
+std::string Describe(const ImageDesc& d, const CompactionOptions& o) {
+  return StrCat(DescribeImage(d), " source=", CompactionSourceName(o.source), " channel=", o.channel,
                 " lo=", o.lo, " hi=", o.hi, o.inside ? " inside" : " outside",
                 " max_results=", o.max_results, o.count_only ? " count_only" : "",
-                " variant=", CompactVariantName(o.variant));
+                " variant=", CompactionVariantName(o.variant));
 }
 
 // Runs `o` with every variant (or only o.variant when `only` is set) and expects each result to
 // equal the CPU reference exactly: total, truncation, positions and the bytes of the values.
 void ExpectMatchesReference(CompactionKernel& kernel, const Image& image, const HostImage& host,
-                            CompactOptions o, bool only = false) {
+                            CompactionOptions o, bool only = false) {
   auto expected = reference::Compact(host, o);
   ASSERT_TRUE(expected.ok()) << expected.status() << " " << Describe(host.desc, o);
-  for (CompactVariant v : kVariants) {
+  for (CompactionVariant v : kVariants) {
     if (only && v != o.variant) continue;
-    if (v == CompactVariant::kStripScan && !StripScanTakes(host.desc)) continue;
+    if (v == CompactionVariant::kStripScan && !StripScanTakes(host.desc)) continue;
     o.variant = v;
     auto got = kernel.Run(image, o);
     ASSERT_TRUE(got.ok()) << got.status() << " " << Describe(host.desc, o);
@@ -52,8 +52,8 @@ void ExpectMatchesReference(CompactionKernel& kernel, const Image& image, const 
     ASSERT_EQ(got->returned(), expected->returned()) << Describe(host.desc, o);
     ASSERT_EQ(got->xy, expected->xy) << Describe(host.desc, o);
     ASSERT_EQ(got->values, expected->values) << Describe(host.desc, o);
-    if (v == CompactVariant::kAuto) {
-      EXPECT_NE(got->variant, CompactVariant::kAuto);
+    if (v == CompactionVariant::kAuto) {
+      EXPECT_NE(got->variant, CompactionVariant::kAuto);
     } else {
       EXPECT_EQ(got->variant, v);
     }
@@ -130,7 +130,7 @@ TEST(CompactionTest, EveryFormatChannelCountAndSelectivityAtAwkwardSizes) {
           HostImage host = SelectiveImage(d, channel, selectivity, rng);
           auto image = Image::Upload(ctx, host);
           ASSERT_TRUE(image.ok()) << image.status();
-          CompactOptions o;
+          CompactionOptions o;
           o.channel = channel;
           o.lo = PassRangeFor(t).lo;
           o.hi = PassRangeFor(t).hi;
@@ -140,7 +140,7 @@ TEST(CompactionTest, EveryFormatChannelCountAndSelectivityAtAwkwardSizes) {
             o.inside = false;
             ExpectMatchesReference(kernel, *image, host, o);
             if (ch >= 3) {
-              o.source = CompactSource::kLuma;
+              o.source = CompactionSource::kLuma;
               o.inside = true;
               ExpectMatchesReference(kernel, *image, host, o);
             }
@@ -158,7 +158,7 @@ TEST(CompactionTest, SelectivityReachesTheIntendedShare) {
   const ImageDesc d{200, 100, 2, SampleType::kUint16};
   for (double s : {0.0, 0.001, 0.5, 1.0}) {
     HostImage host = SelectiveImage(d, 1, s, rng);
-    CompactOptions o{.channel = 1, .lo = 30000, .hi = 31000, .count_only = true};
+    CompactionOptions o{.channel = 1, .lo = 30000, .hi = 31000, .count_only = true};
     auto r = reference::Compact(host, o);
     ASSERT_TRUE(r.ok()) << r.status();
     const double share = double(r->total) / double(d.pixels());
@@ -180,7 +180,7 @@ TEST(CompactionTest, ReferenceMatchesAHandWorkedExample) {
   EXPECT_EQ(r->xy, (std::vector<uint32_t>{1, 0, 0, 1}));
   EXPECT_EQ(r->values, (std::vector<uint8_t>{1, 10, 2, 5, 20, 6}));
   EXPECT_FALSE(r->truncated);
-  r = reference::Compact(host, {.source = CompactSource::kLuma, .lo = 100, .hi = kInf});
+  r = reference::Compact(host, {.source = CompactionSource::kLuma, .lo = 100, .hi = kInf});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->xy, (std::vector<uint32_t>{2, 1}));
   r = reference::Compact(host,
@@ -210,8 +210,8 @@ TEST(CompactionTest, PredicateEdgesIntegerBoundsAndFloatSpecials) {
     ASSERT_TRUE(image.ok());
     for (auto [lo, hi] : int_bounds) {
       for (bool inside : {true, false}) {
-        for (CompactSource s : {CompactSource::kChannel, CompactSource::kLuma}) {
-          CompactOptions o{.source = s, .channel = 0, .lo = lo, .hi = hi, .inside = inside};
+        for (CompactionSource s : {CompactionSource::kChannel, CompactionSource::kLuma}) {
+          CompactionOptions o{.source = s, .channel = 0, .lo = lo, .hi = hi, .inside = inside};
           ExpectMatchesReference(kernel, *image, host, o);
         }
       }
@@ -252,11 +252,11 @@ TEST(CompactionTest, PredicateEdgesIntegerBoundsAndFloatSpecials) {
       {0.25, 0.25},  {2 * fmax, 3 * fmax}};
   for (auto [lo, hi] : float_bounds) {
     for (bool inside : {true, false}) {
-      for (CompactSource s : {CompactSource::kChannel, CompactSource::kLuma}) {
+      for (CompactionSource s : {CompactionSource::kChannel, CompactionSource::kLuma}) {
         for (int channel : {0, 3}) {
-          CompactOptions o{.source = s, .channel = channel, .lo = lo, .hi = hi, .inside = inside};
+          CompactionOptions o{.source = s, .channel = channel, .lo = lo, .hi = hi, .inside = inside};
           ExpectMatchesReference(kernel, *image, host, o);
-          if (s == CompactSource::kLuma) break;
+          if (s == CompactionSource::kLuma) break;
         }
       }
     }
@@ -273,7 +273,7 @@ TEST(CompactionTest, CapKeepsTheFirstPixelsInRowMajorOrderAndTheExactTotal) {
     HostImage host = SelectiveImage(d, 1, 0.3, rng);
     auto image = Image::Upload(ctx, host);
     ASSERT_TRUE(image.ok());
-    CompactOptions o{.channel = 1, .lo = PassRangeFor(t).lo, .hi = PassRangeFor(t).hi};
+    CompactionOptions o{.channel = 1, .lo = PassRangeFor(t).lo, .hi = PassRangeFor(t).hi};
     o.count_only = true;
     auto all = reference::Compact(host, o);
     ASSERT_TRUE(all.ok());
@@ -281,7 +281,7 @@ TEST(CompactionTest, CapKeepsTheFirstPixelsInRowMajorOrderAndTheExactTotal) {
     ASSERT_GT(total, 100);
     o.count_only = false;
     for (int64_t cap :
-         {int64_t{0}, int64_t{1}, int64_t{7}, total - 1, total, total + 1, kMaxCompactResults}) {
+         {int64_t{0}, int64_t{1}, int64_t{7}, total - 1, total, total + 1, kMaxCompactionResults}) {
       o.max_results = cap;
       ExpectMatchesReference(kernel, *image, host, o);
       auto got = kernel.Run(*image, o);
@@ -303,7 +303,7 @@ TEST(CompactionTest, CountOnlyGivesTheTotalAndNoList) {
       HostImage host = SelectiveImage(d, 2, selectivity, rng);
       auto image = Image::Upload(ctx, host);
       ASSERT_TRUE(image.ok());
-      CompactOptions o{
+      CompactionOptions o{
           .channel = 2, .lo = PassRangeFor(t).lo, .hi = PassRangeFor(t).hi, .count_only = true};
       ExpectMatchesReference(kernel, *image, host, o);
       auto got = kernel.Run(*image, o);
@@ -311,7 +311,7 @@ TEST(CompactionTest, CountOnlyGivesTheTotalAndNoList) {
       EXPECT_TRUE(got->xy.empty());
       EXPECT_TRUE(got->values.empty());
       EXPECT_FALSE(got->truncated);  // nothing was asked for, so nothing was cut
-      o.source = CompactSource::kLuma;
+      o.source = CompactionSource::kLuma;
       o.lo = 0.3;
       o.hi = 200;
       ExpectMatchesReference(kernel, *image, host, o);
@@ -334,7 +334,7 @@ TEST(CompactionTest, BandsAndChunksSplitLargeResultsAcrossBindings) {
         HostImage host = SelectiveImage(d, 0, 0.7, rng);
         auto image = Image::Upload(ctx, host);
         ASSERT_TRUE(image.ok());
-        CompactOptions o{.channel = 0,
+        CompactionOptions o{.channel = 0,
                          .lo = PassRangeFor(t).lo,
                          .hi = PassRangeFor(t).hi,
                          .max_results = d.pixels()};
@@ -360,8 +360,8 @@ TEST(CompactionTest, OrderedScanClimbsTwoLevelsOnALargeImage) {
   auto image = Image::Upload(ctx, host);
   ASSERT_TRUE(image.ok());
   CompactionKernel kernel(ctx);
-  CompactOptions o{
-      .lo = 0, .hi = 0, .max_results = d.pixels(), .variant = CompactVariant::kOrderedScan};
+  CompactionOptions o{
+      .lo = 0, .hi = 0, .max_results = d.pixels(), .variant = CompactionVariant::kOrderedScan};
   ExpectMatchesReference(kernel, *image, host, o, /*only=*/true);
   o.lo = 3;  // 98.8%: the runs' offsets are large
   o.hi = 255;
@@ -377,7 +377,7 @@ TEST(CompactionTest, BadOptionsAreRefusedNamingTheFieldAndValue) {
   ASSERT_TRUE(image.ok());
   CompactionKernel kernel(ctx);
   struct Case {
-    CompactOptions options;
+    CompactionOptions options;
     std::string expect;
   } cases[] = {
       {{.lo = 5, .hi = 3}, "lo must not exceed hi, got lo = 5, hi = 3"},
@@ -386,11 +386,11 @@ TEST(CompactionTest, BadOptionsAreRefusedNamingTheFieldAndValue) {
       {{.lo = 0, .hi = kNaN}, "hi must be a number or +-inf, got nan"},
       {{.channel = -1}, "channel must be in [0, 1] for a 2-channel image, got -1"},
       {{.channel = 2}, "channel must be in [0, 1] for a 2-channel image, got 2"},
-      {{.source = CompactSource::kLuma}, "source luma needs 3 or 4 channels, the image has 2"},
+      {{.source = CompactionSource::kLuma}, "source luma needs 3 or 4 channels, the image has 2"},
       {{.max_results = -1}, "max_results must be in [0, 2147483648], got -1"},
-      {{.max_results = kMaxCompactResults + 1},
+      {{.max_results = kMaxCompactionResults + 1},
        "max_results must be in [0, 2147483648], got 2147483649"},
-      {{.variant = static_cast<CompactVariant>(42)}, "variant must be auto, "},
+      {{.variant = static_cast<CompactionVariant>(42)}, "variant must be auto, "},
   };
   for (const Case& c : cases) {
     auto got = kernel.Run(*image, c.options);
@@ -402,8 +402,8 @@ TEST(CompactionTest, BadOptionsAreRefusedNamingTheFieldAndValue) {
     EXPECT_EQ(ref.status(), got.status());
   }
   // Equal bounds and the cap's limits are fine.
-  for (CompactOptions o : {CompactOptions{.lo = 2, .hi = 2}, CompactOptions{.max_results = 0},
-                           CompactOptions{.max_results = kMaxCompactResults}}) {
+  for (CompactionOptions o : {CompactionOptions{.lo = 2, .hi = 2}, CompactionOptions{.max_results = 0},
+                           CompactionOptions{.max_results = kMaxCompactionResults}}) {
     EXPECT_TRUE(kernel.Run(*image, o).ok());
   }
 }
@@ -416,7 +416,7 @@ TEST(CompactionTest, StripScanRefusesPixelsThatStraddleWords) {
         ImageDesc{5, 3, 2, SampleType::kFloat32}}) {
     auto image = Image::Upload(ctx, HostImage::Zeros(d));
     ASSERT_TRUE(image.ok());
-    auto got = kernel.Run(*image, {.variant = CompactVariant::kStripScan});
+    auto got = kernel.Run(*image, {.variant = CompactionVariant::kStripScan});
     ASSERT_FALSE(got.ok()) << DescribeImage(d);
     EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
     const std::string want =
@@ -425,7 +425,7 @@ TEST(CompactionTest, StripScanRefusesPixelsThatStraddleWords) {
     // auto runs another variant there.
     auto a = kernel.Run(*image, {});
     ASSERT_TRUE(a.ok()) << a.status();
-    EXPECT_NE(a->variant, CompactVariant::kStripScan);
+    EXPECT_NE(a->variant, CompactionVariant::kStripScan);
   }
 }
 
@@ -445,12 +445,12 @@ TEST(CompactionTest, WarmUpLeavesNothingForAutoToBuild) {
         HostImage host = SelectiveImage(d, 0, 0.5, rng);
         auto image = Image::Upload(ctx, host);
         ASSERT_TRUE(image.ok()) << image.status();
-        for (CompactSource source : {CompactSource::kChannel, CompactSource::kLuma}) {
-          if (source == CompactSource::kLuma && ch < 3) continue;
+        for (CompactionSource source : {CompactionSource::kChannel, CompactionSource::kLuma}) {
+          if (source == CompactionSource::kLuma && ch < 3) continue;
           for (bool count_only : {false, true}) {
             for (bool inside : {true, false}) {
               for (int64_t cap : {int64_t{3}, d.pixels()}) {
-                CompactOptions o{.source = source,
+                CompactionOptions o{.source = source,
                                  .lo = PassRangeFor(t).lo,
                                  .hi = PassRangeFor(t).hi,
                                  .inside = inside,
@@ -469,16 +469,16 @@ TEST(CompactionTest, WarmUpLeavesNothingForAutoToBuild) {
 }
 
 TEST(CompactionTest, NamesRoundTrip) {
-  for (CompactVariant v : kVariants) {
-    EXPECT_EQ(ParseCompactVariant(CompactVariantName(v)), v);
+  for (CompactionVariant v : kVariants) {
+    EXPECT_EQ(ParseCompactionVariant(CompactionVariantName(v)), v);
   }
-  EXPECT_EQ(ParseCompactVariant(""), CompactVariant::kAuto);
-  EXPECT_EQ(ParseCompactVariant("ordered_scan"), CompactVariant::kOrderedScan);
-  EXPECT_EQ(ParseCompactVariant("bitonic"), std::nullopt);
-  for (CompactSource s : {CompactSource::kChannel, CompactSource::kLuma}) {
-    EXPECT_EQ(ParseCompactSource(CompactSourceName(s)), s);
+  EXPECT_EQ(ParseCompactionVariant(""), CompactionVariant::kAuto);
+  EXPECT_EQ(ParseCompactionVariant("ordered_scan"), CompactionVariant::kOrderedScan);
+  EXPECT_EQ(ParseCompactionVariant("bitonic"), std::nullopt);
+  for (CompactionSource s : {CompactionSource::kChannel, CompactionSource::kLuma}) {
+    EXPECT_EQ(ParseCompactionSource(CompactionSourceName(s)), s);
   }
-  EXPECT_EQ(ParseCompactSource("all"), std::nullopt);
+  EXPECT_EQ(ParseCompactionSource("all"), std::nullopt);
 }
 
 TEST(CompactionTest, PrepareCompilesEveryProgram) {

@@ -16,13 +16,13 @@
 namespace glimpse::gpu {
 namespace {
 
-constexpr IntegralVariant kVariants[] = {
-    IntegralVariant::kNaive, IntegralVariant::kWorkEfficient, IntegralVariant::kScanTransposeScan,
-    IntegralVariant::kStripScan, IntegralVariant::kPackedStrips};
+constexpr IntegralImageVariant kVariants[] = {
+    IntegralImageVariant::kNaive, IntegralImageVariant::kWorkEfficient, IntegralImageVariant::kScanTransposeScan,
+    IntegralImageVariant::kStripScan, IntegralImageVariant::kPackedStrips};
 constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
 
-std::string Describe(const ImageDesc& d, const IntegralOptions& o) {
-  return StrCat(DescribeImage(d), ", variant ", IntegralVariantName(o.variant), ", band_bytes ",
+std::string Describe(const ImageDesc& d, const IntegralImageOptions& o) {
+  return StrCat(DescribeImage(d), ", variant ", IntegralImageVariantName(o.variant), ", band_bytes ",
                 o.band_bytes, o.force_two_word ? ", two-word" : "");
 }
 
@@ -48,7 +48,7 @@ void ExpectWithinFloatBound(const std::vector<double>& gpu, const std::vector<do
 // Checks every table of `options` against the CPU reference: integers exactly, floats within the
 // stated bound (the naive variant bit-exactly: it adds in the reference's order).
 void CheckAgainstReference(IntegralImageKernel& kernel, Context& ctx, const HostImage& host,
-                           const IntegralOptions& options) {
+                           const IntegralImageOptions& options) {
   const std::string what = Describe(host.desc, options);
   absl::StatusOr<Image> img = Image::Upload(ctx, host);
   ASSERT_TRUE(img.ok()) << img.status();
@@ -65,7 +65,7 @@ void CheckAgainstReference(IntegralImageKernel& kernel, Context& ctx, const Host
     return;
   }
   EXPECT_EQ(gpu->info.element, IntegralElement::kFloat64);
-  if (options.variant == IntegralVariant::kNaive) {
+  if (options.variant == IntegralImageVariant::kNaive) {
     EXPECT_EQ(gpu->sum_f, ref->sum_f) << what;
     EXPECT_EQ(gpu->sq_f, ref->sq_f) << what;
     return;
@@ -101,7 +101,7 @@ TEST(IntegralImageTest, MatchesReferenceEveryFormatChannelCountAndVariant) {
       for (auto [w, h] : sizes) {
         ImageDesc d{w, h, c, t};
         HostImage host = testing::RandomImage(d, rng);
-        for (IntegralVariant v : kVariants) {
+        for (IntegralImageVariant v : kVariants) {
           CheckAgainstReference(kernel, ctx, host, {.squared = true, .variant = v});
         }
       }
@@ -121,7 +121,7 @@ TEST(IntegralImageTest, BandsCarryTheColumnSumsAcross) {
     // One row per band, 3 rows, a column block + 1 (65), and a band that is not a multiple of a
     // row (rounded down to whole rows).
     for (int64_t band : {row, 3 * row, 65 * row, 10 * row + 7}) {
-      for (IntegralVariant v : kVariants) {
+      for (IntegralImageVariant v : kVariants) {
         CheckAgainstReference(kernel, ctx, host,
                               {.squared = true, .variant = v, .band_bytes = band});
       }
@@ -141,7 +141,7 @@ TEST(IntegralImageTest, TallImagesComeOutWhole) {
        {ImageDesc{3, 5000, 1, SampleType::kUint8}, ImageDesc{68, 2100, 1, SampleType::kUint8},
         ImageDesc{17, 3000, 4, SampleType::kUint16}}) {
     HostImage host = testing::RandomImage(d, rng);
-    for (IntegralVariant v : {IntegralVariant::kPackedStrips, IntegralVariant::kStripScan}) {
+    for (IntegralImageVariant v : {IntegralImageVariant::kPackedStrips, IntegralImageVariant::kStripScan}) {
       CheckAgainstReference(kernel, ctx, host, {.squared = true, .variant = v});
     }
   }
@@ -159,7 +159,7 @@ TEST(IntegralImageTest, BandsArriveInOrderWithTheirRows) {
     seen.push_back(StrCat(b.squared ? "sq" : "sum", ":", b.y0, "+", b.rows, "=", b.bytes.size()));
     return absl::OkStatus();
   };
-  absl::StatusOr<IntegralResult> r =
+  absl::StatusOr<IntegralImageResult> r =
       kernel.Run(*img, {.squared = true, .band_bytes = 4 * 5 * 8}, sink);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(seen, (std::vector<std::string>{"sum:0+4=160", "sum:4+4=160", "sum:8+3=120",
@@ -177,7 +177,7 @@ TEST(IntegralImageTest, SinkErrorStopsTheRun) {
     ++calls;
     return absl::CancelledError("client went away");
   };
-  absl::StatusOr<IntegralResult> r = kernel.Run(*img, {.band_bytes = 40}, sink);
+  absl::StatusOr<IntegralImageResult> r = kernel.Run(*img, {.band_bytes = 40}, sink);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(calls, 1);
 }
@@ -191,7 +191,7 @@ TEST(IntegralImageTest, TwoWordFallbackMatchesReference) {
     for (int c : {1, 3, 4}) {
       ImageDesc d{97, 70, c, t};
       HostImage host = testing::RandomImage(d, rng);
-      for (IntegralVariant v : kVariants) {
+      for (IntegralImageVariant v : kVariants) {
         CheckAgainstReference(
             kernel, ctx, host,
             {.squared = true, .variant = v, .band_bytes = 33 * 97 * c * 8, .force_two_word = true});
@@ -211,8 +211,8 @@ TEST(IntegralImageTest, SixteenBitSumsPast2To32AreExact) {
   absl::StatusOr<Image> img = Image::Upload(ctx, host);
   ASSERT_TRUE(img.ok());
   for (bool two_word : {false, true}) {
-    for (IntegralVariant v : kVariants) {
-      IntegralOptions o{.squared = true,
+    for (IntegralImageVariant v : kVariants) {
+      IntegralImageOptions o{.squared = true,
                         .variant = v,
                         .band_bytes = 70 * 300 * 2 * 8,
                         .force_two_word = two_word};
@@ -281,7 +281,7 @@ TEST(IntegralImageTest, EightBitSumsPast2To32AtFullSizeAreExact) {
     ++bands;
     return CheckClosedFormRows(b, d.width, b.squared ? 255 * 255 : 255, rows, &checked);
   };
-  absl::StatusOr<IntegralResult> r = kernel.Run(*img, {.squared = true}, sink);
+  absl::StatusOr<IntegralImageResult> r = kernel.Run(*img, {.squared = true}, sink);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_GE(checked, 2 * 6);
   if (ctx.limits().max_storage_block_bytes <= (int64_t{128} << 20)) {
@@ -305,7 +305,7 @@ TEST(IntegralImageTest, LargestEightBitImageIsExact) {
   auto sink = [&](const IntegralBand& b) {
     return CheckClosedFormRows(b, d.width, 255, {side / 2}, &checked);
   };
-  absl::StatusOr<IntegralResult> r = kernel.Run(*img, {}, sink);
+  absl::StatusOr<IntegralImageResult> r = kernel.Run(*img, {}, sink);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_GT(checked, 2);
   EXPECT_EQ(r->element, IntegralElement::kUint64);
@@ -319,15 +319,15 @@ TEST(IntegralImageTest, BadOptionsAreRefusedByName) {
   ASSERT_TRUE(img.ok());
   auto sink = [](const IntegralBand&) { return absl::OkStatus(); };
   struct Case {
-    IntegralOptions options;
+    IntegralImageOptions options;
     std::string expect;
   } cases[] = {
       {{.band_bytes = -1}, "band_bytes must be >= 0 (0: the device limit), got -1"},
       {{.band_bytes = 100}, "band_bytes must hold one table row (640 bytes for a 40x3"},
-      {{.variant = static_cast<IntegralVariant>(42)}, "variant must be auto, naive"},
+      {{.variant = static_cast<IntegralImageVariant>(42)}, "variant must be auto, naive"},
   };
   for (const Case& c : cases) {
-    absl::StatusOr<IntegralResult> r = kernel.Run(*img, c.options, sink);
+    absl::StatusOr<IntegralImageResult> r = kernel.Run(*img, c.options, sink);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status();
@@ -338,10 +338,10 @@ TEST(IntegralImageTest, BadOptionsAreRefusedByName) {
 }
 
 TEST(IntegralImageTest, VariantNamesRoundTrip) {
-  for (IntegralVariant v : kVariants) EXPECT_EQ(ParseIntegralVariant(IntegralVariantName(v)), v);
-  EXPECT_EQ(ParseIntegralVariant(""), IntegralVariant::kAuto);
-  EXPECT_EQ(ParseIntegralVariant("auto"), IntegralVariant::kAuto);
-  EXPECT_EQ(ParseIntegralVariant("fast"), std::nullopt);
+  for (IntegralImageVariant v : kVariants) EXPECT_EQ(ParseIntegralImageVariant(IntegralImageVariantName(v)), v);
+  EXPECT_EQ(ParseIntegralImageVariant(""), IntegralImageVariant::kAuto);
+  EXPECT_EQ(ParseIntegralImageVariant("auto"), IntegralImageVariant::kAuto);
+  EXPECT_EQ(ParseIntegralImageVariant("fast"), std::nullopt);
   EXPECT_EQ(IntegralElementFor(SampleType::kUint16), IntegralElement::kUint64);
   EXPECT_EQ(IntegralElementFor(SampleType::kFloat32), IntegralElement::kFloat64);
 }

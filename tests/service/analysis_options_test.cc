@@ -20,10 +20,10 @@ TEST(AnalysisOptionsTest, UnsetFieldsKeepGpuDefaults) {
   EXPECT_FALSE(h->hi.has_value());
   EXPECT_EQ(h->variant, gpu::HistogramVariant::kAuto);
 
-  absl::StatusOr<gpu::CompactOptions> c = CompactionAnalysis::MapOptions({});
+  absl::StatusOr<gpu::CompactionOptions> c = CompactionAnalysis::MapOptions({});
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->max_results, gpu::CompactOptions{}.max_results);
-  EXPECT_EQ(c->source, gpu::CompactOptions{}.source);
+  EXPECT_EQ(c->max_results, gpu::CompactionOptions{}.max_results);
+  EXPECT_EQ(c->source, gpu::CompactionOptions{}.source);
   EXPECT_TRUE(c->inside);
 
   v1::BoxFilterRequest box;
@@ -32,7 +32,7 @@ TEST(AnalysisOptionsTest, UnsetFieldsKeepGpuDefaults) {
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->filter.border, gpu::BoxFilterOptions{}.border);
 
-  absl::StatusOr<gpu::IntegralOptions> i = IntegralImageAnalysis::MapOptions({});
+  absl::StatusOr<gpu::IntegralImageOptions> i = IntegralImageAnalysis::MapOptions({});
   ASSERT_TRUE(i.ok());
   EXPECT_FALSE(i->squared);
 }
@@ -57,7 +57,7 @@ TEST(AnalysisOptionsTest, ValuesAreMappedAsGiven) {
   v1::CompactRequest c;
   c.mutable_options()->set_max_results(0);
   c.mutable_options()->set_outside(true);
-  absl::StatusOr<gpu::CompactOptions> co = CompactionAnalysis::MapOptions(c);
+  absl::StatusOr<gpu::CompactionOptions> co = CompactionAnalysis::MapOptions(c);
   ASSERT_TRUE(co.ok());
   EXPECT_EQ(co->max_results, 0);
   EXPECT_FALSE(co->inside);

@@ -77,17 +77,17 @@ void ExpectEveryAnalysisMatchesReference(const std::vector<v1::AnalyzeResponse>&
   ASSERT_TRUE(href.ok());
   int histograms = 0;
   // 1: integral image with the squared table.
-  gpu::IntegralOptions io;
+  gpu::IntegralImageOptions io;
   io.squared = true;
   absl::StatusOr<gpu::IntegralTables> iref = reference::IntegralImage(img, io);
   ASSERT_TRUE(iref.ok());
   std::string sum, squared;
   bool trailer = false;
   // 2: compaction of channel 0 in [100, 180].
-  gpu::CompactOptions co;
+  gpu::CompactionOptions co;
   co.lo = 100;
   co.hi = 180;
-  absl::StatusOr<gpu::CompactResult> cref = reference::Compact(img, co);
+  absl::StatusOr<gpu::CompactionResult> cref = reference::Compact(img, co);
   ASSERT_TRUE(cref.ok());
   uint64_t total = 0;
   std::string xy, values;

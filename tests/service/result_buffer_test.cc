@@ -136,7 +136,7 @@ TEST_F(ResultBufferTest, ReaderCancellingMidStreamFreesItsShare) {
   }
   EXPECT_EQ(Info().result_buffer_used_bytes(), 0u);
 
-  gpu::IntegralOptions opt;
+  gpu::IntegralImageOptions opt;
   opt.squared = true;
   absl::StatusOr<gpu::IntegralTables> ref = reference::IntegralImage(img, opt);
   ASSERT_TRUE(ref.ok());
@@ -209,7 +209,7 @@ TEST(ResultBufferPartsTest, PartsOfSeveralChunksAreExact) {
     const HostImage img = RandomImage(desc, rng);
     absl::StatusOr<std::string> id = UploadImage(*ts->stub, img);
     ASSERT_TRUE(id.ok());
-    gpu::IntegralOptions opt;
+    gpu::IntegralImageOptions opt;
     opt.squared = true;
     absl::StatusOr<gpu::IntegralTables> ref = reference::IntegralImage(img, opt);
     ASSERT_TRUE(ref.ok());

@@ -453,7 +453,7 @@ TEST_F(ServiceTest, IntegralImageMatchesReference) {
   for (const ImageDesc& desc : descs) {
     SCOPED_TRACE(gpu::DescribeImage(desc));
     HostImage img = RandomImage(desc, rng);
-    gpu::IntegralOptions opt;
+    gpu::IntegralImageOptions opt;
     opt.squared = true;
     absl::StatusOr<gpu::IntegralTables> ref = reference::IntegralImage(img, opt);
     ASSERT_TRUE(ref.ok());
@@ -563,16 +563,16 @@ TEST_F(ServiceTest, CompactMatchesReference) {
   for (const Case& c : cases) {
     SCOPED_TRACE(gpu::DescribeImage(c.desc));
     HostImage img = RandomImage(c.desc, rng);
-    gpu::CompactOptions opt;
-    opt.source = c.source == v1::COMPACT_SOURCE_LUMA ? gpu::CompactSource::kLuma
-                                                     : gpu::CompactSource::kChannel;
+    gpu::CompactionOptions opt;
+    opt.source = c.source == v1::COMPACT_SOURCE_LUMA ? gpu::CompactionSource::kLuma
+                                                     : gpu::CompactionSource::kChannel;
     opt.channel = int(c.channel);
     opt.lo = c.lo;
     opt.hi = c.hi;
     opt.inside = !c.outside;
     opt.count_only = c.count_only;
     if (c.max_results >= 0) opt.max_results = c.max_results;
-    absl::StatusOr<gpu::CompactResult> ref = reference::Compact(img, opt);
+    absl::StatusOr<gpu::CompactionResult> ref = reference::Compact(img, opt);
     ASSERT_TRUE(ref.ok());
     v1::CompactRequest req;
     *req.mutable_image() = InlineRaw(img);
