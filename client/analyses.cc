@@ -376,52 +376,44 @@ int Histogram(const Options& o, const Connection& c) {
   return kExitOk;
 }
 
-int IntegralImage(const Options& o, const Connection& c) {
+// A streamed analysis: the request (its options checked before any upload), the image, then
+// every message into the analysis's output.
+template <typename Output, typename Response, typename Request, typename Rpc>
+int StreamedAnalysis(const Options& o, const Connection& c, Request request, Rpc rpc,
+                     const char* name) {
   ImageArg image(o, c);
-  v1::IntegralImageRequest request = IntegralImageRequest(o);
   *request.mutable_image() = image.ref();
   grpc::ClientContext context;
   c.Prepare(&context);
-  auto reader = c.stub->IntegralImage(&context, request);
-  IntegralImageOutput output(o);
-  v1::IntegralImageResponse m;
+  auto reader = rpc(&context, request);
+  Output output(o);
+  Response m;
   while (reader->Read(&m)) output.Take(m);
   grpc::Status s = reader->Finish();
-  if (!s.ok()) DieRpc("integral_image", s);
+  if (!s.ok()) DieRpc(name, s);
   output.Report();
   return kExitOk;
+}
+
+int IntegralImage(const Options& o, const Connection& c) {
+  return StreamedAnalysis<IntegralImageOutput, v1::IntegralImageResponse>(
+      o, c, IntegralImageRequest(o),
+      [&](grpc::ClientContext* ctx, const auto& r) { return c.stub->IntegralImage(ctx, r); },
+      "integral_image");
 }
 
 int Compaction(const Options& o, const Connection& c) {
-  ImageArg image(o, c);
-  v1::CompactRequest request = CompactRequest(o);
-  *request.mutable_image() = image.ref();
-  grpc::ClientContext context;
-  c.Prepare(&context);
-  auto reader = c.stub->Compact(&context, request);
-  CompactionOutput output(o);
-  v1::CompactResponse m;
-  while (reader->Read(&m)) output.Take(m);
-  grpc::Status s = reader->Finish();
-  if (!s.ok()) DieRpc("compaction", s);
-  output.Report();
-  return kExitOk;
+  return StreamedAnalysis<CompactionOutput, v1::CompactResponse>(
+      o, c, CompactRequest(o),
+      [&](grpc::ClientContext* ctx, const auto& r) { return c.stub->Compact(ctx, r); },
+      "compaction");
 }
 
 int BoxFilter(const Options& o, const Connection& c) {
-  ImageArg image(o, c);
-  v1::BoxFilterRequest request = BoxFilterRequest(o);
-  *request.mutable_image() = image.ref();
-  grpc::ClientContext context;
-  c.Prepare(&context);
-  auto reader = c.stub->BoxFilter(&context, request);
-  BoxFilterOutput output(o);
-  v1::BoxFilterResponse m;
-  while (reader->Read(&m)) output.Take(m);
-  grpc::Status s = reader->Finish();
-  if (!s.ok()) DieRpc("box_filter", s);
-  output.Report();
-  return kExitOk;
+  return StreamedAnalysis<BoxFilterOutput, v1::BoxFilterResponse>(
+      o, c, BoxFilterRequest(o),
+      [&](grpc::ClientContext* ctx, const auto& r) { return c.stub->BoxFilter(ctx, r); },
+      "box_filter");
 }
 
 // ---- analyze: several in one call ------------------------------------------------------------

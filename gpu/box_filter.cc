@@ -370,7 +370,7 @@ absl::StatusOr<BoxFilterResult> BoxFilterKernel::Run(const Image& image,
     SetInt(p, "u_out_pitch", int(RoundUp4(w)));
     SetInt(p, "u_rx", o.rx);
     SetInt(p, "u_ry", o.ry);
-    SetInt(p, "u_border", static_cast<int>(o.border));
+    SetInt(p, "u_border", box_filter_internal::ShaderBorder(o.border));
     glUniform1ui(glGetUniformLocation(p, "u_area"), GLuint(area));
     glUniform1d(glGetUniformLocation(p, "u_area_d"), double(area));
     const double value = o.border == BorderMode::kConstant ? o.border_value : 0.0;

@@ -147,7 +147,7 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
     glUseProgram(p);
     glUniform2i(glGetUniformLocation(p, "u_size"), d.width, d.height);
     SetInt(p, "u_ry", o.ry);
-    SetInt(p, "u_border", static_cast<int>(o.border));
+    SetInt(p, "u_border", ShaderBorder(o.border));
     glUniform1ui(glGetUniformLocation(p, "u_const"),
                  o.border == BorderMode::kConstant ? GLuint(o.border_value) : 0u);
     SetInt(p, "u_row_texels", texels);

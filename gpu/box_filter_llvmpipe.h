@@ -39,6 +39,17 @@ std::string FusedStripsDefines(const ImageDesc& desc, const BoxFilterOptions& op
 absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOptions& options,
                             int64_t binding_bytes, Image& out, uint64_t* gpu_ns);
 
+// The value of the shaders' u_border for a border mode: box_filter_common.glsl's BORDER_* constants.
+inline int ShaderBorder(BorderMode m) {
+  constexpr int kReplicate = 0, kReflect101 = 1, kConstant = 2;  // BORDER_REPLICATE, ...
+  switch (m) {
+    case BorderMode::kReplicate: return kReplicate;
+    case BorderMode::kReflect101: return kReflect101;
+    case BorderMode::kConstant: return kConstant;
+  }
+  return kReplicate;
+}
+
 }  // namespace glimpse::gpu::box_filter_internal
 
 #endif  // GLIMPSE_GPU_BOX_FILTER_LLVMPIPE_H_

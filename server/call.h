@@ -23,6 +23,13 @@
 
 namespace glimpse::server {
 
+// Nanoseconds since `t0`, for the Timing fields.
+inline uint64_t NsSince(std::chrono::steady_clock::time_point t0) {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - t0)
+                      .count());
+}
+
 // What one call's log line says.
 class CallRecord {
  public:

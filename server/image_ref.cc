@@ -16,11 +16,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-uint64_t NsSince(SteadyClock::time_point t0) {
-  return uint64_t(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - t0).count());
-}
-
 int64_t UnixMs(std::chrono::system_clock::time_point t) {
   if (t == std::chrono::system_clock::time_point{}) return 0;
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();

@@ -1,5 +1,7 @@
 #include "server/kernels.h"
 
+#include <iterator>
+
 #include "gpu/str.h"
 #include "server/box_filter.h"
 #include "server/compaction.h"
@@ -64,7 +66,11 @@ absl::Status Kernels::Prepare() {
 }
 
 absl::Status Kernels::WarmUp() {
-  for (const AnalysisEntry& a : kAnalyses) {
+  // Last in the table first: llvmpipe keeps a bounded set of compiled variants and culls the least
+  // recently used past it, and the box filter's unrolled programs are by far the largest; warmed
+  // last, the small and most used programs (histogram, compaction) are the ones that stay.
+  for (auto it = std::rbegin(kAnalyses); it != std::rend(kAnalyses); ++it) {
+    const AnalysisEntry& a = *it;
     if (absl::Status s = a.warm_up(*this); !s.ok()) {
       return Annotate(s, StrCat("warming up the ", a.name, " kernel"));
     }

@@ -19,11 +19,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-uint64_t NsSince(SteadyClock::time_point t0) {
-  return uint64_t(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - t0).count());
-}
-
 // Reads the stream on gRPC's threads, decodes on a host thread, stores on the worker.
 class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
  public:

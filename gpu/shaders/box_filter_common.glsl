@@ -4,6 +4,7 @@
 // Every variant writes its output tile as packed words in ImageDesc layout, rows of u_out_pitch
 // pixels (a multiple of 4, so that 4 neighbouring pixels fill whole words).
 
+// u_border: the C++ side maps BorderMode to these (box_filter_internal::ShaderBorder).
 #define BORDER_REPLICATE 0
 #define BORDER_REFLECT101 1
 #define BORDER_CONSTANT 2
