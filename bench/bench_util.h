@@ -4,8 +4,11 @@
 #define GLIMPSE_BENCH_BENCH_UTIL_H_
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +40,21 @@ void ParseBenchArgs(
 // "a,b,c" -> {"a", "b", "c"}; ParseInts for lists of numbers.
 std::vector<std::string> SplitCommas(const std::string& s);
 std::vector<int> ParseInts(const std::string& s);
+
+// "--variants=a,b": each name through the analysis's parse function; exits 2 naming an unknown one.
+template <typename Variant, typename Parse>
+std::vector<Variant> ParseVariants(const std::string& value, Parse parse) {
+  std::vector<Variant> out;
+  for (const std::string& name : SplitCommas(value)) {
+    std::optional<Variant> v = parse(name);
+    if (!v) {
+      std::fprintf(stderr, "--variants: unknown variant %s\n", name.c_str());
+      std::exit(2);
+    }
+    out.push_back(*v);
+  }
+  return out;
+}
 
 // The context the benchmark runs in (debug output off); prints the reason and exits 1 without one.
 std::unique_ptr<gpu::Context> OpenContextOrExit(const BenchArgs& args);

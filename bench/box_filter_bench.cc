@@ -34,15 +34,7 @@ int Main(int argc, char** argv) {
     } else if (flag == "--channels") {
       channels = ParseInts(value);
     } else if (flag == "--variants") {
-      variants.clear();
-      for (const std::string& name : SplitCommas(value)) {
-        auto v = gpu::ParseBoxFilterVariant(name);
-        if (!v) {
-          std::fprintf(stderr, "unknown variant %s\n", name.c_str());
-          std::exit(2);
-        }
-        variants.push_back(*v);
-      }
+      variants = ParseVariants<gpu::BoxFilterVariant>(value, gpu::ParseBoxFilterVariant);
     } else {
       return false;
     }

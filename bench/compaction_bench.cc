@@ -43,15 +43,7 @@ int Main(int argc, char** argv) {
     } else if (flag == "--percents") {
       percents = ParseInts(value);
     } else if (flag == "--variants") {
-      variants.clear();
-      for (const std::string& name : SplitCommas(value)) {
-        std::optional<gpu::CompactionVariant> v = gpu::ParseCompactionVariant(name);
-        if (!v) {
-          std::fprintf(stderr, "--variants: unknown variant %s\n", name.c_str());
-          std::exit(2);
-        }
-        variants.push_back(*v);
-      }
+      variants = ParseVariants<gpu::CompactionVariant>(value, gpu::ParseCompactionVariant);
     } else {
       return false;
     }

@@ -42,15 +42,7 @@ int Main(int argc, char** argv) {
       return true;
     }
     if (flag != "--variants") return false;
-    variants.clear();
-    for (const std::string& name : SplitCommas(value)) {
-      std::optional<gpu::HistogramVariant> v = gpu::ParseHistogramVariant(name);
-      if (!v) {
-        std::fprintf(stderr, "--variants: unknown variant %s\n", name.c_str());
-        std::exit(2);
-      }
-      variants.push_back(*v);
-    }
+    variants = ParseVariants<gpu::HistogramVariant>(value, gpu::ParseHistogramVariant);
     return true;
   });
   std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);

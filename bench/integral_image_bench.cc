@@ -54,15 +54,7 @@ int Main(int argc, char** argv) {
     } else if (flag == "--squared") {
       squared_list = ParseInts(value);
     } else if (flag == "--variants") {
-      variants.clear();
-      for (const std::string& name : SplitCommas(value)) {
-        std::optional<gpu::IntegralImageVariant> v = gpu::ParseIntegralImageVariant(name);
-        if (!v) {
-          std::fprintf(stderr, "--variants: unknown variant %s\n", name.c_str());
-          std::exit(2);
-        }
-        variants.push_back(*v);
-      }
+      variants = ParseVariants<gpu::IntegralImageVariant>(value, gpu::ParseIntegralImageVariant);
     } else {
       return false;
     }
