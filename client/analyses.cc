@@ -17,19 +17,6 @@
 
 namespace glimpse::client {
 
-std::string FormatName(v1::SampleFormat f) {
-  switch (f) {
-    case v1::SAMPLE_FORMAT_UINT8:
-      return "uint8";
-    case v1::SAMPLE_FORMAT_UINT16:
-      return "uint16";
-    case v1::SAMPLE_FORMAT_FLOAT32:
-      return "float32";
-    default:
-      return "?";
-  }
-}
-
 std::string Describe(const v1::ImageInfo& i) {
   return fmt::format("{}x{} {}-channel {} ({} bytes)", i.width(), i.height(), i.channels(),
                      FormatName(i.format()), i.bytes());

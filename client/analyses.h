@@ -26,7 +26,6 @@ std::string CanonicalCommand(const std::string& name);
 
 // "640x480 3-channel uint8 (921600 bytes)".
 std::string Describe(const v1::ImageInfo& i);
-std::string FormatName(v1::SampleFormat f);
 
 }  // namespace glimpse::client
 

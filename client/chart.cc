@@ -200,19 +200,6 @@ Color ChannelColor(uint32_t c, uint32_t channels) {
   return c == 0 ? kRed : c == 1 ? kGreen : c == 2 ? kBlue : kGrey;
 }
 
-std::string FormatName(v1::SampleFormat f) {
-  switch (f) {
-    case v1::SAMPLE_FORMAT_UINT8:
-      return "uint8";
-    case v1::SAMPLE_FORMAT_UINT16:
-      return "uint16";
-    case v1::SAMPLE_FORMAT_FLOAT32:
-      return "float32";
-    default:
-      return "unknown format";
-  }
-}
-
 struct Series {
   std::string name;
   Color color;

@@ -18,6 +18,20 @@
 #pragma GCC diagnostic pop
 
 namespace glimpse::client {
+
+std::string FormatName(v1::SampleFormat f) {
+  switch (f) {
+    case v1::SAMPLE_FORMAT_UINT8:
+      return "uint8";
+    case v1::SAMPLE_FORMAT_UINT16:
+      return "uint16";
+    case v1::SAMPLE_FORMAT_FLOAT32:
+      return "float32";
+    default:
+      return "unknown format";
+  }
+}
+
 namespace {
 
 struct FileCloser {

@@ -12,6 +12,9 @@
 
 namespace glimpse::client {
 
+// "uint8", "uint16", "float32".
+std::string FormatName(v1::SampleFormat f);
+
 // Each returns "" on success, else a message naming the file.
 std::string WriteHistogramCsv(const std::string& path, const v1::HistogramResponse& h);
 std::string WriteHistogramJson(const std::string& path, const v1::HistogramResponse& h);
