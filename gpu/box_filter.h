@@ -2,7 +2,9 @@
 // per channel, output in the input's format, with OpenCV's border modes.
 //
 // Integer images: the exact mean rounded half up, floor(sum / area + 1/2), computed exactly in
-// integers (OpenCV's 8-bit blur rounds differently in places; see GL-HEADLESS.md).
+// integers. OpenCV 4.6's 8-bit blur rounds half to even for windows over 256 pixels and uses a
+// fixed-point approximation at or under 256 (off by one for power-of-two areas), so it can differ
+// from this by one.
 // Float images: the window sum in double, then the mean rounded once to float. With V the largest
 // |v| in the window (border value included) and m the double mean before that rounding:
 //   shared_tile, separable: |m - mean| <= 2^-32 V, so |out - mean| <= 2^-24 |mean| + 2^-31 V;
