@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "gpu/str.h"
+#include "server/host_memory.h"
 #include "server/status_util.h"
 
 namespace glimpse::server {
@@ -159,16 +160,25 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
   GpuImages images(store_);
   GpuEnv env(**ctx, *kernels, images);
 
+  // Calls free their buffers on other threads after their jobs; a trim when the queue is empty,
+  // at most every few seconds, hands what the arenas keep of them back to the system.
+  constexpr auto kTrimInterval = std::chrono::seconds(5);
+  SteadyClock::time_point last_trim = SteadyClock::now();
+  bool ran_since_trim = false;
   while (true) {
     Queued q;
     Lease lease;
     std::vector<std::pair<Job, absl::Status>> dropped;
     bool run = false;
+    bool trim = false;
     {
       std::unique_lock lock(mu_);
       run = TakeRunnableLocked(&q, &lease, &dropped);
       if (!run && dropped.empty()) {
         if (queue_.empty() && stopping_) break;
+        trim = queue_.empty() && ran_since_trim && SteadyClock::now() - last_trim >= kTrimInterval;
+      }
+      if (!run && dropped.empty() && !trim) {
         // Wake at least every second to free expired images; more often while jobs wait for
         // result bytes, so their deadlines and cancellations are seen promptly.
         cv_.wait_for(
@@ -179,7 +189,13 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
       spdlog::debug("{}: dropped unrun: {}", job.method, MessageOf(status));
       if (job.drop) job.drop(status);
     }
+    if (trim) {
+      ReleaseFreeHostMemory();
+      last_trim = SteadyClock::now();
+      ran_since_trim = false;
+    }
     if (run) q.job.run(env, std::move(lease), SteadyClock::now() - q.enqueued);
+    ran_since_trim = ran_since_trim || run || !dropped.empty();
     programs_built_.store((*ctx)->programs_built(), std::memory_order_relaxed);
     // Free what the job's call no longer needs (and what was erased meanwhile) on this thread.
     images.Collect();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "server/flags.h"
+#include "server/host_memory.h"
 #include "server/server.h"
 #include "server/status_util.h"
 
@@ -114,6 +115,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(level);
+  // Before any other thread: see server/host_memory.h.
+  if (!glimpse::server::KeepLargeBlocksOutOfArenas()) {
+    spdlog::warn("the allocator refused a fixed mmap threshold: freed buffers may stay resident");
+  }
 
   glimpse::server::ServerOptions o;
   o.listen = listen;

@@ -1,0 +1,27 @@
+// The host allocator's hold on freed memory. The server's large buffers come and go per call
+// (upload bytes, decoded pixels, llvmpipe's textures and their packed copies, result messages):
+// glibc serves them from per-thread arenas once its dynamic mmap threshold has risen past their
+// size (it rises to the largest block freed, up to 32 MiB), and an arena returns memory to the
+// system only from its top, so the resident size grew with every new mix of sizes and threads
+// (bench/results/soak_llvmpipe.md).
+#ifndef GLIMPSE_SERVER_HOST_MEMORY_H_
+#define GLIMPSE_SERVER_HOST_MEMORY_H_
+
+#include <cstddef>
+
+namespace glimpse::server {
+
+// Blocks of at least this many bytes are mapped on their own and unmapped when freed.
+inline constexpr size_t kOwnMappingBytes = size_t{1} << 20;
+
+// Fixes glibc's mmap threshold at kOwnMappingBytes (turning off its dynamic rise). Call once at
+// start-up, before other threads start. False if the allocator refused (not glibc).
+bool KeepLargeBlocksOutOfArenas();
+
+// Hands the free pages inside the allocator's arenas back to the system (glibc malloc_trim).
+// Costs a walk over the free lists: call when idle, not per call.
+void ReleaseFreeHostMemory();
+
+}  // namespace glimpse::server
+
+#endif  // GLIMPSE_SERVER_HOST_MEMORY_H_
