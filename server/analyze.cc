@@ -58,6 +58,7 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
   AnalyzeCall(ServiceEnv& service, grpc::CallbackServerContext* context)
       : StreamCall("Analyze"),
         service_(service),
+        context_(context),
         deadline_(context->deadline()),
         buffer_(service.limits, service.worker.device().limits, "header.upload") {
     StartRead(&request_);
@@ -80,7 +81,10 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
  private:
   void OnReadDone(bool ok) override {
     if (ended_) return;
-    if (!ok) return Received();
+    if (!ok) {
+      if (context_->IsCancelled()) return End(CancelledMidUpload(buffer_.received()));
+      return Received();
+    }
     if (absl::Status s = Take(); !s.ok()) return End(s);
     request_.Clear();
     StartRead(&request_);
@@ -204,6 +208,7 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
   }
 
   ServiceEnv& service_;
+  grpc::CallbackServerContext* context_;
   const std::chrono::system_clock::time_point deadline_;
   v1::AnalyzeRequest request_;
   v1::AnalyzeHeader header_;

@@ -44,8 +44,11 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
 
  private:
   void OnReadDone(bool ok) override {
-    if (!ok) {  // the client has sent everything
-      Received();
+    if (!ok) {
+      // A read also fails when the client cancels or goes away: nothing is decoded or queued
+      // for it, and the bytes received are freed with the call.
+      if (context_->IsCancelled()) return Answer(CancelledMidUpload(buffer_.received()));
+      Received();  // the client has sent everything
       return;
     }
     if (absl::Status s = Take(); !s.ok()) return Answer(s);
@@ -195,6 +198,11 @@ absl::StatusOr<gpu::HostImage> UploadBuffer::TakeImage(CallRecord& record) {
   }
   std::string().swap(data_);
   return host;
+}
+
+absl::Status CancelledMidUpload(uint64_t received_bytes) {
+  return absl::CancelledError(StrCat("the client cancelled the upload stream after ",
+                                     received_bytes, " bytes; nothing was stored"));
 }
 
 absl::StatusOr<StoredImageInfo> StoreHostImage(GpuEnv& env, const gpu::HostImage& host,

@@ -32,6 +32,7 @@ class UploadBuffer {
   // bytes.
   absl::StatusOr<gpu::HostImage> TakeImage(CallRecord& record);
   const v1::UploadHeader& header() const { return header_; }
+  uint64_t received() const { return data_.size(); }
 
  private:
   const ServiceLimits& limits_;
@@ -41,6 +42,9 @@ class UploadBuffer {
   gpu::ImageDesc raw_desc_;
   std::string data_;
 };
+
+// The answer to an upload stream the client cancelled (or dropped) before it ended.
+absl::Status CancelledMidUpload(uint64_t received_bytes);
 
 // On the worker: uploads `host` and stores it with `meta`'s id (a new one when empty), label,
 // origin and creation time (now when unset).
