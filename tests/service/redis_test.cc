@@ -16,6 +16,7 @@
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/service/analyze_test_util.h"
+#include "tests/service/process_util.h"
 #include "tests/service/service_test_util.h"
 
 namespace glimpse::testing {
@@ -26,54 +27,6 @@ using gpu::ImageDesc;
 using gpu::SampleType;
 using std::chrono_literals::operator""ms;
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-// A child process, killed (SIGKILL) when this goes away unless already stopped.
-class Child {
- public:
-  Child(const std::vector<std::string>& argv, const std::string& log) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> args;
-      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~Child() { Stop(SIGKILL); }
-  // Sends `sig` and waits for the process to end.
-  void Stop(int sig) {
-    if (pid_ <= 0) return;
-    kill(pid_, sig);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  void Signal(int sig) {
-    if (pid_ > 0) kill(pid_, sig);
-  }
-  bool running() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
-
- private:
-  pid_t pid_ = -1;
-};
-
 constexpr char kRedisServer[] = "/usr/bin/redis-server";
 
 std::unique_ptr<Child> StartRedis(int port, const std::string& dir) {
@@ -83,27 +36,6 @@ std::unique_ptr<Child> StartRedis(int port, const std::string& dir) {
                                "--save", "", "--appendonly", "no", "--dir", dir},
       dir + "/redis.log");
   return c;
-}
-
-// Waits until `f` holds, for up to 10 s.
-template <typename F>
-bool Eventually(F f) {
-  for (int i = 0; i < 200; ++i) {
-    if (f()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return false;
-}
-
-bool Serving(const std::shared_ptr<grpc::Channel>& channel, const std::string& service) {
-  auto health = grpc::health::v1::Health::NewStub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  grpc::health::v1::HealthCheckRequest req;
-  req.set_service(service);
-  grpc::health::v1::HealthCheckResponse resp;
-  return health->Check(&ctx, req, &resp).ok() &&
-         resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 
 grpc::Status Histogram(v1::ImageAnalytics::Stub& stub, const std::string& id,
@@ -359,7 +291,6 @@ TEST_F(RedisStoreTest, ReplicaKilledWithSigkillLosesNoImage) {
   }
   b.Stop(SIGTERM);
 }
-
 
 }  // namespace
 }  // namespace glimpse::testing

@@ -1,0 +1,94 @@
+// Processes, ports and waiting, for the service tests that run real server processes.
+#ifndef GLIMPSE_TESTS_SERVICE_PROCESS_UTIL_H_
+#define GLIMPSE_TESTS_SERVICE_PROCESS_UTIL_H_
+
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace glimpse::testing {
+
+inline int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A child process, killed (SIGKILL) when this goes away unless already stopped.
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, const std::string& log) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char*> args;
+      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~Child() { Stop(SIGKILL); }
+  // Sends `sig` and waits for the process to end.
+  void Stop(int sig) {
+    if (pid_ <= 0) return;
+    kill(pid_, sig);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  void Signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+  bool running() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Waits until `f` holds, for up to 10 s.
+template <typename F>
+bool Eventually(F f) {
+  for (int i = 0; i < 200; ++i) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+inline bool Serving(const std::shared_ptr<grpc::Channel>& channel, const std::string& service) {
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  return health->Check(&ctx, req, &resp).ok() &&
+         resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+}  // namespace glimpse::testing
+
+#endif  // GLIMPSE_TESTS_SERVICE_PROCESS_UTIL_H_
