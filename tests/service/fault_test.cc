@@ -3,6 +3,7 @@
 // deleted or evicted while a call on it waits in the queue. After each, nothing is left behind
 // (stored images, result buffer, queue: GetServerInfo) and the server serves the next call.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
@@ -156,6 +157,56 @@ TEST_F(FaultTest, DeadlinePassingMidStreamReleasesTheResultBuffer) {
   ASSERT_TRUE(Delete(stub(), *id).ok());
   EXPECT_TRUE(Eventually([&] { return Idle(stub()); }));
   ExpectServes(stub(), rng);
+}
+
+// A client process killed (SIGKILL: its connection drops) while a table streams to it, stalled
+// because it cannot write what it received: its part of the result buffer comes back, the parts
+// still to be made are not made, and others are served.
+TEST_F(FaultTest, ClientKilledMidStreamReleasesTheResultBuffer) {
+#ifndef GLIMPSE_CLI_BINARY
+  GTEST_SKIP() << "built without the glimpse CLI";
+#else
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed());
+  const HostImage img = RandomImage({700, 601, 3, SampleType::kUint16}, rng);  // 20 MB of tables
+  absl::StatusOr<std::string> id = UploadImage(stub(), img);
+  ASSERT_TRUE(id.ok()) << id.status();
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("glimpse-fault-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  // The client writes the table into a pipe nobody reads: it stops reading the stream once the
+  // pipe is full, with most of the table still to come.
+  const std::string fifo = (dir / "table.npy").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const int read_end = open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(read_end, 0);
+  const uint64_t run_before = worker().Stats().jobs_run;
+  {
+    Child client({GLIMPSE_CLI_BINARY, "--server=127.0.0.1:" + std::to_string(ts_->server->port()),
+                  "integral_image", *id, "--squared", "--npy=" + fifo,
+                  "--squared-npy=" + (dir / "squared.npy").string()},
+                 (dir / "client.log").string());
+    ASSERT_TRUE(Eventually([&] { return Info(stub()).result_buffer_used_bytes() > 0; }));
+    std::this_thread::sleep_for(milliseconds(500));
+    EXPECT_TRUE(client.running()) << "the client finished: the stream did not stall";
+    client.Stop(SIGKILL);
+  }
+  EXPECT_TRUE(Eventually([&] {
+    const v1::ServerInfo i = Info(stub());
+    return i.result_buffer_used_bytes() == 0 && i.queue_length() == 0;
+  }));
+  // No part is made after the client has gone, and not all were made before: 20 MB of tables
+  // in parts of at most 512 KiB (an eighth of the budget) take at least 40.
+  const uint64_t made = worker().Stats().jobs_run - run_before;
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(worker().Stats().jobs_run - run_before, made);
+  EXPECT_LT(made, 40u);
+  close(read_end);
+  std::filesystem::remove_all(dir);
+  ExpectServes(stub(), rng);
+  ASSERT_TRUE(Delete(stub(), *id).ok());
+  EXPECT_TRUE(Eventually([&] { return Idle(stub()); }));
+#endif
 }
 
 // 32 clients with streams queued, running and half-read all cancel at once: the queue drains and
