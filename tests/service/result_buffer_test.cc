@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gpu/reference/integral_image.h"
+#include "tests/service/process_util.h"
 #include "tests/service/service_test_util.h"
 
 namespace glimpse::testing {
@@ -131,10 +132,10 @@ TEST_F(ResultBufferTest, ReaderCancellingMidStreamFreesItsShare) {
     ctx.TryCancel();
     EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
   }
-  for (int i = 0; i < 200 && Info().result_buffer_used_bytes() != 0; ++i) {
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  EXPECT_EQ(Info().result_buffer_used_bytes(), 0u);
+  // The client's Finish returns before the server has seen the cancel: a part queued meanwhile
+  // may still lease its bytes, run, and give them back once it finds the reader gone. So the
+  // buffer is empty at some point here, and for good once the next call has been served.
+  EXPECT_TRUE(Eventually([&] { return Info().result_buffer_used_bytes() == 0; }));
 
   gpu::IntegralImageOptions opt;
   opt.squared = true;
@@ -145,6 +146,7 @@ TEST_F(ResultBufferTest, ReaderCancellingMidStreamFreesItsShare) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_TRUE(sum == AsBytes(ref->sum_u));
   EXPECT_TRUE(squared == AsBytes(ref->sq_u));
+  EXPECT_TRUE(Eventually([&] { return Info().result_buffer_used_bytes() == 0; }));
 }
 
 // Eight readers of tables larger than the budget each get their exact table.
@@ -192,7 +194,6 @@ TEST_F(ResultBufferTest, ResultLargerThanTheBudgetIsRefusedNamingTheFlag) {
   EXPECT_NE(s.error_message().find("--result-buffer-bytes"), std::string::npos)
       << s.error_message();
 }
-
 
 // Parts of several chunks each (a budget whose eighth holds more than one 1 MiB chunk): every
 // chunk of a part gets the carry from the parts above, not from the chunk before it.
