@@ -14,8 +14,8 @@ and largest RSS, and the least-squares slope of RSS over the last half of the ru
 
   bench/soak.py --server build/server/glimpse-server --minutes 10 --csv soak.csv
 
-Needs the `glimpse` Python package (client/python) on the path, e.g. from its virtual
-environment or PYTHONPATH=client/python plus Debian's python3-grpcio, -protobuf, -numpy.
+Needs the `glimpse` Python package (client/python) installed, e.g. the virtual environment that
+bench/peers.sh makes (build/python-venv) or the one the README's Python client section describes.
 """
 import argparse
 import collections
