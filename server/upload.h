@@ -43,7 +43,7 @@ class UploadBuffer {
 };
 
 // On the worker: uploads `host` and stores it with `meta`'s id (a new one when empty), label,
-// origin and creation time (now when unset).
+// origin and creation time (now when unset), as the image of the call's tenant.
 absl::StatusOr<StoredImageInfo> StoreHostImage(GpuEnv& env, const gpu::HostImage& host,
                                                StoredImageInfo meta, CallRecord& record);
 
