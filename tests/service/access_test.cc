@@ -8,6 +8,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 #include <thread>
 
@@ -381,6 +382,61 @@ TEST_F(TenantTest, KeptResultsBelongToTheCaller) {
   v1::ListImagesResponse alices;
   ASSERT_TRUE(alice_->ListImages(&actx, v1::ListImagesRequest(), &alices).ok());
   EXPECT_EQ(alices.images_size(), 3);
+}
+
+// The body of http://127.0.0.1:PORT/metrics.
+std::string Metrics(int port) {
+  const std::string cmd =
+      "curl -sS --fail --max-time 20 http://127.0.0.1:" + std::to_string(port) + "/metrics";
+  std::string text;
+  std::FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << cmd;
+  return text;
+}
+
+// The value of `series` (name and labels as exported) in a scrape; 0 when absent.
+double Series(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  return at == std::string::npos ? 0 : std::stod(text.substr(at + series.size() + 2));
+}
+
+TEST_F(TenantTest, RefusedCallsAreCountedByReasonAndNoTokenReachesTheMetrics) {
+  server::ServerOptions o;
+  o.metrics_listen = "127.0.0.1:0";
+  ts_.reset();
+  Start(o);
+  GLIMPSE_REQUIRE_SERVER(ts_);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 4);
+  const int port = ts_->server->metrics_port();
+  const std::string no_token = "glimpse_unauthenticated_calls_total{reason=\"no_token\"}";
+  const std::string bad_token = "glimpse_unauthenticated_calls_total{reason=\"bad_token\"}";
+  // The registry is process-wide: compare with a scrape before.
+  const std::string before = Metrics(port);
+  const std::string wrong = RandomToken(rng);
+  auto anyone = StubWith(target_, "");
+  auto guesser = StubWith(target_, "Bearer " + wrong);
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext ctx;
+    v1::ListImagesResponse r;
+    EXPECT_EQ(anyone->ListImages(&ctx, v1::ListImagesRequest(), &r).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext ctx;
+    v1::ServerInfo r;
+    EXPECT_EQ(guesser->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &r).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  const std::string after = Metrics(port);
+  EXPECT_EQ(Series(after, no_token) - Series(before, no_token), 2) << after;
+  EXPECT_EQ(Series(after, bad_token) - Series(before, bad_token), 3) << after;
+  EXPECT_EQ(after.find(wrong), std::string::npos);
+  EXPECT_EQ(after.find(alice_token_), std::string::npos);
 }
 
 }  // namespace
