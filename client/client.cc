@@ -18,6 +18,36 @@ std::function<void()>& DieCleanup() {
   static std::function<void()> cleanup;
   return cleanup;
 }
+
+// Adds the bearer token to every call of a channel, health checks included: gRPC sends call
+// credentials only over TLS, and a token is also meant for plaintext servers on a private
+// network.
+class TokenInterceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit TokenInterceptor(std::string value) : value_(std::move(value)) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->insert({"authorization", value_});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string value_;
+};
+
+class TokenInterceptors : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit TokenInterceptors(std::string token) : value_("Bearer " + std::move(token)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new TokenInterceptor(value_);
+  }
+
+ private:
+  const std::string value_;
+};
 }  // namespace
 
 void OnDie(std::function<void()> cleanup) { DieCleanup() = std::move(cleanup); }
@@ -47,6 +77,8 @@ void DieRpc(const std::string& what, const grpc::Status& status) {
         return "INTERNAL";
       case grpc::StatusCode::UNAVAILABLE:
         return "UNAVAILABLE";
+      case grpc::StatusCode::UNAUTHENTICATED:
+        return "UNAUTHENTICATED";
       default:
         return "error";
     }
@@ -113,15 +145,24 @@ void Connection::Prepare(grpc::ClientContext* context) const {
 
 Connection Connect(const Options& options) {
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (!options.tls_ca.empty()) {
+  if (!options.tls_ca.empty() || !options.tls_cert.empty()) {
     grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = ReadFileOrDie(options.tls_ca);
+    if (!options.tls_ca.empty()) ssl.pem_root_certs = ReadFileOrDie(options.tls_ca);
+    if (!options.tls_cert.empty()) {
+      ssl.pem_cert_chain = ReadFileOrDie(options.tls_cert);
+      ssl.pem_private_key = ReadFileOrDie(options.tls_key);
+    }
     credentials = grpc::SslCredentials(ssl);
   }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   Connection c;
-  c.channel = grpc::CreateCustomChannel(options.server, credentials, args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  if (!options.token.empty()) {
+    interceptors.push_back(std::make_unique<TokenInterceptors>(options.token));
+  }
+  c.channel = grpc::experimental::CreateCustomChannelWithInterceptors(
+      options.server, credentials, args, std::move(interceptors));
   c.stub = v1::ImageAnalytics::NewStub(c.channel);
   c.timeout_s = options.timeout_s;
   return c;

@@ -33,6 +33,8 @@ void OnDie(std::function<void()> cleanup);
 struct Options {
   std::string server = "localhost:50051";
   std::string tls_ca;
+  std::string tls_cert, tls_key;  // client certificate and key (PEM files) for mutual TLS
+  std::string token;              // bearer token sent with every call; "" = none
   int timeout_s = 300;
   std::string command;
   std::vector<std::string> positional;

@@ -22,11 +22,16 @@ namespace {
 constexpr char kUsageHead[] =
     R"(glimpse: command-line client of glimpse-server (GPU image analytics).
 
-Usage: glimpse [--server=HOST:PORT] [--tls-ca=FILE] [--timeout-s=N] COMMAND [ARGS] [--opt=value]
+Usage: glimpse [--server=HOST:PORT] [--token=TOKEN] [--tls-ca=FILE] [--timeout-s=N] COMMAND
+               [ARGS] [--opt=value]
 
 Global options (before the command):
   --server=HOST:PORT   server address (default $GLIMPSE_SERVER, else localhost:50051)
+  --token=TOKEN        bearer token for a server with --tokens (default $GLIMPSE_TOKEN; prefer
+                       the variable: a command line is visible to other local users)
   --tls-ca=FILE        connect with TLS, trusting this PEM CA certificate
+  --tls-cert=FILE      client certificate (PEM) for a server with --tls-client-ca (with --tls-key)
+  --tls-key=FILE       the client certificate's private key (PEM)
   --timeout-s=N        deadline of each call in seconds (default 300; 0 = none)
 
 Commands (IMAGE is a stored image id, or an image file: files up to 3 MiB are sent inline,
@@ -167,6 +172,9 @@ Options ParseArgs(int argc, char** argv) {
   if (const char* env = std::getenv("GLIMPSE_SERVER"); env != nullptr && *env != '\0') {
     o.server = env;
   }
+  if (const char* env = std::getenv("GLIMPSE_TOKEN"); env != nullptr && *env != '\0') {
+    o.token = env;
+  }
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -184,6 +192,12 @@ Options ParseArgs(int argc, char** argv) {
       o.server = value;
     } else if (name == "tls-ca") {
       o.tls_ca = value;
+    } else if (name == "tls-cert") {
+      o.tls_cert = value;
+    } else if (name == "tls-key") {
+      o.tls_key = value;
+    } else if (name == "token") {
+      o.token = value;
     } else if (name == "timeout-s") {
       char* end = nullptr;
       const long v = std::strtol(value.c_str(), &end, 10);
@@ -194,6 +208,9 @@ Options ParseArgs(int argc, char** argv) {
     } else {
       Die(kExitUsage, fmt::format("unknown global option --{} (see glimpse --help)", name));
     }
+  }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    Die(kExitUsage, "--tls-cert and --tls-key must be given together");
   }
   if (i >= argc) Die(kExitUsage, "no command given (see glimpse --help)");
   o.command = argv[i++];

@@ -15,12 +15,12 @@ build_pkgs=(
   prometheus-cpp-dev curl fonts-dejavu-core
   python3-venv python3-setuptools python3-wheel python3-grpcio python3-protobuf
   python3-numpy python3-pytest python3-matplotlib
-  libhiredis-dev redis-server
+  libhiredis-dev redis-server libssl-dev openssl
 )
 runtime_pkgs=(
   libegl1 libegl-mesa0 libgl1-mesa-dri libgrpc++1.51 libgrpc29 libprotobuf32
   libabsl20220623 libspdlog1.10 libfmt9 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
-  libhiredis0.14
+  libhiredis0.14 libssl3
   ca-certificates
 )
 

@@ -61,6 +61,10 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
         context_(context),
         deadline_(context->deadline()),
         buffer_(service.limits, service.worker.device().limits, "header.upload") {
+    if (absl::Status s = Admit(service, context, record); !s.ok()) {
+      End(s);
+      return;
+    }
     StartRead(&request_);
   }
 
@@ -203,7 +207,7 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
 
   void End(const absl::Status& status) {
     if (ended_.exchange(true)) return;
-    if (!temp_id_.empty()) (void)service_.worker.store().Erase(temp_id_);
+    if (!temp_id_.empty()) (void)service_.worker.store().Erase(temp_id_, record.tenant());
     Close(status);
   }
 
@@ -236,7 +240,9 @@ class StepSink final : private RecordHolder, public ResponseSink<typename A::Res
         ResponseSink<typename A::Response>(own_record),
         call_(call),
         index_(index),
-        field_(Field(v1::AnalyzeResponse::descriptor(), A::kName)) {}
+        field_(Field(v1::AnalyzeResponse::descriptor(), A::kName)) {
+    own_record.set_tenant(call->record.tenant());
+  }
 
   absl::Status Send(std::vector<typename A::Response> messages, Lease lease,
                     std::function<void()> drained = nullptr) override {

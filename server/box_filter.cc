@@ -95,7 +95,9 @@ absl::StatusOr<uint64_t> BoxFilterAnalysis::ResultBytes(const gpu::ImageDesc& de
 absl::Status BoxFilterAnalysis::Run(const StreamWork<Response>& work, GpuEnv& env,
                                     const Acquired& image, const Options& options, Lease lease) {
   if (options.keep) {
-    if (absl::Status s = env.images.Reserve(image.image->gpu_bytes()); !s.ok()) return s;
+    if (absl::Status s = env.images.Reserve(image.image->gpu_bytes(), work.call->record.tenant());
+        !s.ok())
+      return s;
   }
   absl::StatusOr<gpu::BoxFilterResult> r = env.kernels.box_filter.Run(*image.image, options.filter);
   if (!r.ok()) return r.status();
@@ -115,8 +117,8 @@ absl::Status BoxFilterAnalysis::Run(const StreamWork<Response>& work, GpuEnv& en
   h->set_variant(std::string(gpu::BoxFilterVariantName(r->variant)));
   std::optional<StoredImageInfo> kept;
   if (options.keep) {
-    absl::StatusOr<StoredImageInfo> stored =
-        env.images.Put(std::move(r->image), options.label, std::string(kName));
+    absl::StatusOr<StoredImageInfo> stored = env.images.Put(
+        std::move(r->image), options.label, std::string(kName), work.call->record.tenant());
     if (!stored.ok()) return stored.status();
     FillInfo(*stored, h->mutable_result());
     kept = *std::move(stored);

@@ -31,8 +31,9 @@ void CallRecord::Log(const grpc::Status& status) const {
   const double ms = 1e-6;
   const uint64_t elapsed = elapsed_ns();
   const auto level = status.ok() ? spdlog::level::info : spdlog::level::warn;
-  spdlog::log(level, "{} image={} status={}{}{} queue={:.3f}ms gpu={:.3f}ms total={:.3f}ms",
-              method_, image_, GrpcCodeName(status.error_code()), status.ok() ? "" : " error=\"",
+  spdlog::log(level, "{}{}{} image={} status={}{}{} queue={:.3f}ms gpu={:.3f}ms total={:.3f}ms",
+              method_, tenant_.empty() ? "" : " tenant=", tenant_, image_,
+              GrpcCodeName(status.error_code()), status.ok() ? "" : " error=\"",
               status.ok() ? "" : status.error_message() + "\"", queue_ns_ * ms, gpu_ns_ * ms,
               elapsed * ms);
   RecordCall({method_, status.error_code(), analysis_, variant_, queue_ns_, gpu_ns_, elapsed});

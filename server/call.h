@@ -36,6 +36,11 @@ class CallRecord {
   explicit CallRecord(std::string method)
       : method_(std::move(method)), start_(std::chrono::steady_clock::now()) {}
   void set_image(std::string image) { image_ = std::move(image); }
+  // The tenant the call was admitted as (server/access.h): every image it stores is that
+  // tenant's, and every id it names is looked up among that tenant's only. "" without access
+  // control.
+  void set_tenant(std::string tenant) { tenant_ = std::move(tenant); }
+  const std::string& tenant() const { return tenant_; }
   void set_queue(std::chrono::nanoseconds d) { queue_ns_ = uint64_t(d.count()); }
   void set_gpu_ns(uint64_t ns) { gpu_ns_ = ns; }
   // A result produced in parts waits and runs once per part.
@@ -58,6 +63,7 @@ class CallRecord {
   std::string method_;
   std::chrono::steady_clock::time_point start_;
   std::string image_ = "-";
+  std::string tenant_;
   std::string analysis_, variant_;
   uint64_t queue_ns_ = 0, gpu_ns_ = 0, upload_ns_ = 0, decode_ns_ = 0;
 };

@@ -25,15 +25,19 @@ class GpuImages {
   GpuImages& operator=(const GpuImages&) = delete;
 
   // See ImageStore's private members of the same names.
-  absl::Status Reserve(uint64_t bytes) { return store_.Reserve(bytes); }
-  absl::StatusOr<StoredImageInfo> Put(gpu::Image image, std::string label, std::string origin) {
-    return store_.Put(std::move(image), std::move(label), std::move(origin));
+  absl::Status Reserve(uint64_t bytes, const std::string& tenant) {
+    return store_.Reserve(bytes, tenant);
+  }
+  absl::StatusOr<StoredImageInfo> Put(gpu::Image image, std::string label, std::string origin,
+                                      std::string tenant) {
+    return store_.Put(std::move(image), std::move(label), std::move(origin), std::move(tenant));
   }
   absl::StatusOr<StoredImageInfo> PutAs(gpu::Image image, StoredImageInfo meta) {
     return store_.PutAs(std::move(image), std::move(meta));
   }
-  absl::StatusOr<const gpu::Image*> Use(const std::string& id, StoredImageInfo* info = nullptr) {
-    return store_.Use(id, info);
+  absl::StatusOr<const gpu::Image*> Use(const std::string& id, const std::string& tenant,
+                                        StoredImageInfo* info = nullptr) {
+    return store_.Use(id, tenant, info);
   }
 
  private:

@@ -15,7 +15,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 GpuWorker::GpuWorker(const WorkerOptions& options)
     : options_(options),
-      store_(options.store_bytes, options.image_ttl),
+      store_(options.store_bytes, options.image_ttl, options.tenant_store_bytes),
       results_(options.result_buffer_bytes) {
   // Jobs waiting for result bytes may run as soon as a reader lets some go.
   results_.SetOnRelease([this] { cv_.notify_all(); });

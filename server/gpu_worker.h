@@ -46,6 +46,7 @@ struct WorkerOptions {
   std::string device = "auto";  // gpu::ContextOptions::device
   int max_queue = 64;
   uint64_t store_bytes = uint64_t{2} << 30;
+  uint64_t tenant_store_bytes = 0;  // each tenant's share of store_bytes; 0 = no share
   std::chrono::seconds image_ttl{3600};
   uint64_t result_buffer_bytes = uint64_t{256} << 20;
   // Before Start returns (so before the server reports SERVING), build and run once every

@@ -113,7 +113,7 @@ absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& re
     case v1::ImageRef::kImageId: {
       in->image_id = ref.image_id();
       record.set_image(ref.image_id());
-      absl::StatusOr<StoredImageInfo> info = store.Info(ref.image_id());
+      absl::StatusOr<StoredImageInfo> info = store.Info(ref.image_id(), record.tenant());
       if (!info.ok()) return info.status();
       in->desc = info->desc;
       return in;
@@ -157,8 +157,10 @@ absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& re
 absl::StatusOr<std::unique_ptr<Acquired>> Acquire(GpuEnv& env, const Input& in,
                                                   CallRecord& record) {
   auto out = std::make_unique<Acquired>();
-  if (in.host && in.cache && !env.images.Use(in.image_id).ok()) {
-    if (absl::Status s = env.images.Reserve(in.host->desc.bytes()); !s.ok()) return s;
+  if (in.host && in.cache && !env.images.Use(in.image_id, in.cache->tenant).ok()) {
+    if (absl::Status s = env.images.Reserve(in.host->desc.bytes(), in.cache->tenant); !s.ok()) {
+      return s;
+    }
     const SteadyClock::time_point t0 = SteadyClock::now();
     absl::StatusOr<gpu::Image> image = gpu::Image::Upload(env.ctx, *in.host);
     if (!image.ok()) return image.status();
@@ -177,7 +179,7 @@ absl::StatusOr<std::unique_ptr<Acquired>> Acquire(GpuEnv& env, const Input& in,
     return out;
   }
   StoredImageInfo info;
-  absl::StatusOr<const gpu::Image*> image = env.images.Use(in.image_id, &info);
+  absl::StatusOr<const gpu::Image*> image = env.images.Use(in.image_id, record.tenant(), &info);
   if (!image.ok()) return image.status();
   out->image = *image;
   FillInfo(info, &out->info);

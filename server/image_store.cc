@@ -24,8 +24,9 @@ bool LooksLikeImageId(const std::string& s) {
   return true;
 }
 
-ImageStore::ImageStore(uint64_t budget_bytes, std::chrono::seconds ttl)
-    : budget_(budget_bytes), ttl_(ttl) {}
+ImageStore::ImageStore(uint64_t budget_bytes, std::chrono::seconds ttl,
+                       uint64_t tenant_budget_bytes)
+    : budget_(budget_bytes), tenant_budget_(tenant_budget_bytes), ttl_(ttl) {}
 
 ImageStore::~ImageStore() = default;
 
@@ -41,8 +42,17 @@ StoredImageInfo ImageStore::InfoLocked(const Entry& e) const {
   return info;
 }
 
+ImageStore::Map::iterator ImageStore::FindLocked(const std::string& id, const std::string& tenant) {
+  auto it = images_.find(id);
+  // Another tenant's image reads exactly as a missing one: no answer tells them apart.
+  if (it == images_.end() || it->second.info.tenant != tenant) return images_.end();
+  return it;
+}
+
 void ImageStore::EvictLocked(Map::iterator it) {
   used_ -= it->second.info.bytes;
+  auto t = tenant_used_.find(it->second.info.tenant);
+  if ((t->second -= it->second.info.bytes) == 0) tenant_used_.erase(t);
   lru_.erase(it->second.lru);
   graveyard_.push_back(std::move(it->second.image));
   images_.erase(it);
@@ -60,42 +70,69 @@ void ImageStore::ExpireLocked(Clock::time_point now) {
   }
 }
 
-void ImageStore::EvictForLocked(uint64_t bytes) {
+void ImageStore::EvictForLocked(uint64_t bytes, const std::string& tenant) {
+  if (tenant_budget_ > 0) {
+    // The tenant's own least recently used go first, so its share holds the new image.
+    for (auto pos = lru_.end(); pos != lru_.begin();) {
+      auto t = tenant_used_.find(tenant);
+      if (t == tenant_used_.end() || t->second + bytes <= tenant_budget_) break;
+      const auto victim = std::prev(pos);
+      auto it = images_.find(*victim);
+      if (it->second.info.tenant != tenant) {
+        pos = victim;
+        continue;
+      }
+      EvictLocked(it);  // erases `victim` only: `pos` stays valid
+      ++evicted_;
+    }
+  }
   while (!lru_.empty() && used_ + bytes > budget_) {
     EvictLocked(images_.find(lru_.back()));
     ++evicted_;
   }
 }
 
-absl::Status ImageStore::Reserve(uint64_t bytes) {
+absl::Status ImageStore::Reserve(uint64_t bytes, const std::string& tenant) {
   if (bytes > budget_) {
     return absl::ResourceExhaustedError(StrCat("image of ", bytes,
                                                " bytes exceeds the image store's budget of ",
                                                budget_, " bytes (--store-bytes)"));
   }
   std::lock_guard lock(mu_);
+  if (tenant_budget_ > 0 && bytes > tenant_budget_) {
+    auto t = tenant_used_.find(tenant);
+    return absl::ResourceExhaustedError(
+        StrCat("image of ", bytes, " bytes exceeds tenant ", tenant.empty() ? "\"\"" : tenant,
+               "'s share of the image store, ", tenant_budget_,
+               " bytes (--tenant-store-bytes); the tenant holds ",
+               t == tenant_used_.end() ? 0 : t->second, " bytes now"));
+  }
   ExpireLocked(Clock::now());
-  EvictForLocked(bytes);
+  EvictForLocked(bytes, tenant);
   return absl::OkStatus();
 }
 
 absl::StatusOr<StoredImageInfo> ImageStore::Put(gpu::Image image, std::string label,
-                                                std::string origin) {
+                                                std::string origin, std::string tenant) {
   StoredImageInfo meta;
   meta.label = std::move(label);
   meta.origin = std::move(origin);
+  meta.tenant = std::move(tenant);
   return PutAs(std::move(image), std::move(meta));
 }
 
 absl::StatusOr<StoredImageInfo> ImageStore::PutAs(gpu::Image image, StoredImageInfo meta) {
   const uint64_t bytes = image.gpu_bytes();
-  if (absl::Status s = Reserve(bytes); !s.ok()) return s;
+  if (absl::Status s = Reserve(bytes, meta.tenant); !s.ok()) return s;
   std::lock_guard lock(mu_);
   if (auto it = images_.find(meta.id); it != images_.end()) {
     graveyard_.push_back(std::make_unique<gpu::Image>(std::move(image)));
+    // Ids are 128 random bits, so a clash is the same image put twice (fetched from the shared
+    // store by two calls at once), and both callers are its tenant.
+    if (it->second.info.tenant != meta.tenant) return NotFound(meta.id);
     return InfoLocked(it->second);
   }
-  EvictForLocked(bytes);
+  EvictForLocked(bytes, meta.tenant);
   Entry e;
   e.info = std::move(meta);
   if (e.info.id.empty()) e.info.id = NewImageId();
@@ -108,16 +145,18 @@ absl::StatusOr<StoredImageInfo> ImageStore::PutAs(gpu::Image image, StoredImageI
   lru_.push_front(e.info.id);
   e.lru = lru_.begin();
   used_ += bytes;
+  tenant_used_[e.info.tenant] += bytes;
   const std::string id = e.info.id;
   auto [it, inserted] = images_.emplace(id, std::move(e));
   return InfoLocked(it->second);
 }
 
-absl::StatusOr<const gpu::Image*> ImageStore::Use(const std::string& id, StoredImageInfo* info) {
+absl::StatusOr<const gpu::Image*> ImageStore::Use(const std::string& id, const std::string& tenant,
+                                                  StoredImageInfo* info) {
   std::lock_guard lock(mu_);
   const Clock::time_point now = Clock::now();
   ExpireLocked(now);
-  auto it = images_.find(id);
+  auto it = FindLocked(id, tenant);
   if (it == images_.end()) return NotFound(id);
   Entry& e = it->second;
   e.last_used = now;
@@ -146,27 +185,36 @@ void ImageStore::Clear() {
   }
 }
 
-absl::StatusOr<StoredImageInfo> ImageStore::Info(const std::string& id) {
+absl::StatusOr<StoredImageInfo> ImageStore::Info(const std::string& id, const std::string& tenant) {
   std::lock_guard lock(mu_);
   ExpireLocked(Clock::now());
-  auto it = images_.find(id);
+  auto it = FindLocked(id, tenant);
   if (it == images_.end()) return NotFound(id);
   return InfoLocked(it->second);
 }
 
-std::vector<StoredImageInfo> ImageStore::List() {
+std::vector<StoredImageInfo> ImageStore::List(const std::string& tenant) {
   std::lock_guard lock(mu_);
   ExpireLocked(Clock::now());
   std::vector<StoredImageInfo> out;
-  out.reserve(lru_.size());
-  for (const std::string& id : lru_) out.push_back(InfoLocked(images_.at(id)));
+  for (const std::string& id : lru_) {
+    const Entry& e = images_.at(id);
+    if (e.info.tenant == tenant) out.push_back(InfoLocked(e));
+  }
   return out;
 }
 
-absl::StatusOr<uint64_t> ImageStore::Erase(const std::string& id) {
+uint64_t ImageStore::TenantBytes(const std::string& tenant) {
   std::lock_guard lock(mu_);
   ExpireLocked(Clock::now());
-  auto it = images_.find(id);
+  auto t = tenant_used_.find(tenant);
+  return t == tenant_used_.end() ? 0 : t->second;
+}
+
+absl::StatusOr<uint64_t> ImageStore::Erase(const std::string& id, const std::string& tenant) {
+  std::lock_guard lock(mu_);
+  ExpireLocked(Clock::now());
+  auto it = FindLocked(id, tenant);
   if (it == images_.end()) return NotFound(id);
   const uint64_t bytes = it->second.info.bytes;
   EvictLocked(it);

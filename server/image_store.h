@@ -1,5 +1,8 @@
 // Images kept on the GPU between calls: ids, a byte budget with least-recently-used eviction, and
-// an idle time-to-live.
+// an idle time-to-live. Each image belongs to the tenant that stored it (server/access.h): every
+// look-up names the caller's tenant, and another tenant's image is NOT_FOUND exactly as an id
+// never stored is. A tenant's share (--tenant-store-bytes) bounds its bytes: storing past it
+// evicts that tenant's own least recently used images, never another's.
 #ifndef GLIMPSE_SERVER_IMAGE_STORE_H_
 #define GLIMPSE_SERVER_IMAGE_STORE_H_
 
@@ -25,6 +28,7 @@ struct StoredImageInfo {
   uint64_t bytes = 0;
   std::string label;
   std::string origin;  // "upload", "box_filter"
+  std::string tenant;  // the owner; "" without access control
   std::chrono::system_clock::time_point created, last_used;
   std::chrono::system_clock::time_point expires;  // time_point{} when there is no TTL
 };
@@ -42,16 +46,21 @@ struct StoreUsage {
 // worker can make: Erase and eviction move them to a graveyard that the worker frees.
 class ImageStore {
  public:
-  // ttl of zero: images never expire.
-  ImageStore(uint64_t budget_bytes, std::chrono::seconds ttl);
+  // ttl of zero: images never expire. tenant_budget_bytes of zero: no per-tenant share.
+  ImageStore(uint64_t budget_bytes, std::chrono::seconds ttl, uint64_t tenant_budget_bytes = 0);
   ~ImageStore();
   ImageStore(const ImageStore&) = delete;
   ImageStore& operator=(const ImageStore&) = delete;
 
-  absl::StatusOr<StoredImageInfo> Info(const std::string& id);
-  std::vector<StoredImageInfo> List();                    // most recently used first
-  absl::StatusOr<uint64_t> Erase(const std::string& id);  // the bytes freed
+  // Every look-up is `tenant`'s: another tenant's id is NOT_FOUND.
+  absl::StatusOr<StoredImageInfo> Info(const std::string& id, const std::string& tenant);
+  // `tenant`'s images, most recently used first.
+  std::vector<StoredImageInfo> List(const std::string& tenant);
+  absl::StatusOr<uint64_t> Erase(const std::string& id, const std::string& tenant);  // bytes freed
   StoreUsage Usage();
+  // The bytes `tenant` holds.
+  uint64_t TenantBytes(const std::string& tenant);
+  uint64_t tenant_budget() const { return tenant_budget_; }
   // NOT_FOUND naming the id.
   static absl::Status NotFound(const std::string& id);
   uint64_t budget() const { return budget_; }
@@ -60,17 +69,20 @@ class ImageStore {
  private:
   friend class GpuImages;
 
-  // OK when an image of `bytes` can be stored, evicting least recently used images as needed;
-  // RESOURCE_EXHAUSTED when it exceeds the whole budget. Call before allocating the texture.
-  absl::Status Reserve(uint64_t bytes);
-  // Stores the image under a new random id (evicting as needed).
-  absl::StatusOr<StoredImageInfo> Put(gpu::Image image, std::string label, std::string origin);
-  // Stores the image with `meta`'s id (new when empty), label, origin and creation time (now when
-  // unset). An id already stored keeps its image: the new one is freed.
+  // OK when an image of `bytes` can be stored for `tenant`, evicting least recently used images
+  // as needed (the tenant's own first, to keep it within its share); RESOURCE_EXHAUSTED when it
+  // exceeds the whole budget or the tenant's share. Call before allocating the texture.
+  absl::Status Reserve(uint64_t bytes, const std::string& tenant);
+  // Stores the image under a new random id (evicting as needed) for `tenant`.
+  absl::StatusOr<StoredImageInfo> Put(gpu::Image image, std::string label, std::string origin,
+                                      std::string tenant);
+  // Stores the image with `meta`'s id (new when empty), label, origin, tenant and creation time
+  // (now when unset). An id already stored keeps its image: the new one is freed.
   absl::StatusOr<StoredImageInfo> PutAs(gpu::Image image, StoredImageInfo meta);
-  // The image for a call, marked as used now. The pointer stays valid until the next Collect().
-  // NOT_FOUND if unknown, deleted, evicted or expired.
-  absl::StatusOr<const gpu::Image*> Use(const std::string& id, StoredImageInfo* info = nullptr);
+  // `tenant`'s image for a call, marked as used now. The pointer stays valid until the next
+  // Collect(). NOT_FOUND if unknown, another tenant's, deleted, evicted or expired.
+  absl::StatusOr<const gpu::Image*> Use(const std::string& id, const std::string& tenant,
+                                        StoredImageInfo* info = nullptr);
   // Frees the textures of erased, evicted and expired images.
   void Collect();
   // Frees every image.
@@ -86,15 +98,19 @@ class ImageStore {
 
   void ExpireLocked(Clock::time_point now);
   void EvictLocked(Map::iterator it);
-  void EvictForLocked(uint64_t bytes);
+  void EvictForLocked(uint64_t bytes, const std::string& tenant);
+  // The entry of `id` if `tenant` owns it.
+  Map::iterator FindLocked(const std::string& id, const std::string& tenant);
   StoredImageInfo InfoLocked(const Entry& e) const;
 
   const uint64_t budget_;
+  const uint64_t tenant_budget_;
   const std::chrono::seconds ttl_;
   std::mutex mu_;
   Map images_;
   std::list<std::string> lru_;
   uint64_t used_ = 0;
+  std::unordered_map<std::string, uint64_t> tenant_used_;  // tenants holding images only
   uint64_t evicted_ = 0, expired_ = 0;
   std::vector<std::unique_ptr<gpu::Image>> graveyard_;
 };

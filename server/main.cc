@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   int64_t max_connection_age_s = 300;
   int64_t shutdown_grace_s = 20;
   int64_t result_buffer_bytes = int64_t(glimpse::server::WorkerOptions{}.result_buffer_bytes);
-  std::string tls_cert, tls_key;
+  std::string tls_cert, tls_key, tls_client_ca, tokens;
+  int64_t tenant_store_bytes = 0;
   std::string redis, redis_user = EnvOr("GLIMPSE_REDIS_USER", "");
   int64_t redis_timeout_ms = 2000;
   std::string metrics_listen = EnvOr("GLIMPSE_METRICS_LISTEN", "");
@@ -66,6 +67,11 @@ int main(int argc, char** argv) {
   flags.AddInt("max-upload-bytes", &max_upload_bytes, 1, kBig, "largest upload stream in bytes");
   flags.AddInt("store-bytes", &store_bytes, 0, kBig,
                "GPU memory budget of the image store; least recently used images are evicted");
+  flags.AddInt("tenant-store-bytes", &tenant_store_bytes, 0, kBig,
+               "each tenant's share of --store-bytes: storing past it evicts that tenant's own "
+               "least recently used images, never another's; an image larger than it is "
+               "RESOURCE_EXHAUSTED (0 = no share; without access control every caller is one "
+               "tenant)");
   flags.AddInt("image-ttl-s", &image_ttl_s, 0, kBig,
                "stored images unused this many seconds are freed (0 = never)");
   flags.AddInt("result-buffer-bytes", &result_buffer_bytes, 1 << 16, kBig,
@@ -81,6 +87,14 @@ int main(int argc, char** argv) {
                "on SIGTERM/SIGINT: stop taking calls, finish queued ones within this, exit 0");
   flags.AddString("tls-cert", &tls_cert, "PEM certificate chain file for TLS (with --tls-key)");
   flags.AddString("tls-key", &tls_key, "PEM private key file for TLS (with --tls-cert)");
+  flags.AddString("tls-client-ca", &tls_client_ca,
+                  "PEM CA certificate(s): with TLS, require client certificates signed by them "
+                  "(mutual TLS). Without --tokens, the certificate's subject CN is the tenant; "
+                  "with --tokens, the token is");
+  flags.AddString("tokens", &tokens,
+                  "file of `TENANT TOKEN` lines (# comments): calls need `authorization: Bearer "
+                  "TOKEN` and see only their tenant's images; SIGHUP re-reads it (\"\" = no "
+                  "tokens; with neither this nor --tls-client-ca, access control is off)");
   flags.AddString("redis", &redis,
                   "HOST:PORT of a Redis that holds every image, shared by the replicas pointed at "
                   "it: any replica serves any id, this one's GPU store becomes a cache in front of "
@@ -125,6 +139,7 @@ int main(int argc, char** argv) {
   o.worker.device = device;
   o.worker.max_queue = int(max_queue);
   o.worker.store_bytes = uint64_t(store_bytes);
+  o.worker.tenant_store_bytes = uint64_t(tenant_store_bytes);
   o.worker.image_ttl = std::chrono::seconds(image_ttl_s);
   o.worker.result_buffer_bytes = uint64_t(result_buffer_bytes);
   o.worker.warm_up = warm_up != 0;
@@ -134,17 +149,21 @@ int main(int argc, char** argv) {
   o.max_connection_age_s = int(max_connection_age_s);
   o.tls_cert_file = tls_cert;
   o.tls_key_file = tls_key;
+  o.tls_client_ca_file = tls_client_ca;
+  o.tokens_file = tokens;
   o.redis.address = redis;
   o.redis.user = redis_user;
   o.redis.password = EnvOr("GLIMPSE_REDIS_PASSWORD", "");
   o.redis.timeout = std::chrono::milliseconds(redis_timeout_ms);
   o.metrics_listen = metrics_listen;
 
-  // Threads started from here on inherit the blocked signals; this thread waits for them.
+  // Threads started from here on inherit the blocked signals; this thread waits for them, so a
+  // signal's work (a token reload, the shutdown) runs here, never in a signal handler.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   absl::StatusOr<std::unique_ptr<glimpse::server::GlimpseServer>> server =
@@ -153,9 +172,20 @@ int main(int argc, char** argv) {
     spdlog::error("cannot start: {}", glimpse::server::MessageOf(server.status()));
     return 1;
   }
-  spdlog::info("serving; SIGTERM or SIGINT stops it (grace {} s)", shutdown_grace_s);
+  spdlog::info("serving; SIGTERM or SIGINT stops it (grace {} s){}", shutdown_grace_s,
+               tokens.empty() ? "" : "; SIGHUP re-reads --tokens");
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    if (tokens.empty()) {
+      spdlog::info("SIGHUP received: nothing to reload (no --tokens)");
+    } else if (absl::Status s = (*server)->ReloadTokens(); s.ok()) {
+      spdlog::info("SIGHUP received: {} token(s) loaded from {}", (*server)->access().tokens(),
+                   tokens);
+    } else {
+      spdlog::error("SIGHUP received: keeping the tokens in use: {}",
+                    glimpse::server::MessageOf(s));
+    }
+  }
   spdlog::info("{} received: no new calls; finishing queued ones (up to {} s)",
                sig == SIGINT ? "SIGINT" : "SIGTERM", shutdown_grace_s);
   (*server)->Shutdown(std::chrono::seconds(shutdown_grace_s));

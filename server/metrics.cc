@@ -53,6 +53,10 @@ class CallMetrics {
     s.gpu->Observe(Seconds(c.gpu_ns));
   }
 
+  void Unauthenticated(std::string_view reason) {
+    unauthenticated_.Add({{"reason", std::string(reason)}}).Increment();
+  }
+
   void AddBytes(std::string_view method, uint64_t received, uint64_t sent) {
     const prometheus::Labels labels = {{"method", std::string(method)}};
     if (received > 0) received_.Add(labels).Increment(double(received));
@@ -94,7 +98,12 @@ class CallMetrics {
                   .Name("glimpse_sent_bytes_total")
                   .Help("Serialized bytes of the response messages sent, by method (before "
                         "HTTP/2 framing and compression)")
-                  .Register(*registry_)) {}
+                  .Register(*registry_)),
+        unauthenticated_(prometheus::BuildCounter()
+                             .Name("glimpse_unauthenticated_calls_total")
+                             .Help("Calls refused for missing or invalid credentials, by reason: "
+                                   "no_token, bad_token, no_certificate, bad_certificate")
+                             .Register(*registry_)) {}
 
   // Family::Add builds a histogram before it looks for an existing one: keep the pointers.
   Series& SeriesFor(std::string_view analysis, std::string_view variant) {
@@ -112,6 +121,7 @@ class CallMetrics {
   prometheus::Family<prometheus::Counter>& calls_;
   prometheus::Family<prometheus::Histogram>&latency_, &queue_, &gpu_;
   prometheus::Family<prometheus::Counter>&received_, &sent_;
+  prometheus::Family<prometheus::Counter>& unauthenticated_;
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, Series> series_;
 };
@@ -259,6 +269,8 @@ class ServerCollectable : public prometheus::Collectable {
 }  // namespace
 
 void RecordCall(const CallSample& call) { CallMetrics::Get().Record(call); }
+
+void RecordUnauthenticated(std::string_view reason) { CallMetrics::Get().Unauthenticated(reason); }
 
 const std::vector<double>& TimeBuckets() {
   static const std::vector<double> kBuckets = {10e-6,  20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3,

@@ -46,6 +46,8 @@ struct ServerGauges {
 
 // Records a finished call into the process-wide registry. Any thread.
 void RecordCall(const CallSample& call);
+// Counts a call refused for its credentials; `reason` is a fixed word, never a credential.
+void RecordUnauthenticated(std::string_view reason);
 
 // Upper bounds (seconds) of the latency, queue wait and GPU time histograms: 10 us to 50 s in
 // 1-2-5 steps, so a GPU's tens of microseconds and llvmpipe's tens of milliseconds both land in

@@ -20,12 +20,21 @@ namespace {
 using SystemClock = std::chrono::system_clock;
 
 constexpr char kKeyPrefix[] = "glimpse:image:";
+constexpr char kTenantPrefix[] = "glimpse:tenant:";
 // Chunks written (or read) per round trip: bounds the memory hiredis buffers at once.
 constexpr int kChunksPerTrip = 4;
 
 using Commands = std::vector<std::vector<std::string_view>>;
 
-std::string Key(const std::string& id) { return kKeyPrefix + id; }
+// The keys of a tenant's images: the owner is part of the key, so a look-up as another tenant
+// finds no key at all (nothing to compare, nothing renewed) and a tenant's SCAN sees its own
+// keys only. Without access control (tenant "") the keys are what they always were. Tenant names
+// hold no ':' and no glob character (server/access.h), so no prefix can match another tenant's.
+std::string Prefix(const std::string& tenant) {
+  return tenant.empty() ? std::string(kKeyPrefix) : StrCat(kTenantPrefix, tenant, ":image:");
+}
+
+std::string Key(const std::string& id, const std::string& tenant) { return Prefix(tenant) + id; }
 
 struct ReplyFree {
   void operator()(redisReply* r) const { freeReplyObject(r); }
@@ -59,7 +68,8 @@ std::string SerializeMeta(const StoredImageInfo& s) {
 
 // `meta` and `chunk_bytes` as HMGET returns them; NOT_FOUND when absent.
 absl::StatusOr<std::pair<StoredImageInfo, uint64_t>> ParseMeta(const redisReply* r,
-                                                               const std::string& id) {
+                                                               const std::string& id,
+                                                               const std::string& tenant) {
   if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
       r->element[0]->type != REDIS_REPLY_STRING) {
     return ImageStore::NotFound(id);
@@ -75,6 +85,7 @@ absl::StatusOr<std::pair<StoredImageInfo, uint64_t>> ParseMeta(const redisReply*
   }
   StoredImageInfo s;
   s.id = id;
+  s.tenant = tenant;
   s.desc.width = int(info.width());
   s.desc.height = int(info.height());
   s.desc.channels = int(info.channels());
@@ -258,7 +269,7 @@ absl::Status RedisStore::Ping() {
 }
 
 absl::Status RedisStore::Put(const StoredImageInfo& meta, const gpu::HostImage& image) {
-  const std::string key = Key(meta.id);
+  const std::string key = Key(meta.id, meta.tenant);
   const std::string_view bytes(reinterpret_cast<const char*>(image.data.data()), image.data.size());
   const uint64_t chunk = options_.chunk_bytes;
   const uint64_t chunks = std::max<uint64_t>(1, (bytes.size() + chunk - 1) / chunk);
@@ -308,19 +319,21 @@ StoredImageInfo RedisStore::Decorate(StoredImageInfo info, int64_t pttl_ms) cons
   return info;
 }
 
-absl::StatusOr<StoredImageInfo> RedisStore::Touch(const std::string& id) {
-  const std::string key = Key(id);
+absl::StatusOr<StoredImageInfo> RedisStore::Touch(const std::string& id,
+                                                  const std::string& tenant) {
+  const std::string key = Key(id, tenant);
   const std::string ttl_ms = std::to_string(options_.ttl.count() * 1000);
   std::vector<std::vector<std::string_view>> cmds = {{"HMGET", key, "meta", "chunk_bytes"}};
   if (options_.ttl.count() > 0) cmds.push_back({"PEXPIRE", key, ttl_ms});
   GLIMPSE_REDIS_RUN(r, cmds);
-  absl::StatusOr<std::pair<StoredImageInfo, uint64_t>> parsed = ParseMeta((*r)[0].get(), id);
+  absl::StatusOr<std::pair<StoredImageInfo, uint64_t>> parsed =
+      ParseMeta((*r)[0].get(), id, tenant);
   if (!parsed.ok()) return parsed.status();
   return Decorate(std::move(parsed->first), options_.ttl.count() * 1000);
 }
 
 absl::StatusOr<gpu::HostImage> RedisStore::Get(const StoredImageInfo& meta) {
-  const std::string key = Key(meta.id);
+  const std::string key = Key(meta.id, meta.tenant);
   absl::StatusOr<std::unique_ptr<Connection>> conn = Take();
   if (!conn.ok()) return conn.status();
   absl::StatusOr<std::vector<Reply>> m = (*conn)->Run({{"HMGET", key, "meta", "chunk_bytes"}});
@@ -328,7 +341,8 @@ absl::StatusOr<gpu::HostImage> RedisStore::Get(const StoredImageInfo& meta) {
     Observe(false);
     return Unavailable(StrCat("reading image ", meta.id, ": ", MessageOf(m.status())));
   }
-  absl::StatusOr<std::pair<StoredImageInfo, uint64_t>> parsed = ParseMeta((*m)[0].get(), meta.id);
+  absl::StatusOr<std::pair<StoredImageInfo, uint64_t>> parsed =
+      ParseMeta((*m)[0].get(), meta.id, meta.tenant);
   if (!parsed.ok()) return parsed.status();
   gpu::HostImage image;
   image.desc = parsed->first.desc;
@@ -365,8 +379,8 @@ absl::StatusOr<gpu::HostImage> RedisStore::Get(const StoredImageInfo& meta) {
   return image;
 }
 
-absl::Status RedisStore::Delete(const std::string& id) {
-  const std::string key = Key(id);
+absl::Status RedisStore::Delete(const std::string& id, const std::string& tenant) {
+  const std::string key = Key(id, tenant);
   GLIMPSE_REDIS_RUN(r, Commands{{"DEL", key}});
   if ((*r)[0]->type != REDIS_REPLY_INTEGER || (*r)[0]->integer == 0) {
     return ImageStore::NotFound(id);
@@ -374,10 +388,11 @@ absl::Status RedisStore::Delete(const std::string& id) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<StoredImageInfo>> RedisStore::List() {
+absl::StatusOr<std::vector<StoredImageInfo>> RedisStore::List(const std::string& tenant) {
   std::vector<std::string> keys;
   std::string cursor = "0";
-  const std::string match = StrCat(kKeyPrefix, "*");
+  const std::string prefix = Prefix(tenant);
+  const std::string match = StrCat(prefix, "*");
   absl::StatusOr<std::unique_ptr<Connection>> conn = Take();
   if (!conn.ok()) return conn.status();
   do {
@@ -408,8 +423,8 @@ absl::StatusOr<std::vector<StoredImageInfo>> RedisStore::List() {
       return Unavailable(StrCat("listing images: ", MessageOf(r.status())));
     }
     for (size_t k = 0; k + 1 < r->size(); k += 2) {
-      const std::string id = keys[i + k / 2].substr(std::strlen(kKeyPrefix));
-      absl::StatusOr<std::pair<StoredImageInfo, uint64_t>> p = ParseMeta((*r)[k].get(), id);
+      const std::string id = keys[i + k / 2].substr(prefix.size());
+      absl::StatusOr<std::pair<StoredImageInfo, uint64_t>> p = ParseMeta((*r)[k].get(), id, tenant);
       if (!p.ok()) continue;  // being written, just gone, or not ours
       out.push_back(Decorate(std::move(p->first), (*r)[k + 1]->integer));
     }

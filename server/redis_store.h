@@ -1,11 +1,13 @@
 // The shared image store: images kept in Redis, so any replica can serve any image. Each replica's
 // GPU store is a cache in front of it (server/runner.h resolves ids through both).
 //
-// An image is one Redis hash, `glimpse:image:<id>`: field `meta` (a serialized v1::ImageInfo)
-// and fields `c0`, `c1`, ... holding the raw pixels in chunks of at most 8 MiB, so an image of any
-// size fits under Redis's 512 MB value limit, and one key carries one expiry (--image-ttl-s, idle:
-// renewed on every use), is deleted with one DEL and evicted whole under memory pressure. `meta`
-// is written last, so a reader never sees an image whose pixels are still being written.
+// An image is one Redis hash, `glimpse:image:<id>` (`glimpse:tenant:<tenant>:image:<id>` for a
+// tenant's image, server/access.h: the owner is kept in the key): field `meta` (a serialized
+// v1::ImageInfo) and fields `c0`, `c1`, ... holding the raw pixels in chunks of at most 8 MiB, so
+// an image of any size fits under Redis's 512 MB value limit, and one key carries one expiry
+// (--image-ttl-s, idle: renewed on every use), is deleted with one DEL and evicted whole under
+// memory pressure. `meta` is written last, so a reader never sees an image whose pixels are still
+// being written.
 //
 // Every method blocks on the network: call them on host threads (pool()), never on the GPU
 // worker. Connections are reused; each operation has the connection's timeout; an unreachable or
@@ -51,16 +53,18 @@ class RedisStore {
   RedisStore(const RedisStore&) = delete;
   RedisStore& operator=(const RedisStore&) = delete;
 
-  // Writes the image (meta's id, label, origin, created).
+  // Writes the image (meta's id, tenant, label, origin, created).
   absl::Status Put(const StoredImageInfo& meta, const gpu::HostImage& image);
-  // Renews the image's expiry and returns its description. NOT_FOUND if absent.
-  absl::StatusOr<StoredImageInfo> Touch(const std::string& id);
-  // The image's pixels. NOT_FOUND if absent (or a chunk went missing).
+  // Renews the image's expiry and returns its description. NOT_FOUND if absent or another
+  // tenant's.
+  absl::StatusOr<StoredImageInfo> Touch(const std::string& id, const std::string& tenant);
+  // The pixels of meta's image (meta's id and tenant). NOT_FOUND if absent (or a chunk went
+  // missing).
   absl::StatusOr<gpu::HostImage> Get(const StoredImageInfo& meta);
-  // Deletes the image; NOT_FOUND if absent.
-  absl::Status Delete(const std::string& id);
-  // Every image, most recently used first (last use from the remaining expiry).
-  absl::StatusOr<std::vector<StoredImageInfo>> List();
+  // Deletes the image; NOT_FOUND if absent or another tenant's.
+  absl::Status Delete(const std::string& id, const std::string& tenant);
+  // The tenant's images, most recently used first (last use from the remaining expiry).
+  absl::StatusOr<std::vector<StoredImageInfo>> List(const std::string& tenant);
   absl::Status Ping();
 
   // Host threads for the calls above.

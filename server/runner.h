@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "gpu/str.h"
+#include "server/access.h"
 #include "server/call.h"
 #include "server/gpu_worker.h"
 #include "server/host_pool.h"
@@ -34,8 +35,20 @@ struct ServiceEnv {
   GpuWorker& worker;
   const ServiceLimits& limits;
   HostPool& pool;
-  RedisStore* redis = nullptr;  // the shared image store, if any
+  RedisStore* redis = nullptr;     // the shared image store, if any
+  const Access* access = nullptr;  // who may call; nullptr = anyone, as the one tenant ""
 };
+
+// Admits the call as its tenant (set on `record`), or UNAUTHENTICATED. Every ImageAnalytics call
+// passes here before it reads its request.
+inline absl::Status Admit(const ServiceEnv& service, const grpc::CallbackServerContext* context,
+                          CallRecord& record) {
+  if (service.access == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::string> tenant = service.access->Authenticate(*context);
+  if (!tenant.ok()) return tenant.status();
+  record.set_tenant(*std::move(tenant));
+  return absl::OkStatus();
+}
 
 // The names of an analysis's variants that gpu/ parses back to themselves, "auto" first.
 template <typename Enum, typename NameFn, typename ParseFn>
@@ -111,6 +124,7 @@ grpc::ServerUnaryReactor* ServeUnary(ServiceEnv& service, grpc::CallbackServerCo
                                      const typename A::Request* request,
                                      typename A::Response* response) {
   auto* call = new UnaryCall(std::string(A::kMethod));
+  if (absl::Status s = Admit(service, context, call->record); !s.ok()) return call->Answer(s), call;
   absl::StatusOr<typename A::Options> options = A::MapOptions(*request);
   if (!options.ok()) return call->Answer(options.status()), call;
   ResolveImageRef(service, request->image(), call->record,
@@ -211,6 +225,7 @@ grpc::ServerWriteReactor<typename A::Response>* ServeStream(ServiceEnv& service,
                                                             grpc::CallbackServerContext* context,
                                                             const typename A::Request* request) {
   auto* call = new StreamCall<typename A::Response>(std::string(A::kMethod));
+  if (absl::Status s = Admit(service, context, call->record); !s.ok()) return call->Close(s), call;
   absl::StatusOr<typename A::Options> options = A::MapOptions(*request);
   if (!options.ok()) return call->Close(options.status()), call;
   ResolveImageRef(service, request->image(), call->record,

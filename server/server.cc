@@ -57,12 +57,28 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
     if (!cert.ok()) return cert.status();
     absl::StatusOr<std::string> key = ReadFile(options.tls_key_file, "--tls-key");
     if (!key.ok()) return key.status();
-    grpc::SslServerCredentialsOptions ssl;
+    grpc::SslServerCredentialsOptions ssl(
+        options.tls_client_ca_file.empty()
+            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
     ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    if (!options.tls_client_ca_file.empty()) {
+      absl::StatusOr<std::string> ca = ReadFile(options.tls_client_ca_file, "--tls-client-ca");
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *ca;
+    }
     credentials = grpc::SslServerCredentials(ssl);
+  } else if (!options.tls_client_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca needs TLS: give --tls-cert and --tls-key as well");
   }
+  absl::StatusOr<std::unique_ptr<Access>> access =
+      Access::Create({.tokens_file = options.tokens_file,
+                      .client_certificates = !options.tls_client_ca_file.empty()});
+  if (!access.ok()) return access.status();
 
   std::unique_ptr<GlimpseServer> s(new GlimpseServer());
+  s->access_ = *std::move(access);
   absl::StatusOr<std::unique_ptr<GpuWorker>> worker = GpuWorker::Start(options.worker);
   if (!worker.ok()) return worker.status();
   s->worker_ = *std::move(worker);
@@ -79,7 +95,8 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
                  redis.password.empty() ? "" : " (with AUTH)");
   }
   s->service_ =
-      std::make_unique<ImageAnalyticsService>(*s->worker_, options.limits, s->redis_.get());
+      std::make_unique<ImageAnalyticsService>(*s->worker_, options.limits, s->redis_.get(),
+                                              s->access_->enabled() ? s->access_.get() : nullptr);
   if (!options.metrics_listen.empty()) {
     GpuWorker* w = s->worker_.get();
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics = MetricsEndpoint::Start(
@@ -125,7 +142,14 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
   }
   if (!options.listen.empty()) {
     spdlog::info("listening on {} (port {}){}", options.listen, s->port_,
-                 options.tls_cert_file.empty() ? "" : " with TLS");
+                 options.tls_cert_file.empty()        ? ""
+                 : options.tls_client_ca_file.empty() ? " with TLS"
+                                                      : " with TLS and client certificates");
+  }
+  if (s->access_->enabled()) {
+    spdlog::info("{}", s->access_->Describe());
+  } else {
+    spdlog::warn("{}", s->access_->Describe());
   }
   return s;
 }

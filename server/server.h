@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/access.h"
 #include "server/gpu_worker.h"
 #include "server/metrics.h"
 #include "server/redis_store.h"
@@ -23,6 +24,10 @@ struct ServerOptions {
   ServiceLimits limits;
   int max_connection_age_s = 300;           // 0 = never
   std::string tls_cert_file, tls_key_file;  // PEM; both or neither
+  // PEM CA certificates: with TLS, clients must present a certificate they signed (server/access.h
+  // says how its subject names the tenant). "" = no client certificates.
+  std::string tls_client_ca_file;
+  std::string tokens_file;  // `TENANT TOKEN` lines (server/access.h); "" = no tokens
   // The shared image store: redis.address "" = none (each replica keeps its own images).
   RedisOptions redis;
   std::string metrics_listen;  // host:port of the Prometheus /metrics; "" = off
@@ -44,6 +49,10 @@ class GlimpseServer {
   // (then cancels them), and frees the GPU. Idempotent.
   void Shutdown(std::chrono::seconds grace);
 
+  // Re-reads the token file (on SIGHUP): a bad file keeps the tokens in use and says why.
+  absl::Status ReloadTokens() { return access_->Reload(); }
+  const Access& access() const { return *access_; }
+
   GpuWorker& worker() { return *worker_; }
   ImageAnalyticsService& service() { return *service_; }
 
@@ -51,6 +60,7 @@ class GlimpseServer {
   GlimpseServer() = default;
   std::unique_ptr<GpuWorker> worker_;
   std::unique_ptr<RedisStore> redis_;
+  std::unique_ptr<Access> access_;
   std::unique_ptr<ImageAnalyticsService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsEndpoint> metrics_;  // reads worker_: stopped before it goes

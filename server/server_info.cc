@@ -10,7 +10,8 @@ namespace glimpse::server {
 constexpr char kVersion[] = GLIMPSE_VERSION;  // the CMake project version
 
 void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis,
-                    std::chrono::steady_clock::duration uptime, v1::ServerInfo* response) {
+                    const Access* access, std::chrono::steady_clock::duration uptime,
+                    v1::ServerInfo* response) {
   const gpu::DeviceInfo& d = worker.device();
   response->set_version(kVersion);
   response->set_device_platform(d.platform);
@@ -54,6 +55,8 @@ void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* 
   response->set_programs_built(uint32_t(stats.programs_built));
   response->set_warm_up_ms(
       uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(stats.warm_up).count()));
+  response->set_access_control(access != nullptr && access->enabled());
+  response->set_tenant_store_bytes(worker.store().tenant_budget());
   if (redis != nullptr) {
     response->set_shared_store(StrCat("redis ", redis->address()));
     response->set_shared_store_reachable(redis->reachable());

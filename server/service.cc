@@ -1,5 +1,7 @@
 #include "server/service.h"
 
+#include <algorithm>
+
 #include "server/analyze.h"
 #include "server/box_filter.h"
 #include "server/call.h"
@@ -13,12 +15,12 @@
 namespace glimpse::server {
 
 ImageAnalyticsService::ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits,
-                                             RedisStore* redis)
+                                             RedisStore* redis, const Access* access)
     : worker_(worker),
       limits_(limits),
       started_(std::chrono::steady_clock::now()),
       pool_(4),
-      env_{worker_, limits_, pool_, redis} {}
+      env_{worker_, limits_, pool_, redis, access} {}
 
 ImageAnalyticsService::~ImageAnalyticsService() = default;
 
@@ -56,52 +58,63 @@ grpc::ServerBidiReactor<v1::AnalyzeRequest, v1::AnalyzeResponse>* ImageAnalytics
 // ---- the store's catalogue: any thread, no GPU work ----------------------------------------
 
 grpc::ServerUnaryReactor* ImageAnalyticsService::GetImageInfo(
-    grpc::CallbackServerContext*, const v1::GetImageInfoRequest* request, v1::ImageInfo* response) {
+    grpc::CallbackServerContext* context, const v1::GetImageInfoRequest* request,
+    v1::ImageInfo* response) {
   auto* call = new UnaryCall("GetImageInfo");
+  if (absl::Status s = Admit(env_, context, call->record); !s.ok()) return call->Answer(s), call;
   call->record.set_image(request->image_id());
-  ImageInfoOf(env_, request->image_id(), [call, response](absl::StatusOr<StoredImageInfo> info) {
-    if (info.ok()) FillInfo(*info, response);
-    call->Answer(info.status());
-  });
+  ImageInfoOf(env_, request->image_id(), call->record.tenant(),
+              [call, response](absl::StatusOr<StoredImageInfo> info) {
+                if (info.ok()) FillInfo(*info, response);
+                call->Answer(info.status());
+              });
   return call;
 }
 
-grpc::ServerUnaryReactor* ImageAnalyticsService::ListImages(grpc::CallbackServerContext*,
+grpc::ServerUnaryReactor* ImageAnalyticsService::ListImages(grpc::CallbackServerContext* context,
                                                             const v1::ListImagesRequest*,
                                                             v1::ListImagesResponse* response) {
   auto* call = new UnaryCall("ListImages");
-  ListAllImages(env_, [this, call, response](absl::StatusOr<std::vector<StoredImageInfo>> list) {
-    if (!list.ok()) return call->Answer(list.status());
-    uint64_t bytes = 0;
-    for (const StoredImageInfo& info : *list) {
-      FillInfo(info, response->add_images());
-      bytes += info.bytes;
-    }
-    response->set_stored_bytes(bytes);
-    response->set_budget_bytes(worker_.store().budget());
-    call->Answer(absl::OkStatus());
-  });
+  if (absl::Status s = Admit(env_, context, call->record); !s.ok()) return call->Answer(s), call;
+  ListAllImages(env_, call->record.tenant(),
+                [this, call, response](absl::StatusOr<std::vector<StoredImageInfo>> list) {
+                  if (!list.ok()) return call->Answer(list.status());
+                  uint64_t bytes = 0;
+                  for (const StoredImageInfo& info : *list) {
+                    FillInfo(info, response->add_images());
+                    bytes += info.bytes;
+                  }
+                  response->set_stored_bytes(bytes);
+                  // A tenant's budget is its share, when there is one.
+                  const uint64_t share = worker_.store().tenant_budget();
+                  response->set_budget_bytes(share > 0 ? std::min(share, worker_.store().budget())
+                                                       : worker_.store().budget());
+                  call->Answer(absl::OkStatus());
+                });
   return call;
 }
 
-grpc::ServerUnaryReactor* ImageAnalyticsService::DeleteImage(grpc::CallbackServerContext*,
+grpc::ServerUnaryReactor* ImageAnalyticsService::DeleteImage(grpc::CallbackServerContext* context,
                                                              const v1::DeleteImageRequest* request,
                                                              v1::DeleteImageResponse* response) {
   auto* call = new UnaryCall("DeleteImage");
+  if (absl::Status s = Admit(env_, context, call->record); !s.ok()) return call->Answer(s), call;
   call->record.set_image(request->image_id());
-  DeleteEverywhere(env_, request->image_id(), [call, response](absl::StatusOr<uint64_t> freed) {
-    if (freed.ok()) response->set_freed_bytes(*freed);
-    call->Answer(freed.status());
-  });
+  DeleteEverywhere(env_, request->image_id(), call->record.tenant(),
+                   [call, response](absl::StatusOr<uint64_t> freed) {
+                     if (freed.ok()) response->set_freed_bytes(*freed);
+                     call->Answer(freed.status());
+                   });
   return call;
 }
 
-grpc::ServerUnaryReactor* ImageAnalyticsService::GetServerInfo(grpc::CallbackServerContext*,
+grpc::ServerUnaryReactor* ImageAnalyticsService::GetServerInfo(grpc::CallbackServerContext* context,
                                                                const v1::GetServerInfoRequest*,
                                                                v1::ServerInfo* response) {
   auto* call = new UnaryCall("GetServerInfo");
-  FillServerInfo(worker_, limits_, env_.redis, std::chrono::steady_clock::now() - started_,
-                 response);
+  if (absl::Status s = Admit(env_, context, call->record); !s.ok()) return call->Answer(s), call;
+  FillServerInfo(worker_, limits_, env_.redis, env_.access,
+                 std::chrono::steady_clock::now() - started_, response);
   call->Answer(absl::OkStatus());
   return call;
 }

@@ -15,9 +15,10 @@ namespace glimpse::server {
 
 class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
  public:
-  // `redis`: the shared image store, or nullptr (each replica keeps its own images).
-  ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits,
-                        RedisStore* redis = nullptr);
+  // `redis`: the shared image store, or nullptr (each replica keeps its own images). `access`:
+  // who may call (server/access.h), or nullptr for anyone.
+  ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis = nullptr,
+                        const Access* access = nullptr);
   ~ImageAnalyticsService() override;
 
   grpc::ServerReadReactor<v1::UploadImageRequest>* UploadImage(
@@ -60,7 +61,8 @@ class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
 
 // GetServerInfo's answer (server/server_info.cc).
 void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis,
-                    std::chrono::steady_clock::duration uptime, v1::ServerInfo* info);
+                    const Access* access, std::chrono::steady_clock::duration uptime,
+                    v1::ServerInfo* info);
 
 }  // namespace glimpse::server
 

@@ -22,6 +22,9 @@ struct ServiceEnv;
 
 using InputReady = std::function<void(absl::StatusOr<std::shared_ptr<const Input>>)>;
 
+// Every id is looked up among the images of one tenant (the call's, CallRecord::tenant): another
+// tenant's id answers NOT_FOUND as an unknown one does, in the GPU cache and the shared store.
+
 // The input of an analysis (ReadImageRef), an id checked against the shared store: a deleted or
 // expired id is NOT_FOUND here too (and leaves the cache), a use renews its expiry, and an id this
 // replica does not hold is fetched for the GPU cache. With Redis unreachable, an id in the cache
@@ -36,12 +39,13 @@ void ShareImage(ServiceEnv& service, const StoredImageInfo& info,
                 std::function<void(absl::Status)> done);
 
 // The catalogue calls: GetImageInfo, ListImages, DeleteImage.
-void ImageInfoOf(ServiceEnv& service, const std::string& id,
+void ImageInfoOf(ServiceEnv& service, const std::string& id, const std::string& tenant,
                  std::function<void(absl::StatusOr<StoredImageInfo>)> done);
-void ListAllImages(ServiceEnv& service,
+// The tenant's images.
+void ListAllImages(ServiceEnv& service, const std::string& tenant,
                    std::function<void(absl::StatusOr<std::vector<StoredImageInfo>>)> done);
 // The bytes freed.
-void DeleteEverywhere(ServiceEnv& service, const std::string& id,
+void DeleteEverywhere(ServiceEnv& service, const std::string& id, const std::string& tenant,
                       std::function<void(absl::StatusOr<uint64_t>)> done);
 
 }  // namespace glimpse::server

@@ -29,6 +29,10 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
         context_(context),
         response_(response),
         buffer_(service.limits, service.worker.device().limits, "header") {
+    if (absl::Status s = Admit(service, context, record); !s.ok()) {
+      Answer(s);
+      return;
+    }
     StartRead(&request_);
   }
 
@@ -207,7 +211,8 @@ absl::Status CancelledMidUpload(uint64_t received_bytes) {
 
 absl::StatusOr<StoredImageInfo> StoreHostImage(GpuEnv& env, const gpu::HostImage& host,
                                                StoredImageInfo meta, CallRecord& record) {
-  if (absl::Status s = env.images.Reserve(host.desc.bytes()); !s.ok()) return s;
+  meta.tenant = record.tenant();
+  if (absl::Status s = env.images.Reserve(host.desc.bytes(), meta.tenant); !s.ok()) return s;
   const SteadyClock::time_point t0 = SteadyClock::now();
   absl::StatusOr<gpu::Image> image = gpu::Image::Upload(env.ctx, host);
   if (!image.ok()) return image.status();

@@ -47,7 +47,7 @@ class UploadBuffer {
 absl::Status CancelledMidUpload(uint64_t received_bytes);
 
 // On the worker: uploads `host` and stores it with `meta`'s id (a new one when empty), label,
-// origin and creation time (now when unset).
+// origin and creation time (now when unset), as the image of the call's tenant.
 absl::StatusOr<StoredImageInfo> StoreHostImage(GpuEnv& env, const gpu::HostImage& host,
                                                StoredImageInfo meta, CallRecord& record);
 

@@ -189,4 +189,38 @@ fi
 [ $? = 2 ] || fail "--max-queue=0 should be refused"
 "$server_bin" --help | grep -q -- "--max-connection-age-s" || fail "--help does not list every flag"
 
+# Access control: --token and $GLIMPSE_TOKEN on every command, glimpse load included.
+alice_token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+bob_token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+printf '# tenants\nalice %s\nbob %s\n' "$alice_token" "$bob_token" >tokens
+"$server_bin" --listen=127.0.0.1:0 --shutdown-grace-s=10 --warm-up=0 --tokens=tokens \
+  >"$work/server.log" 2>&1 &
+server_pid=$!
+port=""
+for _ in $(seq 1 300); do
+  port=$(sed -n 's/.*listening on .*(port \([0-9]*\)).*/\1/p' "$work/server.log")
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+[ -n "$port" ] || fail "server with --tokens did not start"
+grep -q "access control on: 2 bearer token" "$work/server.log" || fail "start-up log: access control"
+[ "$(g health)" = SERVING ] || fail "health needs no token"
+g list >/dev/null 2>err.txt
+[ $? = 1 ] || fail "list without a token should exit 1"
+grep -q "UNAUTHENTICATED" err.txt || fail "no UNAUTHENTICATED in: $(cat err.txt)"
+id=$(g --token="$alice_token" upload "$sample") || fail "upload with --token"
+GLIMPSE_TOKEN=$alice_token g list | grep -q "$id" || fail "list with \$GLIMPSE_TOKEN"
+GLIMPSE_TOKEN=$bob_token g histogram "$id" >/dev/null 2>err.txt
+[ $? = 1 ] && grep -q NOT_FOUND err.txt || fail "bob's histogram of alice's image: $(cat err.txt)"
+GLIMPSE_TOKEN=$bob_token g list | grep -q "$id" && fail "bob lists alice's image"
+GLIMPSE_TOKEN=$alice_token g load --rpcs=histogram --sizes=1 --concurrency=2 --duration-s=1 \
+  >load.txt 2>&1 || fail "load with \$GLIMPSE_TOKEN: $(cat load.txt)"
+g --token="$bob_token" load --rpcs=histogram --sizes=1 --concurrency=1 --duration-s=1 \
+  >/dev/null 2>&1 || fail "load with --token"
+g --token="$alice_token" delete "$id" || fail "delete with --token"
+grep -q "$alice_token\|$bob_token" "$work/server.log" && fail "a token appears in the server log"
+kill -TERM "$server_pid"
+wait "$server_pid" || fail "server with --tokens: exit status"
+server_pid=""
+
 echo "PASS: every glimpse subcommand against glimpse-server on port $port"

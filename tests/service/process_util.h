@@ -51,6 +51,8 @@ class Child {
       _exit(127);
     }
   }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
   ~Child() { Stop(SIGKILL); }
   // Sends `sig` and waits for the process to end.
   void Stop(int sig) {
@@ -63,15 +65,28 @@ class Child {
     if (pid_ > 0) kill(pid_, sig);
   }
   bool running() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+  // The exit status (128 + signal if killed by one), once it has exited within `tries` * 50 ms;
+  // -1 if it is still running then.
+  int Exited(int tries = 200) {
+    int status = 0;
+    for (int i = 0; i < tries && pid_ > 0; ++i) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
 
  private:
   pid_t pid_ = -1;
 };
 
-// Waits until `f` holds, for up to 10 s.
+// Waits until `f` holds, for up to `tries` * 50 ms (10 s by default).
 template <typename F>
-bool Eventually(F f) {
-  for (int i = 0; i < 200; ++i) {
+bool Eventually(F f, int tries = 200) {
+  for (int i = 0; i < tries; ++i) {
     if (f()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

@@ -1,7 +1,8 @@
 // The shared image store against a real redis-server on a free loopback port and two Glimpse
 // servers on it: any replica serves any image with the same results, deletes reach every replica,
-// a replica killed with SIGKILL loses no image, and a Redis outage gives clear errors, keeps
-// cached images serving and heals by itself.
+// a replica killed with SIGKILL loses no image, a Redis outage gives clear errors, keeps
+// cached images serving and heals by itself, and with tokens every replica keeps each tenant to
+// its own images, wherever they were stored.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -11,10 +12,12 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/service/access_test_util.h"
 #include "tests/service/analyze_test_util.h"
 #include "tests/service/process_util.h"
 #include "tests/service/service_test_util.h"
@@ -290,6 +293,91 @@ TEST_F(RedisStoreTest, ReplicaKilledWithSigkillLosesNoImage) {
     EXPECT_EQ(r.histograms(0).SerializeAsString(), on_a.histograms(0).SerializeAsString());
   }
   b.Stop(SIGTERM);
+}
+
+// The owner travels with the image in the shared store: each replica keeps tenants to their own
+// images whichever replica stored them, whether it holds them in its GPU cache or not.
+TEST_F(RedisStoreTest, EveryReplicaEnforcesTenancyOnImagesAnotherStored) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 7);
+  const std::string alice_token = RandomToken(rng), bob_token = RandomToken(rng);
+  const std::string tokens = (dir_ / "tokens").string();
+  std::ofstream(tokens) << "alice " << alice_token << "\nbob " << bob_token << "\n";
+  server::ServerOptions o;
+  o.redis.address = "127.0.0.1:" + std::to_string(redis_port_);
+  o.redis.timeout = std::chrono::milliseconds(1000);
+  o.tokens_file = tokens;
+  std::unique_ptr<TestServer> c = TestServer::Start(o), d = TestServer::Start(o);
+  GLIMPSE_REQUIRE_SERVER(c);
+  GLIMPSE_REQUIRE_SERVER(d);
+  auto stub = [](const TestServer& t, const std::string& token) {
+    return StubWith("127.0.0.1:" + std::to_string(t.server->port()), "Bearer " + token);
+  };
+  auto alice_c = stub(*c, alice_token), alice_d = stub(*d, alice_token);
+  auto bob_c = stub(*c, bob_token), bob_d = stub(*d, bob_token);
+  auto info = [](v1::ImageAnalytics::Stub& s, const std::string& id) {
+    grpc::ClientContext ctx;
+    v1::GetImageInfoRequest req;
+    req.set_image_id(id);
+    v1::ImageInfo i;
+    return s.GetImageInfo(&ctx, req, &i).error_code();
+  };
+  auto erase = [](v1::ImageAnalytics::Stub& s, const std::string& id) {
+    grpc::ClientContext ctx;
+    v1::DeleteImageRequest req;
+    req.set_image_id(id);
+    v1::DeleteImageResponse r;
+    return s.DeleteImage(&ctx, req, &r).error_code();
+  };
+  auto listed = [](v1::ImageAnalytics::Stub& s) {
+    grpc::ClientContext ctx;
+    v1::ListImagesResponse r;
+    EXPECT_TRUE(s.ListImages(&ctx, v1::ListImagesRequest(), &r).ok());
+    std::vector<std::string> ids;
+    for (const v1::ImageInfo& i : r.images()) ids.push_back(i.image_id());
+    return ids;
+  };
+  const HostImage img = RandomImage({40, 30, 3, SampleType::kUint8}, rng);
+  absl::StatusOr<std::string> id = UploadImage(*alice_c, img);
+  ASSERT_TRUE(id.ok()) << id.status();
+  v1::HistogramResponse r;
+  // Bob, on the replica that has not fetched it yet, then on both once each holds it.
+  EXPECT_EQ(Histogram(*bob_d, *id, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+  ASSERT_TRUE(Histogram(*alice_d, *id, &r).ok());
+  for (v1::ImageAnalytics::Stub* bob : {bob_c.get(), bob_d.get()}) {
+    EXPECT_EQ(Histogram(*bob, *id, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(info(*bob, *id), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(erase(*bob, *id), grpc::StatusCode::NOT_FOUND);
+    EXPECT_TRUE(listed(*bob).empty());
+    v1::AnalyzeHeader header;
+    *header.mutable_image() = ById(*id);
+    header.add_analyses()->mutable_histogram();
+    EXPECT_EQ(CallAnalyze(*bob, header).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  // Bob's attempts changed nothing; the replicas without tokens (every caller the one tenant
+  // "") see none of it either.
+  EXPECT_EQ(listed(*alice_c), std::vector<std::string>{*id});
+  EXPECT_EQ(listed(*alice_d), std::vector<std::string>{*id});
+  EXPECT_EQ(Histogram(*a_->stub, *id, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(listed(*a_->stub).empty());
+
+  // A result alice keeps on D is hers on C too.
+  v1::BoxFilterRequest box;
+  *box.mutable_image() = ById(*id);
+  box.set_keep(true);
+  grpc::ClientContext bctx;
+  auto reader = alice_d->BoxFilter(&bctx, box);
+  v1::BoxFilterResponse m;
+  std::string kept;
+  while (reader->Read(&m)) {
+    if (m.has_header()) kept = m.header().result().image_id();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(info(*alice_c, kept), grpc::StatusCode::OK);
+  EXPECT_EQ(info(*bob_c, kept), grpc::StatusCode::NOT_FOUND);
+  // Deleted by alice on D: gone for her on C, which held it on its GPU.
+  EXPECT_EQ(erase(*alice_d, *id), grpc::StatusCode::OK);
+  EXPECT_EQ(Histogram(*alice_c, *id, &r).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 }  // namespace

@@ -213,34 +213,49 @@ _PLANS = {"histogram": _histogram_plan, "integral_image": _integral_image_plan,
 _FIELDS = {"compact": "compaction"}
 
 
+def _pem(source) -> Optional[bytes]:
+    """PEM bytes from bytes or a file path; None stays None."""
+    if source is None:
+        return None
+    if isinstance(source, (bytes, bytearray)):
+        return bytes(source)
+    with open(source, "rb") as f:
+        return f.read()
+
+
 class Client:
     """A connection to glimpse-server.
 
     target: "host:port" (default $GLIMPSE_SERVER, else localhost:50051), or any gRPC target such
     as "dns:///glimpse-headless:50051"; round_robin=True then spreads calls over every address.
     tls_ca: a PEM file path or PEM bytes to trust (TLS), or True for the system's roots.
-    token: sent as "authorization: Bearer TOKEN" metadata on every call.
+    tls_cert, tls_key: a client certificate and its private key (PEM file paths or PEM bytes) for
+    a server with --tls-client-ca (mutual TLS); they imply TLS with the system's roots unless
+    tls_ca says otherwise.
+    token: sent as "authorization: Bearer TOKEN" metadata on every call, for a server with
+    --tokens (default $GLIMPSE_TOKEN; "" sends none).
     timeout: each call's deadline in seconds (None: none).
     inline_bytes: arrays and files up to this size travel inside the analysis request; larger
     ones are uploaded, analysed by id and deleted (the server's message limit is 4 MiB).
     """
 
-    def __init__(self, target: Optional[str] = None, *, tls_ca=None, token: Optional[str] = None,
-                 timeout: Optional[float] = 300.0, round_robin: bool = False,
-                 inline_bytes: int = 3 << 20, options=()):
+    def __init__(self, target: Optional[str] = None, *, tls_ca=None, tls_cert=None, tls_key=None,
+                 token: Optional[str] = None, timeout: Optional[float] = 300.0,
+                 round_robin: bool = False, inline_bytes: int = 3 << 20, options=()):
         target = target or os.environ.get("GLIMPSE_SERVER") or "localhost:50051"
+        if token is None:
+            token = os.environ.get("GLIMPSE_TOKEN")
+        if (tls_cert is None) != (tls_key is None):
+            raise ValueError("tls_cert and tls_key must be given together")
         opts = [("grpc.max_receive_message_length", 64 << 20)]
         if round_robin:
             opts.append(("grpc.lb_policy_name", "round_robin"))
         opts.extend(options)
-        if tls_ca:
-            roots = None
-            if isinstance(tls_ca, (bytes, bytearray)):
-                roots = bytes(tls_ca)
-            elif tls_ca is not True:
-                with open(tls_ca, "rb") as f:
-                    roots = f.read()
-            creds = grpc.ssl_channel_credentials(root_certificates=roots)
+        if tls_ca or tls_cert is not None:
+            roots = None if tls_ca is True else _pem(tls_ca)
+            creds = grpc.ssl_channel_credentials(root_certificates=roots,
+                                                 private_key=_pem(tls_key),
+                                                 certificate_chain=_pem(tls_cert))
             self._channel = grpc.secure_channel(target, creds, options=opts)
         else:
             self._channel = grpc.insecure_channel(target, options=opts)

@@ -1,0 +1,112 @@
+// Helpers of the access-control tests: stubs that send a tenant's bearer token with every call,
+// token files in a temporary directory, and a test CA made with the openssl command.
+#ifndef GLIMPSE_TESTS_SERVICE_ACCESS_TEST_UTIL_H_
+#define GLIMPSE_TESTS_SERVICE_ACCESS_TEST_UTIL_H_
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/support/client_interceptor.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "glimpse/v1/image_analytics.grpc.pb.h"
+
+namespace glimpse::testing {
+
+// Sends `authorization: <value>` with every call.
+class AuthorizationInterceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit AuthorizationInterceptor(std::string value) : value_(std::move(value)) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->insert({"authorization", value_});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string value_;
+};
+
+class AuthorizationInterceptors : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit AuthorizationInterceptors(std::string value) : value_(std::move(value)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new AuthorizationInterceptor(value_);
+  }
+
+ private:
+  const std::string value_;
+};
+
+// A channel whose every call carries `authorization` metadata `value` ("" = none), e.g.
+// "Bearer <token>".
+inline std::shared_ptr<grpc::Channel> ChannelWith(
+    const std::string& target, const std::string& value,
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials(),
+    grpc::ChannelArguments args = {}) {
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> i;
+  if (!value.empty()) i.push_back(std::make_unique<AuthorizationInterceptors>(value));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(target, credentials, args,
+                                                                 std::move(i));
+}
+
+inline std::unique_ptr<v1::ImageAnalytics::Stub> StubWith(
+    const std::string& target, const std::string& value,
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials(),
+    grpc::ChannelArguments args = {}) {
+  return v1::ImageAnalytics::NewStub(ChannelWith(target, value, std::move(credentials), args));
+}
+
+// A fresh random token: 32 hex digits.
+inline std::string RandomToken(std::mt19937_64& rng) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string t;
+  for (int i = 0; i < 32; ++i) t += kHex[rng() % 16];
+  return t;
+}
+
+// A directory removed with everything in it when this goes away.
+class TempDir {
+ public:
+  TempDir() {
+    path_ = std::filesystem::temp_directory_path() /
+            ("glimpse-access-test-" + std::to_string(getpid()) + "-" +
+             std::to_string(std::random_device{}()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+  // Writes `text` to `name` (replacing it at once, as an editor or a Secret update does).
+  std::string Write(const std::string& name, const std::string& text) const {
+    const std::string tmp = File(name + ".tmp");
+    std::ofstream(tmp, std::ios::binary) << text;
+    std::filesystem::rename(tmp, File(name));
+    return File(name);
+  }
+  std::string Read(const std::string& name) const {
+    std::ifstream in(File(name), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace glimpse::testing
+
+#endif  // GLIMPSE_TESTS_SERVICE_ACCESS_TEST_UTIL_H_
