@@ -101,6 +101,10 @@ absl::Status ValidateIntegralImageOptions(const IntegralImageOptions& o) {
     return absl::InvalidArgumentError(
         StrCat("band_bytes must be >= 0 (0: the device limit), got ", o.band_bytes));
   }
+  if (!o.sum_table && !o.squared) {
+    return absl::InvalidArgumentError(
+        "sum_table = false asks for the squared table alone, so squared must be true, got false");
+  }
   if (IntegralImageVariantName(o.variant) == "unknown") {
     return absl::InvalidArgumentError(
         StrCat("variant must be auto, naive, work_efficient, scan_transpose_scan, strip_scan or "
@@ -447,6 +451,7 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
   std::vector<uint8_t> host(size_t(rows_max) * size_t(row_bytes));
   for (bool squared : {false, true}) {
     if (squared && !options.squared) break;
+    if (!squared && !options.sum_table) continue;
     absl::StatusOr<Workspace> ws =
         MakeWorkspace(image, 0, 0, desc.width, rows_max, variant, squared, options.force_two_word);
     if (!ws.ok()) return ws.status();
