@@ -37,6 +37,9 @@ std::optional<IntegralImageVariant> ParseIntegralImageVariant(std::string_view n
 
 struct IntegralImageOptions {
   bool squared = false;  // also compute the table of squared values (sum of v*v)
+  // false: only the squared table (REQUIRES squared), for callers that make the two tables in
+  // separate runs and would otherwise compute the sum table twice.
+  bool sum_table = true;
   IntegralImageVariant variant = IntegralImageVariant::kAuto;
   // Cap on one band's bytes; 0: the device's storage-binding limit. Tests use small bands.
   int64_t band_bytes = 0;

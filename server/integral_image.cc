@@ -98,6 +98,7 @@ absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env
     strip = *std::move(copy);
     source = &strip;
     options.squared = st->squared_phase;
+    options.sum_table = !st->squared_phase;
     // The kernel's own host band need not be larger than the part.
     options.band_bytes = int64_t(plan.row_bytes) * rows;
   }

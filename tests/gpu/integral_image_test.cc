@@ -166,6 +166,38 @@ TEST(IntegralImageTest, BandsArriveInOrderWithTheirRows) {
                                             "sq:0+4=160", "sq:4+4=160", "sq:8+3=120"}));
 }
 
+// The squared table alone (how the service makes it in parts): only squared bands arrive, and
+// they equal the reference's squared table.
+TEST(IntegralImageTest, SquaredTableAloneLeavesOutTheSumTable) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  IntegralImageKernel kernel(ctx);
+  for (SampleType t : kTypes) {
+    ImageDesc d{37, 23, 3, t};
+    HostImage host = testing::RandomImage(d, rng);
+    absl::StatusOr<Image> img = Image::Upload(ctx, host);
+    ASSERT_TRUE(img.ok());
+    absl::StatusOr<IntegralTables> ref = reference::IntegralImage(host, {.squared = true});
+    ASSERT_TRUE(ref.ok());
+    for (IntegralImageVariant v : kVariants) {
+      const IntegralImageOptions o{.squared = true, .sum_table = false, .variant = v};
+      absl::StatusOr<IntegralTables> gpu = ComputeIntegralImage(kernel, *img, o);
+      ASSERT_TRUE(gpu.ok()) << Describe(d, o) << ": " << gpu.status();
+      EXPECT_TRUE(gpu->sum_u.empty() && gpu->sum_f.empty()) << Describe(d, o);
+      if (t == SampleType::kFloat32) {
+        ASSERT_EQ(gpu->sq_f.size(), ref->sq_f.size()) << Describe(d, o);
+        for (size_t i = 0; i < gpu->sq_f.size(); ++i) {
+          // Squares of floats are exact and these sums stay far below 2^53 ulps of error.
+          ASSERT_NEAR(gpu->sq_f[i], ref->sq_f[i], 1e-9 * std::abs(ref->sq_f[i])) << Describe(d, o);
+        }
+      } else {
+        EXPECT_EQ(gpu->sq_u, ref->sq_u) << Describe(d, o);
+      }
+    }
+  }
+}
+
 TEST(IntegralImageTest, SinkErrorStopsTheRun) {
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   IntegralImageKernel kernel(ctx);
@@ -325,6 +357,7 @@ TEST(IntegralImageTest, BadOptionsAreRefusedByName) {
       {{.band_bytes = -1}, "band_bytes must be >= 0 (0: the device limit), got -1"},
       {{.band_bytes = 100}, "band_bytes must hold one table row (640 bytes for a 40x3"},
       {{.variant = static_cast<IntegralImageVariant>(42)}, "variant must be auto, naive"},
+      {{.sum_table = false}, "sum_table = false asks for the squared table alone, so squared must"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<IntegralImageResult> r = kernel.Run(*img, c.options, sink);
