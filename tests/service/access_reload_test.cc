@@ -176,7 +176,7 @@ Child ServerProcess(std::vector<std::string> args, const std::string& log) {
   return Child(args, log);
 }
 
-bool Serving(const std::string& target) {
+bool ServingAt(const std::string& target) {
   return Serving(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()), "");
 }
 
@@ -191,7 +191,7 @@ TEST(ServerProcessTest, SighupReloadsTheTokensAndABadFileKeepsThem) {
   const std::string target = "127.0.0.1:" + std::to_string(port);
   Child server = ServerProcess({"--listen=" + target, "--tokens=" + file, "--warm-up=0"},
                        dir.File("server.log"));
-  if (!Eventually([&] { return Serving(target); }, 600)) {
+  if (!Eventually([&] { return ServingAt(target); }, 600)) {
     if (RequireGpuContext()) FAIL() << "no server: " << dir.Read("server.log");
     GTEST_SKIP() << "no server (no EGL context?): " << dir.Read("server.log");
   }
@@ -233,7 +233,7 @@ TEST(ServerProcessTest, StartUpSaysWhetherAccessControlIsOnAndRefusesABadTokenFi
   const int port = FreePort();
   const std::string target = "127.0.0.1:" + std::to_string(port);
   Child open = ServerProcess({"--listen=" + target, "--warm-up=0"}, dir.File("open.log"));
-  if (!Eventually([&] { return Serving(target); }, 600)) {
+  if (!Eventually([&] { return ServingAt(target); }, 600)) {
     if (RequireGpuContext()) FAIL() << "no server: " << dir.Read("open.log");
     GTEST_SKIP() << "no server (no EGL context?): " << dir.Read("open.log");
   }
