@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "gpu/context.h"
+#include "gpu/gl_handles.h"
 #include "gpu/image.h"
 
 namespace glimpse::gpu {
@@ -99,6 +100,9 @@ class BoxFilterKernel {
 
  private:
   Context& ctx_;
+  // The fused strips' output buffer, kept across calls (at most one band of output rows, within
+  // the device's storage binding limit), so that calls do not fault in fresh memory.
+  Buffer scratch_;
 };
 
 }  // namespace glimpse::gpu
