@@ -162,6 +162,7 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
     glUniform1ui(glGetUniformLocation(p, "u_half"), div->half);
     SetInt(p, "u_mul32", div->mul32 ? 1 : 0);
     SetInt(p, "u_two", 2);
+    SetInt(p, "u_sixteen", 16);
     for (int y0 = 0; y0 < d.height; y0 += band) {
       const int h = std::min(band, d.height - y0);
       glUseProgram(p);
