@@ -302,8 +302,8 @@ absl::StatusOr<BoxFilterResult> BoxFilterKernel::Run(const Image& image,
     if (!out.ok()) return out.status();
     BoxFilterResult result;
     result.variant = variant;
-    if (absl::Status s = box_filter_internal::RunFusedStrips(ctx_, image, o, limit, scratch_,
-                                                             *out, &result.gpu_ns);
+    if (absl::Status s = box_filter_internal::RunFusedStrips(ctx_, image, o, limit, scratch_, *out,
+                                                             &result.gpu_ns);
         !s.ok()) {
       return s;
     }

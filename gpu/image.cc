@@ -106,8 +106,8 @@ absl::StatusOr<Image> Image::AllocatePacked(Context& ctx, const ImageDesc& desc)
   glBindTexture(GL_TEXTURE_2D, image.packed_.get());
   glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, PackedTexelsPerRow(desc), desc.height);
   glBindTexture(GL_TEXTURE_2D, 0);
-  if (absl::Status s =
-          ctx.CheckGlError(StrCat("allocating the packed form of a ", DescribeImage(desc), " image"));
+  if (absl::Status s = ctx.CheckGlError(
+          StrCat("allocating the packed form of a ", DescribeImage(desc), " image"));
       !s.ok()) {
     return s;
   }
