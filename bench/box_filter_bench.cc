@@ -4,7 +4,10 @@
 //   box_filter_bench [--runs N] [--large-runs N] [--warmup N] [--sizes WxH,...] [--radii 1,7,31]
 //                    [--channels 4]
 //                    [--variants shared_tile,separable,integral,fused_strips,auto]
-//                    [--json FILE] [--device auto|software|N]
+//                    [--json FILE] [--device auto|software|N] [--kernel-warm-up 1]
+// --kernel-warm-up 1: runs BoxFilterKernel::WarmUp() first (its wall time printed), and adds a
+// row per case with the first call's time ("first:<variant>"), to compare with the warm median.
+// For the first call without Mesa's disk cache, run with MESA_SHADER_CACHE_DISABLE=true.
 // Effective GB/s counts the image read once and the output written once.
 #include <algorithm>
 #include <cstdio>
@@ -24,6 +27,7 @@ namespace {
 int Main(int argc, char** argv) {
   BenchArgs args;
   std::vector<int> channels = {4}, radii = {1, 7, 31};
+  bool kernel_warm_up = false;
   std::vector<gpu::BoxFilterVariant> variants = {
       gpu::BoxFilterVariant::kSharedTile, gpu::BoxFilterVariant::kSeparable,
       gpu::BoxFilterVariant::kIntegral, gpu::BoxFilterVariant::kFusedStrips,
@@ -33,6 +37,8 @@ int Main(int argc, char** argv) {
       radii = ParseInts(value);
     } else if (flag == "--channels") {
       channels = ParseInts(value);
+    } else if (flag == "--kernel-warm-up") {
+      kernel_warm_up = value == "1";
     } else if (flag == "--variants") {
       variants = ParseVariants<gpu::BoxFilterVariant>(value, gpu::ParseBoxFilterVariant);
     } else {
@@ -46,6 +52,15 @@ int Main(int argc, char** argv) {
   std::vector<Row> rows;
   std::mt19937_64 rng(42);
   gpu::BoxFilterKernel kernel(c);
+  if (kernel_warm_up) {
+    absl::Status s;
+    const double ms = WallMs([&] { s = kernel.WarmUp(); });
+    if (!s.ok()) {
+      std::fprintf(stderr, "WarmUp: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "WarmUp: %.0f ms, %zu programs\n", ms, c.programs_built());
+  }
   for (int ch : channels) {
     for (auto [w, h] : args.sizes) {
       const int n = args.RunsFor(w, h);
@@ -80,6 +95,13 @@ int Main(int argc, char** argv) {
           std::string name(gpu::BoxFilterVariantName(v));
           if (v == gpu::BoxFilterVariant::kAuto) {
             name = StrCat("auto=", gpu::BoxFilterVariantName(check->variant));
+          }
+          if (kernel_warm_up) {
+            const double first = double(check->gpu_ns) / 1e6;
+            rows.push_back({"box_filter", StrCat("first:", name), size, params, first,
+                            bytes / (first * 1e6), 0, 1});
+            std::fprintf(stderr, "%s %s first:%s: %.2f ms\n", size.c_str(), params.c_str(),
+                         name.c_str(), first);
           }
           const double gbs = bytes / (t.median_ms * 1e6);
           rows.push_back({"box_filter", name, size, params, t.median_ms, gbs, gbs / copy, t.runs});

@@ -298,12 +298,12 @@ absl::StatusOr<BoxFilterResult> BoxFilterKernel::Run(const Image& image,
   if (o.tile_bytes > 0) limit = std::min(limit, o.tile_bytes);
   if (variant == BoxFilterVariant::kFusedStrips) {
     if (absl::Status s = box_filter_internal::FusedStripsSupports(d, o); !s.ok()) return s;
-    absl::StatusOr<Image> out = Image::Allocate(ctx_, d);
+    absl::StatusOr<Image> out = Image::AllocatePacked(ctx_, d);
     if (!out.ok()) return out.status();
     BoxFilterResult result;
     result.variant = variant;
-    if (absl::Status s =
-            box_filter_internal::RunFusedStrips(ctx_, image, o, limit, *out, &result.gpu_ns);
+    if (absl::Status s = box_filter_internal::RunFusedStrips(ctx_, image, o, limit, scratch_, *out,
+                                                             &result.gpu_ns);
         !s.ok()) {
       return s;
     }

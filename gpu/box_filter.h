@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "gpu/context.h"
+#include "gpu/gl_handles.h"
 #include "gpu/image.h"
 
 namespace glimpse::gpu {
@@ -92,13 +93,17 @@ class BoxFilterKernel {
   // for every sample type, channel count and option that selects its own program, so that no
   // later kAuto call compiles anything (drivers compile a program's machine code on its first
   // dispatch). On CPU renderers that includes the 32 fused-strips programs (rx 0-7 x 1-4
-  // channels), fully unrolled: about a minute of CPU on a 2-core machine without Mesa's shader
-  // cache, under a second with it warm.
+  // channels), fully unrolled: minutes on a 2-core machine without Mesa's shader cache, under a
+  // second with it warm; and without the disk cache llvmpipe's bounded in-memory cache does not
+  // keep them all (bench/results/box_filter_llvmpipe.md).
   absl::Status WarmUp();
   absl::StatusOr<BoxFilterResult> Run(const Image& image, const BoxFilterOptions& options);
 
  private:
   Context& ctx_;
+  // The fused strips' output buffer, kept across calls (at most one band of output rows, within
+  // the device's storage binding limit), so that calls do not fault in fresh memory.
+  Buffer scratch_;
 };
 
 }  // namespace glimpse::gpu

@@ -107,7 +107,7 @@ std::string FusedStripsDefines(const ImageDesc& d, const BoxFilterOptions& o) {
 }
 
 absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOptions& o,
-                            int64_t binding_bytes, Image& out, uint64_t* gpu_ns) {
+                            int64_t binding_bytes, Buffer& scratch, Image& out, uint64_t* gpu_ns) {
   const ImageDesc& d = image.desc();
   const int texels = PackedTexelsPerRow(d);
   const int64_t row_bytes = int64_t{texels} * 16;
@@ -136,7 +136,10 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
   if (o.fused_rows > 0) rows = std::min(o.fused_rows, band);
   const std::optional<ExactDivision> div = PlanExactDivision(Area(o), 255 * Area(o));
 
-  Buffer buf = Buffer::Create(size_t(row_bytes) * size_t(band));
+  // The scratch buffer outlives the call: a fresh one costs a page fault per 4 KiB on first touch.
+  const size_t buf_bytes = size_t(row_bytes) * size_t(band);
+  if (scratch.bytes() < buf_bytes) scratch = Buffer::Create(buf_bytes);
+  const Buffer& buf = scratch;
   Buffer cut = Buffer::Create(4);
   GpuTimer timer;
   for (;;) {
@@ -159,29 +162,13 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
     glUniform1ui(glGetUniformLocation(p, "u_half"), div->half);
     SetInt(p, "u_mul32", div->mul32 ? 1 : 0);
     SetInt(p, "u_two", 2);
-    // GL's unpack row length counts pixels: padded rows of a 3-channel image are no whole number
-    // of them, so the row length rounds down and an 8-byte row alignment rounds it back up to the
-    // padded row (16 * texels - 8 < 3 * floor(16 * texels / 3) <= 16 * texels).
-    const GLint row_pixels = GLint(row_bytes / d.channels);
+    SetInt(p, "u_sixteen", 16);
     for (int y0 = 0; y0 < d.height; y0 += band) {
       const int h = std::min(band, d.height - y0);
       glUseProgram(p);
       SetInt(p, "u_band0", y0);
       SetInt(p, "u_band_rows", h);
       glDispatchCompute(GLuint(groups_x), GLuint(CeilDiv(h, rows)), 1);
-      glMemoryBarrier(GL_PIXEL_BUFFER_BARRIER_BIT | GL_TEXTURE_UPDATE_BARRIER_BIT);
-      glPixelStorei(GL_UNPACK_ROW_LENGTH, row_pixels);
-      glPixelStorei(GL_UNPACK_ALIGNMENT, 8);
-      glBindBuffer(GL_PIXEL_UNPACK_BUFFER, buf.get());
-      glBindTexture(GL_TEXTURE_2D, out.texture());
-      static constexpr GLenum kFormats[] = {GL_RED_INTEGER, GL_RG_INTEGER, GL_RGB_INTEGER,
-                                            GL_RGBA_INTEGER};
-      glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y0, d.width, h, kFormats[d.channels - 1],
-                      GL_UNSIGNED_BYTE, nullptr);
-      glBindTexture(GL_TEXTURE_2D, 0);
-      glBindBuffer(GL_PIXEL_UNPACK_BUFFER, 0);
-      glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
-      glPixelStorei(GL_UNPACK_ROW_LENGTH, 0);
       if (absl::Status s = out.CopyPackedRowsFromBuffer(ctx, buf, 0, y0, h); !s.ok()) return s;
     }
     // An invocation cut short by the loop limit (Mesa builds other than those measured may

@@ -33,11 +33,13 @@ absl::Status FusedStripsSupports(const ImageDesc& desc, const BoxFilterOptions& 
 // The program's defines: every image property and option that needs its own program.
 std::string FusedStripsDefines(const ImageDesc& desc, const BoxFilterOptions& options);
 
-// Filters `image` into `out` (a fresh image of the same desc; its packed form is written too, so
-// it can be filtered again without a round trip), in bands of rows whose output fits
-// `binding_bytes`; adds the time taken to *gpu_ns. REQUIRES: FusedStripsSupports() is OK.
+// Filters `image` into the packed form of `out` (an image of the same desc, from
+// Image::AllocatePacked: the output is written once, its plain texture made only if used), in
+// bands of rows whose output fits `binding_bytes`, through `scratch` (grown when too small, kept
+// by the caller across calls); adds the time taken to *gpu_ns.
+// REQUIRES: FusedStripsSupports() is OK.
 absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOptions& options,
-                            int64_t binding_bytes, Image& out, uint64_t* gpu_ns);
+                            int64_t binding_bytes, Buffer& scratch, Image& out, uint64_t* gpu_ns);
 
 // The value of the shaders' u_border for a border mode: box_filter_common.glsl's BORDER_* constants.
 inline int ShaderBorder(BorderMode m) {

@@ -97,6 +97,58 @@ absl::StatusOr<Image> Image::Allocate(Context& ctx, const ImageDesc& desc) {
   return image;
 }
 
+absl::StatusOr<Image> Image::AllocatePacked(Context& ctx, const ImageDesc& desc) {
+  if (absl::Status s = ValidateImageDesc(desc, ctx.limits()); !s.ok()) return s;
+  (void)ctx.CheckGlError("before allocating an image");
+  Image image;
+  image.desc_ = desc;
+  image.packed_ = GlTexture::Create();
+  glBindTexture(GL_TEXTURE_2D, image.packed_.get());
+  glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, PackedTexelsPerRow(desc), desc.height);
+  glBindTexture(GL_TEXTURE_2D, 0);
+  if (absl::Status s = ctx.CheckGlError(
+          StrCat("allocating the packed form of a ", DescribeImage(desc), " image"));
+      !s.ok()) {
+    return s;
+  }
+  return image;
+}
+
+GLuint Image::texture() const {
+  if (!texture_ && packed_) MakePlainFromPacked();
+  return texture_.get();
+}
+
+// Through a pixel buffer: the packed form's rows into the buffer, then the buffer into the plain
+// texture, row by row where the packed rows carry padding.
+void Image::MakePlainFromPacked() const {
+  const GlFormat f = GlFormatFor(desc_);
+  const size_t padded_row = size_t(PackedTexelsPerRow(desc_)) * 16;
+  const Buffer staging = Buffer::Create(padded_row * size_t(desc_.height));
+  glMemoryBarrier(GL_PIXEL_BUFFER_BARRIER_BIT | GL_TEXTURE_UPDATE_BARRIER_BIT);
+  glBindBuffer(GL_PIXEL_PACK_BUFFER, staging.get());
+  glBindTexture(GL_TEXTURE_2D, packed_.get());
+  glGetTexImage(GL_TEXTURE_2D, 0, GL_RGBA_INTEGER, GL_UNSIGNED_INT, nullptr);
+  glBindBuffer(GL_PIXEL_PACK_BUFFER, 0);
+  GlTexture plain = GlTexture::Create();
+  glBindTexture(GL_TEXTURE_2D, plain.get());
+  glTexStorage2D(GL_TEXTURE_2D, 1, f.internal_format, desc_.width, desc_.height);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+  glBindBuffer(GL_PIXEL_UNPACK_BUFFER, staging.get());
+  if (padded_row == desc_.row_bytes()) {
+    glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, desc_.width, desc_.height, f.format, f.type, nullptr);
+  } else {
+    for (int y = 0; y < desc_.height; ++y) {
+      glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y, desc_.width, 1, f.format, f.type,
+                      reinterpret_cast<const void*>(padded_row * size_t(y)));
+    }
+  }
+  glBindBuffer(GL_PIXEL_UNPACK_BUFFER, 0);
+  glBindTexture(GL_TEXTURE_2D, 0);
+  texture_ = std::move(plain);
+}
+
 absl::StatusOr<Image> Image::Upload(Context& ctx, const ImageDesc& desc,
                                     std::span<const uint8_t> pixels) {
   absl::StatusOr<Image> image = Allocate(ctx, desc);
@@ -224,6 +276,23 @@ absl::Status Image::CopyFromBuffer(Context& ctx, const Buffer& buffer, size_t of
 
 HostImage Image::Download() const {
   HostImage host = HostImage::Zeros(desc_);
+  if (!texture_ && packed_) {
+    // Only the packed form exists: read it, and drop each row's padding if it has any.
+    const size_t row = desc_.row_bytes(), padded_row = size_t(PackedTexelsPerRow(desc_)) * 16;
+    std::vector<uint8_t> padded(padded_row == row ? 0 : padded_row * size_t(desc_.height));
+    glMemoryBarrier(GL_TEXTURE_UPDATE_BARRIER_BIT);
+    glBindTexture(GL_TEXTURE_2D, packed_.get());
+    glGetTexImage(GL_TEXTURE_2D, 0, GL_RGBA_INTEGER, GL_UNSIGNED_INT,
+                  padded.empty() ? host.data.data() : padded.data());
+    glBindTexture(GL_TEXTURE_2D, 0);
+    if (!padded.empty()) {
+      for (int y = 0; y < desc_.height; ++y) {
+        std::memcpy(host.data.data() + size_t(y) * row, padded.data() + size_t(y) * padded_row,
+                    row);
+      }
+    }
+    return host;
+  }
   const GlFormat f = GlFormatFor(desc_);
   glMemoryBarrier(GL_TEXTURE_UPDATE_BARRIER_BIT);
   glBindTexture(GL_TEXTURE_2D, texture());

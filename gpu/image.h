@@ -85,6 +85,11 @@ class Image {
   }
   // An image with undefined contents, to be written by a kernel (see CopyFromBuffer).
   static absl::StatusOr<Image> Allocate(Context& ctx, const ImageDesc& desc);
+  // An image holding only its packed form, contents undefined until written with
+  // CopyPackedRowsFromBuffer: for kernels that write that layout, so that their results are
+  // written once. The plain texture is made from the packed form on first use (texture(),
+  // Bind(), CopyRows()); Download() reads the packed form directly.
+  static absl::StatusOr<Image> AllocatePacked(Context& ctx, const ImageDesc& desc);
 
   // Replaces the contents with `buffer`'s bytes from `offset` on, in ImageDesc layout.
   absl::Status CopyFromBuffer(Context& ctx, const Buffer& buffer, size_t offset = 0);
@@ -94,7 +99,8 @@ class Image {
   absl::StatusOr<Image> CopyRows(Context& ctx, int y0, int rows) const;
 
   const ImageDesc& desc() const { return desc_; }
-  GLuint texture() const { return texture_.get(); }
+  // Makes the plain texture first if the image holds only its packed form.
+  GLuint texture() const;
   // The memory the image holds on the device, the packed form included.
   size_t gpu_bytes() const {
     return desc_.bytes() + (packed_ ? size_t(PackedTexelsPerRow(desc_)) * 16 * desc_.height : 0);
@@ -117,9 +123,10 @@ class Image {
 
  private:
   absl::Status MakePacked(Context& ctx, std::span<const uint8_t> pixels) const;
+  void MakePlainFromPacked() const;
 
   ImageDesc desc_;
-  GlTexture texture_;
+  mutable GlTexture texture_;  // empty while only the packed form exists (AllocatePacked)
   mutable GlTexture packed_;
 };
 

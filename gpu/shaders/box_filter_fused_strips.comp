@@ -42,6 +42,7 @@ uniform int u_shift;
 uniform uint u_half;
 uniform int u_mul32;
 uniform int u_two;  // 2: a loop the compiler cannot unroll, to see whether loops still run
+uniform int u_sixteen;  // 16
 
 #define C CHANNELS
 #define N (STRIP + 2 * APRON)  // texels of sums
@@ -60,8 +61,10 @@ uvec4 row_texel(int tx, int my) {
   if (my < 0) return uvec4(u_const * 0x01010101u);
   if (tx < 0 || tx >= u_full_texels) {
     // Past the row's ends (or the partial last texel): each byte from the border rule.
+    // A loop the compiler cannot unroll (u_sixteen is 16): this path is inlined for every texel
+    // of the strip, and unrolled it would be most of the program.
     uvec4 r = uvec4(0);
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < u_sixteen; ++j) {
       int e = 16 * tx + j;
       int px = e >= 0 ? e / C : -((C - 1 - e) / C);
       int m = map_index(px, u_size.x);
@@ -155,11 +158,14 @@ void main() {
   if (tx0 >= u_row_texels || ya >= yb) return;
   int t0 = tx0 - APRON;
 
-  for (int y = ya - u_ry; y <= ya + u_ry; ++y) {
-    move_rows(t0, map_index(y, u_size.y), 0, false, y == ya - u_ry);
-  }
+  // One loop, one copy of the unrolled row move (its code, and so the compile time and the
+  // driver's cache space, is most of the program): y is the row whose window the move completes;
+  // before ya the moves only fill the sums.
   int rows_done = 0;
-  for (int y = ya; y < yb; ++y) {
+  for (int y = ya - 2 * u_ry; y < yb; ++y) {
+    move_rows(t0, map_index(y + u_ry, u_size.y), map_index(y - u_ry - 1, u_size.y), y > ya,
+              y == ya - 2 * u_ry);
+    if (y < ya) continue;
     // h[k]: the window sum of array byte 16 APRON - C + k, the C bytes before the strip.
     uint h[4];  // only h[0, C) is used
     h[0] = h[1] = h[2] = h[3] = 0u;
@@ -200,9 +206,6 @@ void main() {
     REP64(OUT_BYTE, 0)
     REP64(OUT_BYTE, 64)
 #endif
-    if (y + 1 < yb) {
-      move_rows(t0, map_index(y + u_ry + 1, u_size.y), map_index(y - u_ry, u_size.y), true, false);
-    }
     ++rows_done;
   }
   int probe = 0;

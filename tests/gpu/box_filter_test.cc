@@ -198,6 +198,45 @@ TEST(BoxFilterTest, FusedStripsManyStripsAndRowRuns) {
   }
 }
 
+// The fused strips write only the result's packed form: Download() reads it (dropping the rows'
+// padding), and a kernel reading the plain texture gets one made from it, with the same pixels.
+TEST(BoxFilterTest, FusedStripsResultReadsTheSameInEitherForm) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  BoxFilterKernel kernel(ctx);
+  for (int c = 1; c <= 4; ++c) {
+    // 37 pixels: rows of 37 c bytes, padded in the packed form; 64: no padding.
+    for (int w : {37, 64}) {
+      HostImage host = testing::RandomImage({w, 19, c, SampleType::kUint8}, rng);
+      const std::string what = StrCat(DescribeImage(host.desc));
+      absl::StatusOr<Image> img = Image::Upload(ctx, host);
+      ASSERT_TRUE(img.ok()) << img.status();
+      const BoxFilterOptions fused{.rx = 2, .ry = 1, .variant = BoxFilterVariant::kFusedStrips};
+      const BoxFilterOptions separable{.rx = 1, .ry = 2, .variant = BoxFilterVariant::kSeparable};
+      absl::StatusOr<HostImage> once = reference::BoxFilter(host, fused);
+      ASSERT_TRUE(once.ok()) << once.status();
+      absl::StatusOr<HostImage> twice = reference::BoxFilter(*once, separable);
+      ASSERT_TRUE(twice.ok()) << twice.status();
+
+      absl::StatusOr<BoxFilterResult> a = kernel.Run(*img, fused);
+      ASSERT_TRUE(a.ok()) << a.status();
+      EXPECT_EQ(a->image.Download().data, once->data) << what << ": packed form";
+      // The separable sums read the plain texture, made here from the packed form.
+      absl::StatusOr<BoxFilterResult> b = kernel.Run(a->image, separable);
+      ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_EQ(b->image.Download().data, twice->data) << what << ": plain texture";
+      EXPECT_EQ(a->image.Download().data, once->data) << what << ": plain texture read back";
+      absl::StatusOr<Image> rows = a->image.CopyRows(ctx, 3, 7);
+      ASSERT_TRUE(rows.ok()) << rows.status();
+      const size_t row = host.desc.row_bytes();
+      EXPECT_EQ(rows->Download().data,
+                std::vector<uint8_t>(once->data.begin() + 3 * row, once->data.begin() + 10 * row))
+          << what << ": rows copied";
+    }
+  }
+}
+
 // Runs of rows so long that llvmpipe's loop limit (65535 iterations per invocation, all loops
 // together) stops invocations early: the fused strips notice and run again with shorter runs.
 TEST(BoxFilterTest, FusedStripsSurviveTheLoopLimit) {
