@@ -29,6 +29,44 @@ GlFormat GlFormatFor(const ImageDesc& d) {
   return {kF32[i], kFloat[i], GL_FLOAT};
 }
 
+// The packed form's texture is allocated with sides that are never a power of two (one or two
+// spare texels or rows, never read): llvmpipe compiles a variant of a program per
+// power-of-two-ness of each bound image's sides, and keeps only so many compiled variants (it
+// evicts the least recently used past a total instruction count), so a single shape class for
+// every packed image keeps the programs that read them compiled once, warm after the warm-up.
+int NotPowerOfTwo(int n) {
+  while ((n & (n - 1)) == 0) ++n;  // 1 -> 3, 2 -> 3, 4 -> 5, ...
+  return n;
+}
+
+struct PackedAllocation {
+  int texels, rows;
+  size_t row_bytes() const { return size_t(texels) * 16; }
+};
+
+PackedAllocation PackedAllocationFor(const ImageDesc& desc) {
+  return {NotPowerOfTwo(PackedTexelsPerRow(desc)), NotPowerOfTwo(desc.height)};
+}
+
+GlTexture NewPackedTexture(const ImageDesc& desc) {
+  const PackedAllocation a = PackedAllocationFor(desc);
+  GlTexture t = GlTexture::Create();
+  glBindTexture(GL_TEXTURE_2D, t.get());
+  glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, a.texels, a.rows);
+  glBindTexture(GL_TEXTURE_2D, 0);
+  return t;
+}
+
+// The whole packed texture read back (glGetTexImage reads all of it), its rows a.row_bytes() apart.
+std::vector<uint8_t> ReadPackedTexture(GLuint texture, const PackedAllocation& a) {
+  std::vector<uint8_t> all(a.row_bytes() * size_t(a.rows));
+  glMemoryBarrier(GL_TEXTURE_UPDATE_BARRIER_BIT);
+  glBindTexture(GL_TEXTURE_2D, texture);
+  glGetTexImage(GL_TEXTURE_2D, 0, GL_RGBA_INTEGER, GL_UNSIGNED_INT, all.data());
+  glBindTexture(GL_TEXTURE_2D, 0);
+  return all;
+}
+
 }  // namespace
 
 int BytesPerSample(SampleType type) {
@@ -102,10 +140,7 @@ absl::StatusOr<Image> Image::AllocatePacked(Context& ctx, const ImageDesc& desc)
   (void)ctx.CheckGlError("before allocating an image");
   Image image;
   image.desc_ = desc;
-  image.packed_ = GlTexture::Create();
-  glBindTexture(GL_TEXTURE_2D, image.packed_.get());
-  glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, PackedTexelsPerRow(desc), desc.height);
-  glBindTexture(GL_TEXTURE_2D, 0);
+  image.packed_ = NewPackedTexture(desc);
   if (absl::Status s = ctx.CheckGlError(
           StrCat("allocating the packed form of a ", DescribeImage(desc), " image"));
       !s.ok()) {
@@ -119,32 +154,20 @@ GLuint Image::texture() const {
   return texture_.get();
 }
 
-// Through a pixel buffer: the packed form's rows into the buffer, then the buffer into the plain
-// texture, row by row where the packed rows carry padding.
+// The packed form's rows, read back, into a new plain texture.
 void Image::MakePlainFromPacked() const {
   const GlFormat f = GlFormatFor(desc_);
-  const size_t padded_row = size_t(PackedTexelsPerRow(desc_)) * 16;
-  const Buffer staging = Buffer::Create(padded_row * size_t(desc_.height));
-  glMemoryBarrier(GL_PIXEL_BUFFER_BARRIER_BIT | GL_TEXTURE_UPDATE_BARRIER_BIT);
-  glBindBuffer(GL_PIXEL_PACK_BUFFER, staging.get());
-  glBindTexture(GL_TEXTURE_2D, packed_.get());
-  glGetTexImage(GL_TEXTURE_2D, 0, GL_RGBA_INTEGER, GL_UNSIGNED_INT, nullptr);
-  glBindBuffer(GL_PIXEL_PACK_BUFFER, 0);
+  const PackedAllocation a = PackedAllocationFor(desc_);
+  const std::vector<uint8_t> packed = ReadPackedTexture(packed_.get(), a);
   GlTexture plain = GlTexture::Create();
   glBindTexture(GL_TEXTURE_2D, plain.get());
   glTexStorage2D(GL_TEXTURE_2D, 1, f.internal_format, desc_.width, desc_.height);
   glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
   glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
-  glBindBuffer(GL_PIXEL_UNPACK_BUFFER, staging.get());
-  if (padded_row == desc_.row_bytes()) {
-    glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, desc_.width, desc_.height, f.format, f.type, nullptr);
-  } else {
-    for (int y = 0; y < desc_.height; ++y) {
-      glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y, desc_.width, 1, f.format, f.type,
-                      reinterpret_cast<const void*>(padded_row * size_t(y)));
-    }
+  for (int y = 0; y < desc_.height; ++y) {
+    glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y, desc_.width, 1, f.format, f.type,
+                    packed.data() + a.row_bytes() * size_t(y));
   }
-  glBindBuffer(GL_PIXEL_UNPACK_BUFFER, 0);
   glBindTexture(GL_TEXTURE_2D, 0);
   texture_ = std::move(plain);
 }
@@ -182,9 +205,8 @@ absl::Status Image::MakePacked(Context& ctx, std::span<const uint8_t> pixels) co
     }
     src = padded.data();
   }
-  GlTexture packed = GlTexture::Create();
+  GlTexture packed = NewPackedTexture(desc_);
   glBindTexture(GL_TEXTURE_2D, packed.get());
-  glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, texels, desc_.height);
   glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, texels, desc_.height, GL_RGBA_INTEGER, GL_UNSIGNED_INT,
                   src);
   glBindTexture(GL_TEXTURE_2D, 0);
@@ -216,10 +238,7 @@ absl::StatusOr<Image> Image::CopyRows(Context& ctx, int y0, int rows) const {
                      0, 0, desc.width, rows, 1);
   if (packed_) {
     const int texels = PackedTexelsPerRow(desc);
-    GlTexture packed = GlTexture::Create();
-    glBindTexture(GL_TEXTURE_2D, packed.get());
-    glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, texels, rows);
-    glBindTexture(GL_TEXTURE_2D, 0);
+    GlTexture packed = NewPackedTexture(desc);
     glCopyImageSubData(packed_.get(), GL_TEXTURE_2D, 0, 0, y0, 0, packed.get(), GL_TEXTURE_2D, 0,
                        0, 0, 0, texels, rows, 1);
     part->packed_ = std::move(packed);
@@ -239,11 +258,7 @@ absl::Status Image::CopyPackedRowsFromBuffer(Context& ctx, const Buffer& buffer,
       offset + size_t(texels) * 16 * size_t(rows) > buffer.bytes()) {
     return absl::InternalError("CopyPackedRowsFromBuffer: rows outside the image or the buffer");
   }
-  if (!packed_) {
-    packed_ = GlTexture::Create();
-    glBindTexture(GL_TEXTURE_2D, packed_.get());
-    glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, texels, desc_.height);
-  }
+  if (!packed_) packed_ = NewPackedTexture(desc_);
   glMemoryBarrier(GL_PIXEL_BUFFER_BARRIER_BIT | GL_TEXTURE_UPDATE_BARRIER_BIT);
   glBindBuffer(GL_PIXEL_UNPACK_BUFFER, buffer.get());
   glBindTexture(GL_TEXTURE_2D, packed_.get());
@@ -277,19 +292,13 @@ absl::Status Image::CopyFromBuffer(Context& ctx, const Buffer& buffer, size_t of
 HostImage Image::Download() const {
   HostImage host = HostImage::Zeros(desc_);
   if (!texture_ && packed_) {
-    // Only the packed form exists: read it, and drop each row's padding if it has any.
-    const size_t row = desc_.row_bytes(), padded_row = size_t(PackedTexelsPerRow(desc_)) * 16;
-    std::vector<uint8_t> padded(padded_row == row ? 0 : padded_row * size_t(desc_.height));
-    glMemoryBarrier(GL_TEXTURE_UPDATE_BARRIER_BIT);
-    glBindTexture(GL_TEXTURE_2D, packed_.get());
-    glGetTexImage(GL_TEXTURE_2D, 0, GL_RGBA_INTEGER, GL_UNSIGNED_INT,
-                  padded.empty() ? host.data.data() : padded.data());
-    glBindTexture(GL_TEXTURE_2D, 0);
-    if (!padded.empty()) {
-      for (int y = 0; y < desc_.height; ++y) {
-        std::memcpy(host.data.data() + size_t(y) * row, padded.data() + size_t(y) * padded_row,
-                    row);
-      }
+    // Only the packed form exists: read it, and drop each row's padding.
+    const PackedAllocation a = PackedAllocationFor(desc_);
+    const std::vector<uint8_t> packed = ReadPackedTexture(packed_.get(), a);
+    const size_t row = desc_.row_bytes();
+    for (int y = 0; y < desc_.height; ++y) {
+      std::memcpy(host.data.data() + size_t(y) * row, packed.data() + size_t(y) * a.row_bytes(),
+                  row);
     }
     return host;
   }
@@ -313,25 +322,14 @@ std::vector<ImageDesc> WarmUpShapes(SampleType type, int channels, int min_width
     while (p < v) p *= 2;
     return p;
   };
-  auto texels = [&](int w) { return PackedTexelsPerRow({w, 1, channels, type}); };
-  std::vector<int> widths = {std::max(2, next_pow2(min_width))};
-  // Other widths: the first whose packed form is a power of two (if one comes soon), and the first
-  // whose packed form is not.
-  int odd_packed = 0, even_packed = 0;
-  for (int w = std::max(3, min_width); w < 4 * widths[0] + 64 && (!odd_packed || !even_packed);
-       ++w) {
-    if (pow2(w)) continue;
-    int& slot = pow2(texels(w)) ? even_packed : odd_packed;
-    if (!slot) slot = w;
-  }
-  for (int w : {even_packed, odd_packed}) {
-    if (w) widths.push_back(w);
-  }
+  const int pot_w = std::max(2, next_pow2(min_width));
+  int npot_w = std::max(3, min_width);
+  while (pow2(npot_w)) ++npot_w;
   const int pot_h = std::max(2, next_pow2(min_height));
   int npot_h = std::max(3, min_height);
   while (pow2(npot_h)) ++npot_h;
   std::vector<ImageDesc> shapes;
-  for (int w : widths) {
+  for (int w : {pot_w, npot_w}) {
     for (int h : {pot_h, npot_h}) shapes.push_back({w, h, channels, type});
   }
   return shapes;

@@ -70,7 +70,8 @@ inline int PackedTexelsPerRow(const ImageDesc& desc) { return int((desc.row_byte
 // kernels with texelFetch from texture unit 0. Move-only. REQUIRES: the context's thread.
 //
 // An image may also hold a packed form: the same bytes in an RGBA32UI texture
-// (PackedTexelsPerRow(desc) x height), read with imageLoad, 16 bytes per load. CPU renderers run
+// (PackedTexelsPerRow(desc) x height, allocated a texel or a row larger where a side would be a
+// power of two: see image.cc), read with imageLoad, 16 bytes per load. CPU renderers run
 // storage and texture reads one SIMD lane at a time but an image load of a wide texel at once, so
 // the kernels made for them read this form; it is made at upload on CPU renderers (where "GPU"
 // memory is host memory) and on first use elsewhere.
@@ -132,9 +133,9 @@ class Image {
 
 // Image shapes that together meet every compiled variant a driver may make of a program for images
 // of this type and channel count, at least min_width x min_height: llvmpipe compiles a variant per
-// power-of-two-ness of each bound texture's sides, so the shapes take both kinds of height and, for
-// the width, a power of two, and two other widths whose packed form is and is not a power-of-two
-// number of texels. The kernels' WarmUp() runs every program on each.
+// power-of-two-ness of each bound texture's sides, so the shapes take both kinds of width and of
+// height (packed forms are allocated with sides that never are, so they add no kind of their own).
+// The kernels' WarmUp() runs every program on each.
 std::vector<ImageDesc> WarmUpShapes(SampleType type, int channels, int min_width = 1,
                                     int min_height = 1);
 
