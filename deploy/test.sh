@@ -1,28 +1,62 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds (Release, warnings as errors in our code), and runs every test
 # with CTest on whatever EGL device is present (llvmpipe on a machine without a GPU).
-#   deploy/test.sh               the normal build in build/
+#   deploy/test.sh                      the normal build in build/, every test
 #   GLIMPSE_SANITIZE=1 deploy/test.sh   AddressSanitizer + UBSan build in build-asan/: the C++
 #                                       tests (labels gpu and service), which is what it can check
+#   GLIMPSE_SANITIZE=thread deploy/test.sh
+#                                       ThreadSanitizer build in build-tsan/: the service tests
+#                                       (label service), where the gRPC callbacks, the GPU worker
+#                                       and the host pool share the queue, the store and the
+#                                       result budget; tests/tsan.supp says what is not reported
+# An argument runs one step: `build` (install, configure, build) or `test` (CTest on what the
+# build step left), so CI can build the next configuration while this one's tests run.
+# GLIMPSE_SKIP_DEPS=1 skips the install (CI installs once for every configuration).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./deploy/install-deps.sh
+step=${1:-all}
+case "$step" in
+  all | build | test) ;;
+  *) echo "usage: deploy/test.sh [build|test]" >&2; exit 2 ;;
+esac
 
 build=build
 flags=(-DCMAKE_BUILD_TYPE=Release -DGLIMPSE_WERROR=ON)
 labels=()
-if [ "${GLIMPSE_SANITIZE:-0}" = 1 ]; then
-  build=build-asan
-  flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLIMPSE_SANITIZE=ON -DGLIMPSE_WERROR=ON)
-  # Mesa's own allocations at exit are not ours to chase.
-  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
-  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  # Scripts (deploy checks, the Python client) exercise no C++ code of ours beyond what the C++
-  # tests already reach, and some check the shipped Release binaries.
-  labels=(-L 'gpu|service')
+targets=()
+case "${GLIMPSE_SANITIZE:-0}" in
+  0) ;;
+  1)
+    build=build-asan
+    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLIMPSE_SANITIZE=ON -DGLIMPSE_WERROR=ON)
+    # Mesa's own allocations at exit are not ours to chase.
+    export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    # Scripts (deploy checks, the Python client) exercise no C++ code of ours beyond what the C++
+    # tests already reach, and some check the shipped Release binaries.
+    labels=(-L 'gpu|service')
+    targets=(gpu_tests service_tests glimpse glimpse-server)
+    ;;
+  thread)
+    build=build-tsan
+    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLIMPSE_TSAN=ON -DGLIMPSE_WERROR=ON)
+    # gpu/ runs on one thread (the context's owner): only the service has threads to race.
+    export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:second_deadlock_stack=1"
+    labels=(-L service)
+    targets=(service_tests glimpse glimpse-server)
+    ;;
+  *) echo "GLIMPSE_SANITIZE must be 1 (ASan + UBSan) or thread (TSan)" >&2; exit 2 ;;
+esac
+
+if [ "$step" != test ]; then
+  [ "${GLIMPSE_SKIP_DEPS:-0}" = 1 ] || ./deploy/install-deps.sh
+  cmake -S . -B "$build" -G Ninja "${flags[@]}"
+  cmake --build "$build" ${targets[@]:+--target "${targets[@]}"}
 fi
-cmake -S . -B "$build" -G Ninja "${flags[@]}"
-cmake --build "$build"
-# llvmpipe uses every core for each dispatch: run test binaries one at a time.
-export LP_NUM_THREADS=${LP_NUM_THREADS:-$(nproc)}
-ctest --test-dir "$build" --output-on-failure --timeout 600 "${labels[@]}"
+if [ "$step" != build ]; then
+  # llvmpipe uses every core for each dispatch: the tests that use the GPU hold the CTest
+  # resource lock `gpu` and run one at a time; the rest (client, deploy, Python) run beside them.
+  export LP_NUM_THREADS=${LP_NUM_THREADS:-$(nproc)}
+  ctest --test-dir "$build" --output-on-failure --timeout 600 -j "$(nproc)" \
+    "${labels[@]}"
+fi

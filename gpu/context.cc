@@ -6,6 +6,7 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -70,10 +71,24 @@ struct EglDevices {
   PFNEGLGETPLATFORMDISPLAYEXTPROC get_platform_display = nullptr;
 };
 
+// glad keeps the entry points (and extension flags) in process-wide variables. Loading them again
+// for a second context, as two servers in one process do, rewrote them while the first context's
+// thread was calling through them: a data race. libglvnd's EGL and GL entry points are dispatch
+// stubs that route each call to the calling thread's current context, so the first successful
+// load serves every later context. Returns glad's version (0: failed; the next call retries).
+template <typename Load>
+int LoadOnce(int* loaded, Load load) {
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  if (*loaded == 0) *loaded = load();
+  return *loaded;
+}
+int g_egl_client_loaded = 0, g_egl_display_loaded = 0, g_gl_loaded = 0;
+
 // Picks the EGL display per options.device; fills info->platform.
 absl::StatusOr<EGLDisplay> OpenDisplay(const ContextOptions& options, DeviceInfo* info) {
   // Before a display exists glad only has EGL 1.0: fetch the extension entry points by hand.
-  if (gladLoaderLoadEGL(EGL_NO_DISPLAY) == 0) {
+  if (LoadOnce(&g_egl_client_loaded, [] { return gladLoaderLoadEGL(EGL_NO_DISPLAY); }) == 0) {
     return absl::UnavailableError("cannot load libEGL (install libegl1 and a driver: Mesa or NVIDIA)");
   }
   const char* client_ext = eglQueryString(EGL_NO_DISPLAY, EGL_EXTENSIONS);
@@ -196,7 +211,9 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
   EGLint major = 0, minor = 0;
   if (!eglInitialize(*display, &major, &minor)) return EglFailure("eglInitialize");
   ctx->display_ = *display;
-  if (gladLoaderLoadEGL(*display) == 0) return absl::UnavailableError("glad could not load EGL");
+  if (LoadOnce(&g_egl_display_loaded, [&] { return gladLoaderLoadEGL(*display); }) == 0) {
+    return absl::UnavailableError("glad could not load EGL");
+  }
   info.egl_vendor = eglQueryString(*display, EGL_VENDOR);
   info.egl_version = eglQueryString(*display, EGL_VERSION);
   const char* display_ext = eglQueryString(*display, EGL_EXTENSIONS);
@@ -218,7 +235,9 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
   if (!eglMakeCurrent(*display, EGL_NO_SURFACE, EGL_NO_SURFACE, context)) {
     return EglFailure("eglMakeCurrent");
   }
-  if (gladLoadGL(reinterpret_cast<GLADloadfunc>(eglGetProcAddress)) == 0) {
+  if (LoadOnce(&g_gl_loaded, [] {
+        return gladLoadGL(reinterpret_cast<GLADloadfunc>(eglGetProcAddress));
+      }) == 0) {
     return absl::UnavailableError("glad could not load OpenGL 4.3 entry points");
   }
   info.vendor = GlString(GL_VENDOR);
