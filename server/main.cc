@@ -22,25 +22,27 @@ std::string EnvOr(const char* name, std::string fallback) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string listen = EnvOr("GLIMPSE_LISTEN", "0.0.0.0:50051");
-  std::string device = EnvOr("GLIMPSE_DEVICE", "auto");
+  // Every default is the options' own (server/server.h and what it holds); flags only override.
+  const glimpse::server::ServerOptions defaults;
+  std::string listen = EnvOr("GLIMPSE_LISTEN", defaults.listen);
+  std::string device = EnvOr("GLIMPSE_DEVICE", defaults.worker.device);
   std::string log_level = "info";
-  int64_t max_queue = 64;
-  int64_t max_image_pixels = 268435456;
-  int64_t max_upload_bytes = 1073741824;
-  int64_t store_bytes = 2147483648;
-  int64_t image_ttl_s = 3600;
-  int64_t max_message_bytes = 4194304;
-  int64_t max_connection_age_s = 300;
+  int64_t max_queue = defaults.worker.max_queue;
+  int64_t max_image_pixels = int64_t(defaults.limits.max_image_pixels);
+  int64_t max_upload_bytes = int64_t(defaults.limits.max_upload_bytes);
+  int64_t store_bytes = int64_t(defaults.worker.store_bytes);
+  int64_t image_ttl_s = defaults.worker.image_ttl.count();
+  int64_t max_message_bytes = int64_t(defaults.limits.max_message_bytes);
+  int64_t max_connection_age_s = defaults.max_connection_age_s;
   int64_t shutdown_grace_s = 20;
-  int64_t result_buffer_bytes = int64_t(glimpse::server::WorkerOptions{}.result_buffer_bytes);
+  int64_t result_buffer_bytes = int64_t(defaults.worker.result_buffer_bytes);
   std::string tls_cert, tls_key, tls_client_ca, tokens;
-  int64_t tenant_store_bytes = 0;
+  int64_t tenant_store_bytes = int64_t(defaults.worker.tenant_store_bytes);
   std::string redis, redis_user = EnvOr("GLIMPSE_REDIS_USER", "");
-  int64_t redis_timeout_ms = 2000;
+  int64_t redis_timeout_ms = defaults.redis.timeout.count();
   std::string metrics_listen = EnvOr("GLIMPSE_METRICS_LISTEN", "");
   const std::string warm_up_env =
-      EnvOr("GLIMPSE_WARM_UP", glimpse::server::WorkerOptions{}.warm_up ? "1" : "0");
+      EnvOr("GLIMPSE_WARM_UP", defaults.worker.warm_up ? "1" : "0");
   if (warm_up_env != "0" && warm_up_env != "1") {
     std::fprintf(stderr, "glimpse-server: $GLIMPSE_WARM_UP must be 0 or 1, got \"%s\"\n",
                  warm_up_env.c_str());
