@@ -34,37 +34,21 @@ GlFormat GlFormatFor(const ImageDesc& d) {
 // power-of-two-ness of each bound image's sides, and keeps only so many compiled variants (it
 // evicts the least recently used past a total instruction count), so a single shape class for
 // every packed image keeps the programs that read them compiled once, warm after the warm-up.
-int NotPowerOfTwo(int n) {
-  while ((n & (n - 1)) == 0) ++n;  // 1 -> 3, 2 -> 3, 4 -> 5, ...
-  return n;
+// n, or the next number past it that is not a power of two if that is at most `max`.
+int NotPowerOfTwo(int n, int max) {
+  int m = n;
+  while ((m & (m - 1)) == 0) ++m;  // 1 -> 3, 2 -> 3, 4 -> 5, ...
+  return m <= max ? m : n;
 }
 
-struct PackedAllocation {
-  int texels, rows;
-  size_t row_bytes() const { return size_t(texels) * 16; }
-};
-
-PackedAllocation PackedAllocationFor(const ImageDesc& desc) {
-  return {NotPowerOfTwo(PackedTexelsPerRow(desc)), NotPowerOfTwo(desc.height)};
-}
-
-GlTexture NewPackedTexture(const ImageDesc& desc) {
-  const PackedAllocation a = PackedAllocationFor(desc);
+GlTexture NewPackedTexture(Context& ctx, const ImageDesc& desc) {
+  const int max = ctx.limits().max_texture_size;
   GlTexture t = GlTexture::Create();
   glBindTexture(GL_TEXTURE_2D, t.get());
-  glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, a.texels, a.rows);
+  glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, NotPowerOfTwo(PackedTexelsPerRow(desc), max),
+                 NotPowerOfTwo(desc.height, max));
   glBindTexture(GL_TEXTURE_2D, 0);
   return t;
-}
-
-// The whole packed texture read back (glGetTexImage reads all of it), its rows a.row_bytes() apart.
-std::vector<uint8_t> ReadPackedTexture(GLuint texture, const PackedAllocation& a) {
-  std::vector<uint8_t> all(a.row_bytes() * size_t(a.rows));
-  glMemoryBarrier(GL_TEXTURE_UPDATE_BARRIER_BIT);
-  glBindTexture(GL_TEXTURE_2D, texture);
-  glGetTexImage(GL_TEXTURE_2D, 0, GL_RGBA_INTEGER, GL_UNSIGNED_INT, all.data());
-  glBindTexture(GL_TEXTURE_2D, 0);
-  return all;
 }
 
 }  // namespace
@@ -140,7 +124,7 @@ absl::StatusOr<Image> Image::AllocatePacked(Context& ctx, const ImageDesc& desc)
   (void)ctx.CheckGlError("before allocating an image");
   Image image;
   image.desc_ = desc;
-  image.packed_ = NewPackedTexture(desc);
+  image.packed_ = NewPackedTexture(ctx, desc);
   if (absl::Status s = ctx.CheckGlError(
           StrCat("allocating the packed form of a ", DescribeImage(desc), " image"));
       !s.ok()) {
@@ -157,8 +141,8 @@ GLuint Image::texture() const {
 // The packed form's rows, read back, into a new plain texture.
 void Image::MakePlainFromPacked() const {
   const GlFormat f = GlFormatFor(desc_);
-  const PackedAllocation a = PackedAllocationFor(desc_);
-  const std::vector<uint8_t> packed = ReadPackedTexture(packed_.get(), a);
+  const size_t packed_row = size_t(PackedTexelsPerRow(desc_)) * 16;
+  const std::vector<uint8_t> packed = PackedRows();
   GlTexture plain = GlTexture::Create();
   glBindTexture(GL_TEXTURE_2D, plain.get());
   glTexStorage2D(GL_TEXTURE_2D, 1, f.internal_format, desc_.width, desc_.height);
@@ -166,7 +150,7 @@ void Image::MakePlainFromPacked() const {
   glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
   for (int y = 0; y < desc_.height; ++y) {
     glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y, desc_.width, 1, f.format, f.type,
-                    packed.data() + a.row_bytes() * size_t(y));
+                    packed.data() + packed_row * size_t(y));
   }
   glBindTexture(GL_TEXTURE_2D, 0);
   texture_ = std::move(plain);
@@ -205,7 +189,7 @@ absl::Status Image::MakePacked(Context& ctx, std::span<const uint8_t> pixels) co
     }
     src = padded.data();
   }
-  GlTexture packed = NewPackedTexture(desc_);
+  GlTexture packed = NewPackedTexture(ctx, desc_);
   glBindTexture(GL_TEXTURE_2D, packed.get());
   glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, texels, desc_.height, GL_RGBA_INTEGER, GL_UNSIGNED_INT,
                   src);
@@ -238,7 +222,7 @@ absl::StatusOr<Image> Image::CopyRows(Context& ctx, int y0, int rows) const {
                      0, 0, desc.width, rows, 1);
   if (packed_) {
     const int texels = PackedTexelsPerRow(desc);
-    GlTexture packed = NewPackedTexture(desc);
+    GlTexture packed = NewPackedTexture(ctx, desc);
     glCopyImageSubData(packed_.get(), GL_TEXTURE_2D, 0, 0, y0, 0, packed.get(), GL_TEXTURE_2D, 0,
                        0, 0, 0, texels, rows, 1);
     part->packed_ = std::move(packed);
@@ -258,7 +242,7 @@ absl::Status Image::CopyPackedRowsFromBuffer(Context& ctx, const Buffer& buffer,
       offset + size_t(texels) * 16 * size_t(rows) > buffer.bytes()) {
     return absl::InternalError("CopyPackedRowsFromBuffer: rows outside the image or the buffer");
   }
-  if (!packed_) packed_ = NewPackedTexture(desc_);
+  if (!packed_) packed_ = NewPackedTexture(ctx, desc_);
   glMemoryBarrier(GL_PIXEL_BUFFER_BARRIER_BIT | GL_TEXTURE_UPDATE_BARRIER_BIT);
   glBindBuffer(GL_PIXEL_UNPACK_BUFFER, buffer.get());
   glBindTexture(GL_TEXTURE_2D, packed_.get());
@@ -293,12 +277,10 @@ HostImage Image::Download() const {
   HostImage host = HostImage::Zeros(desc_);
   if (!texture_ && packed_) {
     // Only the packed form exists: read it, and drop each row's padding.
-    const PackedAllocation a = PackedAllocationFor(desc_);
-    const std::vector<uint8_t> packed = ReadPackedTexture(packed_.get(), a);
-    const size_t row = desc_.row_bytes();
+    const std::vector<uint8_t> packed = PackedRows();
+    const size_t row = desc_.row_bytes(), packed_row = size_t(PackedTexelsPerRow(desc_)) * 16;
     for (int y = 0; y < desc_.height; ++y) {
-      std::memcpy(host.data.data() + size_t(y) * row, packed.data() + size_t(y) * a.row_bytes(),
-                  row);
+      std::memcpy(host.data.data() + size_t(y) * row, packed.data() + size_t(y) * packed_row, row);
     }
     return host;
   }
@@ -308,6 +290,24 @@ HostImage Image::Download() const {
   glGetTexImage(GL_TEXTURE_2D, 0, f.format, f.type, host.data.data());
   glBindTexture(GL_TEXTURE_2D, 0);
   return host;
+}
+
+std::vector<uint8_t> Image::PackedRows() const {
+  // glGetTexImage reads the whole texture, spare texels and rows included.
+  GLint width = 0, height = 0;
+  glBindTexture(GL_TEXTURE_2D, packed_.get());
+  glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, GL_TEXTURE_WIDTH, &width);
+  glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, GL_TEXTURE_HEIGHT, &height);
+  std::vector<uint8_t> all(size_t(width) * 16 * size_t(height));
+  glMemoryBarrier(GL_TEXTURE_UPDATE_BARRIER_BIT);
+  glGetTexImage(GL_TEXTURE_2D, 0, GL_RGBA_INTEGER, GL_UNSIGNED_INT, all.data());
+  glBindTexture(GL_TEXTURE_2D, 0);
+  const size_t row = size_t(PackedTexelsPerRow(desc_)) * 16;
+  std::vector<uint8_t> rows(row * size_t(desc_.height));
+  for (int y = 0; y < desc_.height; ++y) {
+    std::memcpy(rows.data() + row * size_t(y), all.data() + size_t(width) * 16 * size_t(y), row);
+  }
+  return rows;
 }
 
 void Image::Bind(GLuint unit) const {

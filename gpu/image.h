@@ -114,6 +114,9 @@ class Image {
   // Makes the packed form if the image has none yet (reads the pixels back once to do it). The
   // packed form is a cache of the image's own pixels, so this is const; gpu_bytes() grows.
   absl::Status EnsurePacked(Context& ctx) const;
+  // The packed form's rows read back, PackedTexelsPerRow(desc) * 16 bytes each (the texture's
+  // spare texels and rows left out). REQUIRES: has_packed().
+  std::vector<uint8_t> PackedRows() const;
   // Binds the packed form read-only to image unit `unit` as rgba32ui. REQUIRES: has_packed().
   void BindPacked(GLuint unit) const;
   // Writes rows [y0, y0 + rows) of the packed form (made if missing, its other rows undefined

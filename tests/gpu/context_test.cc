@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "gpu/context.h"
@@ -59,14 +60,19 @@ TEST(ImageTest, RoundTripsEveryFormatAndChannelCount) {
 }
 
 // The packed form's bytes: each row's bytes, then zeros up to a whole 16-byte texel.
-std::vector<uint8_t> ReadPacked(const Image& img) {
-  const ImageDesc& d = img.desc();
-  std::vector<uint8_t> out(size_t(PackedTexelsPerRow(d)) * 16 * d.height);
+std::vector<uint8_t> ReadPacked(const Image& img) { return img.PackedRows(); }
+
+// The packed texture's sides, which llvmpipe's compiled variants depend on.
+std::pair<int, int> PackedSides(const Image& img) {
+  GLint w = 0, h = 0;
   glBindTexture(GL_TEXTURE_2D, img.packed_texture());
-  glGetTexImage(GL_TEXTURE_2D, 0, GL_RGBA_INTEGER, GL_UNSIGNED_INT, out.data());
+  glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, GL_TEXTURE_WIDTH, &w);
+  glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, GL_TEXTURE_HEIGHT, &h);
   glBindTexture(GL_TEXTURE_2D, 0);
-  return out;
+  return {w, h};
 }
+
+bool PowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
 std::vector<uint8_t> PaddedRows(const HostImage& host) {
   const size_t row = host.desc.row_bytes(), padded = size_t(PackedTexelsPerRow(host.desc)) * 16;
@@ -84,7 +90,7 @@ TEST(ImageTest, PackedFormHoldsEveryRowPaddedToWholeTexels) {
   for (SampleType t : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
     for (int c = 1; c <= 4; ++c) {
       for (int w : {1, 3, 16, 37}) {
-        const ImageDesc d{.width = w, .height = 5, .channels = c, .type = t};
+        const ImageDesc d{.width = w, .height = w == 16 ? 4 : 5, .channels = c, .type = t};
         const HostImage host = testing::RandomImage(d, rng);
         auto img = Image::Upload(ctx, host);
         ASSERT_TRUE(img.ok()) << img.status();
@@ -93,6 +99,12 @@ TEST(ImageTest, PackedFormHoldsEveryRowPaddedToWholeTexels) {
         ASSERT_TRUE(img->EnsurePacked(ctx).ok());
         EXPECT_EQ(ReadPacked(*img), PaddedRows(host)) << DescribeImage(d);
         EXPECT_EQ(img->gpu_bytes(), d.bytes() + PaddedRows(host).size());
+        // One shape class for every packed form: no side a power of two.
+        const auto [pw, ph] = PackedSides(*img);
+        EXPECT_FALSE(PowerOfTwo(pw)) << DescribeImage(d) << ": " << pw;
+        EXPECT_FALSE(PowerOfTwo(ph)) << DescribeImage(d) << ": " << ph;
+        EXPECT_GE(pw, PackedTexelsPerRow(d));
+        EXPECT_GE(ph, d.height);
 
         // Contents replaced from a buffer: the packed form follows.
         const HostImage next = testing::RandomImage(d, rng);
