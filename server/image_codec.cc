@@ -1,8 +1,10 @@
 #include "server/image_codec.h"
 
+#include <array>
 #include <cctype>
 #include <climits>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -28,25 +30,55 @@ namespace {
 
 constexpr std::string_view kFormats = "PNG, JPEG, BMP, TGA, GIF, PNM, HDR or PSD";
 
-// Where the samples of a binary PNM file (P5 grey, P6 RGB) start, or 0 if it is not one.
-// stb_image 2.27 neither notices a truncated PNM nor swaps 16-bit PNM samples from their
-// big-endian order, and converts their channels as if they were 8-bit: DecodeEncoded makes up
-// for all three with this.
-size_t PnmDataOffset(std::span<const uint8_t> f) {
-  if (f.size() < 3 || f[0] != 'P' || (f[1] != '5' && f[1] != '6')) return 0;
+// The header of a binary PNM file (P5 grey, P6 RGB), tokenized as stb_image 2.27 reads it.
+struct PnmHeader {
+  // The numbers read (width, height, maxval) before the first missing one, as written.
+  std::array<std::string_view, 3> numbers;
+  int count = 0;
+  // Where the samples start when all three were read, else 0. stb_image 2.27 neither notices a
+  // truncated PNM nor swaps 16-bit PNM samples from their big-endian order, and converts their
+  // channels as if they were 8-bit: DecodeEncoded makes up for all three with this.
+  size_t data_offset = 0;
+};
+
+PnmHeader ReadPnmHeader(std::span<const uint8_t> f) {
+  PnmHeader h;
+  if (f.size() < 3 || f[0] != 'P' || (f[1] != '5' && f[1] != '6')) return h;
   size_t i = 2;
-  for (int token = 0; token < 3; ++token) {  // width, height, maxval
+  for (; h.count < 3; ++h.count) {
     while (i < f.size() && (std::isspace(f[i]) || f[i] == '#')) {
       if (f[i] == '#') {
-        while (i < f.size() && f[i] != '\n') ++i;
+        while (i < f.size() && f[i] != '\n' && f[i] != '\r') ++i;
       } else {
         ++i;
       }
     }
-    if (i >= f.size() || !std::isdigit(f[i])) return 0;
+    if (i >= f.size() || !std::isdigit(f[i])) return h;
+    const size_t start = i;
     while (i < f.size() && std::isdigit(f[i])) ++i;
+    h.numbers[size_t(h.count)] =
+        std::string_view(reinterpret_cast<const char*>(&f[start]), i - start);
   }
-  return i + 1;  // one whitespace character ends the header
+  h.data_offset = i + 1;  // one whitespace character ends the header
+  return h;
+}
+
+// stb_image parses the header's numbers into an int without a bound (signed overflow, undefined
+// behaviour, on 10 digits and more): numbers past INT_MAX are refused before stb_image sees them.
+absl::Status CheckPnmNumbers(const PnmHeader& h, std::string_view field) {
+  constexpr std::array<std::string_view, 3> kNames = {"width", "height", "maxval"};
+  for (int n = 0; n < h.count; ++n) {
+    std::string_view digits = h.numbers[size_t(n)];
+    while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
+    const std::string_view int_max = "2147483647";
+    if (digits.size() > int_max.size() || (digits.size() == int_max.size() && digits > int_max)) {
+      const bool cut = digits.size() > 24;
+      return absl::InvalidArgumentError(StrCat(
+          field, " is a PNM file whose header's ", kNames[size_t(n)], " is ", digits.substr(0, 24),
+          cut ? "..." : "", ", over the largest a header may state, ", int_max));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -59,6 +91,7 @@ absl::StatusOr<gpu::ImageDesc> ProbeEncoded(std::span<const uint8_t> file, std::
     return absl::InvalidArgumentError(
         StrCat(field, " is ", file.size(), " bytes; encoded files must be under 2 GiB"));
   }
+  if (absl::Status s = CheckPnmNumbers(ReadPnmHeader(file), field); !s.ok()) return s;
   const auto* data = reinterpret_cast<const stbi_uc*>(file.data());
   const int len = int(file.size());
   int w = 0, h = 0, comp = 0;
@@ -95,7 +128,7 @@ absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int 
   }
   if (desired_channels != 0) desc.channels = desired_channels;
 
-  const size_t pnm = PnmDataOffset(file);
+  const size_t pnm = ReadPnmHeader(file).data_offset;
   if (pnm != 0) {
     const size_t needed = size_t(desc.pixels()) * probed->channels * gpu::BytesPerSample(desc.type);
     if (file.size() < pnm || file.size() - pnm < needed) {

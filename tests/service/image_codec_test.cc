@@ -1,0 +1,62 @@
+// Encoded files whose headers stb_image cannot be trusted with are refused before it reads them
+// (inputs found by tests/fuzz; each is also in the fuzz corpus). No GPU needed.
+#include "server/image_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace glimpse::server {
+namespace {
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+TEST(ImageCodecTest, PnmHeaderNumbersPastIntAreRefusedNamingTheField) {
+  const std::string kBig = "33333333165535";  // from the fuzz input: 14 digits
+  struct Case {
+    std::string file, needle;
+  };
+  const Case cases[] = {
+      {"P5\n" + kBig + " 2\n255\n\x01\x02", "width is 33333333165535"},
+      {"P5\n# comment\n2 \n" + kBig + "\n\x01\x02\xff\xfe", "height is 33333333165535"},
+      {"P6 1 1 " + kBig + "\nabc", "maxval is 33333333165535"},
+      // stb_image ends a comment at \r too: the number after it is still read.
+      {"P5 #c\r2147483648 1 255\n\x01", "width is 2147483648"},
+      // Leading zeros do not make a number big, the digits past INT_MAX's ten do.
+      {"P5 1 000000000000000000001 2147483648\n\x01", "maxval is 2147483648"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    absl::StatusOr<gpu::ImageDesc> probed = ProbeEncoded(Bytes(c.file), "image.encoded.data");
+    ASSERT_FALSE(probed.ok());
+    EXPECT_EQ(probed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(probed.status().message().find("image.encoded.data"), std::string::npos);
+    EXPECT_NE(probed.status().message().find(c.needle), std::string::npos)
+        << probed.status().message();
+    EXPECT_NE(probed.status().message().find("2147483647"), std::string::npos);
+    EXPECT_FALSE(DecodeEncoded(Bytes(c.file), 0, uint64_t{1} << 40, "f").ok());
+  }
+}
+
+TEST(ImageCodecTest, PnmHeaderNumbersUpToIntAreLeftToTheLimits) {
+  // INT_MAX itself is read by stb_image without overflow; the pixel limit refuses the size.
+  const std::string file = "P5 2147483647 1 255\n\x01";
+  absl::StatusOr<gpu::HostImage> decoded = DecodeEncoded(Bytes(file), 0, 1 << 20, "f");
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kResourceExhausted)
+      << decoded.status().message();
+  EXPECT_NE(decoded.status().message().find("--max-image-pixels"), std::string::npos);
+
+  const std::string small = "P5\n# c\r3 1 0000000255\n\x01\x02\x03";
+  decoded = DecodeEncoded(Bytes(small), 0, 1 << 20, "f");
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(decoded->desc, (gpu::ImageDesc{3, 1, 1, gpu::SampleType::kUint8}));
+  EXPECT_EQ(decoded->data, (std::vector<uint8_t>{1, 2, 3}));
+}
+
+}  // namespace
+}  // namespace glimpse::server
