@@ -4,6 +4,8 @@
 #include <cctype>
 #include <climits>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -81,6 +83,35 @@ absl::Status CheckPnmNumbers(const PnmHeader& h, std::string_view field) {
   return absl::OkStatus();
 }
 
+// A copy of a PNG file without its empty IDAT chunks, or nullopt when it has none (or is not a
+// PNG). An empty IDAT is valid PNG (the image data is all IDATs' data joined), but stb_image 2.27
+// reads one before any other into a null buffer, memcpy(nullptr, p, 0): undefined behaviour that
+// lets the compiler drop its later null check of that buffer.
+std::optional<std::string> WithoutEmptyIdat(std::span<const uint8_t> f) {
+  constexpr uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (f.size() < 8 || std::memcmp(f.data(), kSignature, 8) != 0) return std::nullopt;
+  auto empty_idat = [&](size_t at) {
+    return f.size() - at >= 12 && f[at] == 0 && f[at + 1] == 0 && f[at + 2] == 0 &&
+           f[at + 3] == 0 && std::memcmp(&f[at + 4], "IDAT", 4) == 0;
+  };
+  auto chunk_end = [&](size_t at) -> size_t {  // past its CRC, or 0 when it overruns the file
+    if (f.size() - at < 12) return 0;
+    const uint64_t length = uint64_t{f[at]} << 24 | uint64_t{f[at + 1]} << 16 |
+                            uint64_t{f[at + 2]} << 8 | uint64_t{f[at + 3]};
+    return length > f.size() - at - 12 ? 0 : at + 12 + size_t(length);
+  };
+  bool any = false;
+  for (size_t at = 8; at != 0 && at < f.size(); at = chunk_end(at)) any = any || empty_idat(at);
+  if (!any) return std::nullopt;
+  std::string out(reinterpret_cast<const char*>(f.data()), 8);
+  size_t at = 8;
+  for (size_t next; at < f.size() && (next = chunk_end(at)) != 0; at = next) {
+    if (!empty_idat(at)) out.append(reinterpret_cast<const char*>(&f[at]), next - at);
+  }
+  out.append(reinterpret_cast<const char*>(f.data()) + at, f.size() - at);  // any tail as it was
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<gpu::ImageDesc> ProbeEncoded(std::span<const uint8_t> file, std::string_view field) {
@@ -142,8 +173,11 @@ absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int 
                  probed->channels, " channels); send 0 to keep them"));
     }
   }
-  const auto* data = reinterpret_cast<const stbi_uc*>(file.data());
-  const int len = int(file.size());
+  const std::optional<std::string> png = WithoutEmptyIdat(file);
+  const std::span<const uint8_t> bytes =
+      png ? std::span(reinterpret_cast<const uint8_t*>(png->data()), png->size()) : file;
+  const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
+  const int len = int(bytes.size());
   int w = 0, h = 0, comp = 0;
   void* pixels = nullptr;
   switch (desc.type) {

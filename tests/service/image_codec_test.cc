@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <random>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace glimpse::server {
 namespace {
@@ -56,6 +58,43 @@ TEST(ImageCodecTest, PnmHeaderNumbersUpToIntAreLeftToTheLimits) {
   ASSERT_TRUE(decoded.ok()) << decoded.status().message();
   EXPECT_EQ(decoded->desc, (gpu::ImageDesc{3, 1, 1, gpu::SampleType::kUint8}));
   EXPECT_EQ(decoded->data, (std::vector<uint8_t>{1, 2, 3}));
+}
+
+// An empty IDAT chunk is valid PNG; stb_image would read it into a null buffer (UBSan in the
+// sanitizer build fails this test without the fix).
+TEST(ImageCodecTest, PngWithEmptyIdatChunksDecodesAsWithout) {
+  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = rng();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 gen(seed);
+  gpu::HostImage img = gpu::HostImage::Zeros({7, 5, 3, gpu::SampleType::kUint8});
+  for (uint8_t& b : img.data) b = uint8_t(gen());
+  absl::StatusOr<std::string> png = EncodePng(img);
+  ASSERT_TRUE(png.ok());
+  const size_t idat = png->find("IDAT") - 4;
+  const std::string empty_idat("\0\0\0\0IDAT\x35\xaf\x06\x1e", 12);
+  // Before the first IDAT, and again before IEND.
+  std::string with = *png;
+  with.insert(idat, empty_idat);
+  with.insert(with.size() - 12, empty_idat);
+  for (int channels : {0, 4}) {
+    absl::StatusOr<gpu::HostImage> decoded = DecodeEncoded(Bytes(with), channels, 1 << 20, "f");
+    absl::StatusOr<gpu::HostImage> plain = DecodeEncoded(Bytes(*png), channels, 1 << 20, "f");
+    ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+    ASSERT_TRUE(plain.ok());
+    EXPECT_EQ(decoded->desc, plain->desc);
+    EXPECT_EQ(decoded->data, plain->data);
+  }
+  absl::StatusOr<gpu::HostImage> decoded = DecodeEncoded(Bytes(with), 0, 1 << 20, "f");
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->data, img.data);
+
+  // Only empty IDATs: nothing to decode, refused with the field's name.
+  std::string none = png->substr(0, idat) + empty_idat + png->substr(png->size() - 12);
+  absl::StatusOr<gpu::HostImage> refused = DecodeEncoded(Bytes(none), 0, 1 << 20, "image.encoded");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("image.encoded"), std::string::npos);
 }
 
 }  // namespace
