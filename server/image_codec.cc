@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "gpu/str.h"
@@ -83,32 +84,39 @@ absl::Status CheckPnmNumbers(const PnmHeader& h, std::string_view field) {
   return absl::OkStatus();
 }
 
-// A copy of a PNG file without its empty IDAT chunks, or nullopt when it has none (or is not a
-// PNG). An empty IDAT is valid PNG (the image data is all IDATs' data joined), but stb_image 2.27
-// reads one before any other into a null buffer, memcpy(nullptr, p, 0): undefined behaviour that
-// lets the compiler drop its later null check of that buffer.
-std::optional<std::string> WithoutEmptyIdat(std::span<const uint8_t> f) {
+// What stb_image 2.27 is given to decode a PNG file: nullopt to decode the file in place, or a
+// copy without its empty IDAT chunks. An empty IDAT is valid PNG (the image data is all IDATs'
+// data joined), but stb_image reads one that comes first into a null buffer, memcpy(nullptr, p, 0):
+// undefined behaviour that lets the compiler drop its later null check of that buffer. A chunk
+// whose stated length runs past the end of the file is refused: stb_image grows its buffer to an
+// IDAT's stated length before reading it, so a 100-byte file would allocate gigabytes.
+absl::StatusOr<std::optional<std::string>> PngForStb(std::span<const uint8_t> f,
+                                                     std::string_view field) {
   constexpr uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   if (f.size() < 8 || std::memcmp(f.data(), kSignature, 8) != 0) return std::nullopt;
-  auto empty_idat = [&](size_t at) {
-    return f.size() - at >= 12 && f[at] == 0 && f[at + 1] == 0 && f[at + 2] == 0 &&
-           f[at + 3] == 0 && std::memcmp(&f[at + 4], "IDAT", 4) == 0;
-  };
-  auto chunk_end = [&](size_t at) -> size_t {  // past its CRC, or 0 when it overruns the file
-    if (f.size() - at < 12) return 0;
+  // The chunks up to IEND (stb_image reads no further): [start, end) each, CRC included.
+  std::vector<std::pair<size_t, size_t>> chunks;
+  bool empty_idat = false;
+  for (size_t at = 8; f.size() - at >= 8;) {
     const uint64_t length = uint64_t{f[at]} << 24 | uint64_t{f[at + 1]} << 16 |
                             uint64_t{f[at + 2]} << 8 | uint64_t{f[at + 3]};
-    return length > f.size() - at - 12 ? 0 : at + 12 + size_t(length);
-  };
-  bool any = false;
-  for (size_t at = 8; at != 0 && at < f.size(); at = chunk_end(at)) any = any || empty_idat(at);
-  if (!any) return std::nullopt;
-  std::string out(reinterpret_cast<const char*>(f.data()), 8);
-  size_t at = 8;
-  for (size_t next; at < f.size() && (next = chunk_end(at)) != 0; at = next) {
-    if (!empty_idat(at)) out.append(reinterpret_cast<const char*>(&f[at]), next - at);
+    const std::string_view type(reinterpret_cast<const char*>(&f[at + 4]), 4);
+    if (f.size() - at < 12 || length > f.size() - at - 12) {
+      return absl::InvalidArgumentError(
+          StrCat(field, " is a truncated or corrupt PNG file: a chunk at byte ", at, " states ",
+                 length, " bytes of data, past the file's end (", f.size(), " bytes)"));
+    }
+    chunks.emplace_back(at, at + 12 + size_t(length));
+    empty_idat = empty_idat || (length == 0 && type == "IDAT");
+    if (type == "IEND") break;
+    at += 12 + size_t(length);
   }
-  out.append(reinterpret_cast<const char*>(f.data()) + at, f.size() - at);  // any tail as it was
+  if (!empty_idat) return std::nullopt;
+  std::string out(reinterpret_cast<const char*>(f.data()), 8);
+  for (const auto& [start, end] : chunks) {
+    if (end - start == 12 && std::memcmp(&f[start + 4], "IDAT", 4) == 0) continue;
+    out.append(reinterpret_cast<const char*>(&f[start]), end - start);
+  }
   return out;
 }
 
@@ -173,7 +181,9 @@ absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int 
                  probed->channels, " channels); send 0 to keep them"));
     }
   }
-  const std::optional<std::string> png = WithoutEmptyIdat(file);
+  const absl::StatusOr<std::optional<std::string>> prepared = PngForStb(file, field);
+  if (!prepared.ok()) return prepared.status();
+  const std::optional<std::string>& png = *prepared;
   const std::span<const uint8_t> bytes =
       png ? std::span(reinterpret_cast<const uint8_t*>(png->data()), png->size()) : file;
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());

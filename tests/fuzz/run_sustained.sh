@@ -14,7 +14,7 @@ leaks=1
 [ "$target" = analyze_request ] && leaks=0  # Mesa's allocations at exit are not ours
 status=0
 ASAN_OPTIONS=detect_leaks=$leaks nice -n 19 "$build/tests/fuzz/fuzz_$target" \
-  -max_total_time="$seconds" -timeout=120 -rss_limit_mb=4096 -print_final_stats=1 \
+  -max_total_time="$seconds" -timeout=120 -rss_limit_mb=4096 -malloc_limit_mb=1024 -print_final_stats=1 \
   -artifact_prefix="$work/$target-" "$work/corpus/$target" "$src/$target" >"$log" 2>&1 || status=$?
 final=$(grep -E '^#[0-9]+ +DONE' "$log" | tail -1 || true)
 [ -n "$final" ] || final=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)

@@ -97,5 +97,32 @@ TEST(ImageCodecTest, PngWithEmptyIdatChunksDecodesAsWithout) {
   EXPECT_NE(refused.status().message().find("image.encoded"), std::string::npos);
 }
 
+// stb_image would grow its buffer to the stated length before finding the data missing.
+TEST(ImageCodecTest, PngChunkLongerThanTheFileIsRefusedBeforeDecoding) {
+  absl::StatusOr<std::string> png =
+      EncodePng(gpu::HostImage::Zeros({3, 2, 3, gpu::SampleType::kUint8}));
+  ASSERT_TRUE(png.ok());
+  const size_t idat = png->find("IDAT") - 4;
+  for (uint32_t length : {0x7fffffffu, 0x4d000000u, 0xffffffffu}) {
+    SCOPED_TRACE(length);
+    std::string bad = *png;
+    for (int i = 0; i < 4; ++i) bad[idat + size_t(i)] = char(length >> (24 - 8 * i));
+    absl::StatusOr<gpu::HostImage> decoded = DecodeEncoded(Bytes(bad), 0, 1 << 20, "upload");
+    ASSERT_FALSE(decoded.ok());
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(decoded.status().message().find("upload is a truncated or corrupt PNG file"),
+              std::string::npos)
+        << decoded.status().message();
+    EXPECT_NE(decoded.status().message().find(std::to_string(length)), std::string::npos);
+  }
+  // Cut inside the last chunk: also refused, before stb_image.
+  const std::string cut = png->substr(0, png->size() - 4);
+  absl::StatusOr<gpu::HostImage> decoded = DecodeEncoded(Bytes(cut), 0, 1 << 20, "upload");
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_NE(decoded.status().message().find("past the file's end"), std::string::npos);
+  // Bytes after IEND are not read.
+  EXPECT_TRUE(DecodeEncoded(Bytes(*png + "trailing"), 0, 1 << 20, "upload").ok());
+}
+
 }  // namespace
 }  // namespace glimpse::server
