@@ -1,5 +1,6 @@
 #include "server/image_codec.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <climits>
@@ -120,6 +121,51 @@ absl::StatusOr<std::optional<std::string>> PngForStb(std::span<const uint8_t> f,
   return out;
 }
 
+// stb_image 2.27 builds a JPEG Huffman table into arrays of 256 codes without checking that the
+// table's 16 code counts add up to no more than that: such a table (corrupt by the JPEG spec,
+// ITU T.81 B.2.4.2) is refused before stb_image reads the file. Every DHT segment is found the way
+// a decoder finds it: marker segments by their lengths, and entropy-coded data after SOS up to
+// the next 0xFF that is neither byte stuffing (0xFF00) nor a restart marker.
+absl::Status CheckJpegHuffmanTables(std::span<const uint8_t> f, std::string_view field) {
+  if (f.size() < 4 || f[0] != 0xFF || f[1] != 0xD8) return absl::OkStatus();
+  auto byte = [&](size_t i) -> size_t { return i < f.size() ? f[i] : 0; };
+  size_t pos = 2;
+  while (pos < f.size()) {
+    if (f[pos] != 0xFF) {
+      ++pos;
+      continue;
+    }
+    while (pos < f.size() && f[pos] == 0xFF) ++pos;
+    if (pos >= f.size()) break;
+    const uint8_t m = f[pos++];
+    if (m == 0xD9) break;                                                           // EOI
+    if (m == 0x00 || m == 0x01 || m == 0xD8 || (m >= 0xD0 && m <= 0xD7)) continue;  // no length
+    const size_t length = byte(pos) << 8 | byte(pos + 1);
+    if (m == 0xC4) {  // DHT: tables while its length lasts, as stb_image reads them
+      int64_t left = int64_t(length) - 2;
+      for (size_t t = pos + 2; left > 0;) {
+        size_t codes = 0;
+        for (size_t i = 1; i <= 16; ++i) codes += byte(t + i);
+        if (codes > 256) {
+          return absl::InvalidArgumentError(
+              StrCat(field, " is a corrupt JPEG file: the Huffman table at byte ", t, " has ",
+                     codes, " codes, more than 256"));
+        }
+        t += 17 + codes;
+        left -= int64_t(17 + codes);
+      }
+    }
+    pos += std::max<size_t>(length, 2);
+    if (m == 0xDA) {  // SOS: skip the entropy-coded data
+      while (pos + 1 < f.size() &&
+             !(f[pos] == 0xFF && f[pos + 1] != 0 && (f[pos + 1] < 0xD0 || f[pos + 1] > 0xD7))) {
+        ++pos;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<gpu::ImageDesc> ProbeEncoded(std::span<const uint8_t> file, std::string_view field) {
@@ -131,6 +177,7 @@ absl::StatusOr<gpu::ImageDesc> ProbeEncoded(std::span<const uint8_t> file, std::
         StrCat(field, " is ", file.size(), " bytes; encoded files must be under 2 GiB"));
   }
   if (absl::Status s = CheckPnmNumbers(ReadPnmHeader(file), field); !s.ok()) return s;
+  if (absl::Status s = CheckJpegHuffmanTables(file, field); !s.ok()) return s;
   const auto* data = reinterpret_cast<const stbi_uc*>(file.data());
   const int len = int(file.size());
   int w = 0, h = 0, comp = 0;

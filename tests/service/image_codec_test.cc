@@ -124,5 +124,33 @@ TEST(ImageCodecTest, PngChunkLongerThanTheFileIsRefusedBeforeDecoding) {
   EXPECT_TRUE(DecodeEncoded(Bytes(*png + "trailing"), 0, 1 << 20, "upload").ok());
 }
 
+// stb_image would write past its 256-code arrays.
+TEST(ImageCodecTest, JpegHuffmanTableOfMoreThan256CodesIsRefused) {
+  auto jpeg_with_dht = [](int codes) {
+    std::string counts(16, '\0');
+    counts[15] = char(codes - 255);
+    counts[14] = char(255);
+    const size_t length = 2 + 17 + size_t(codes);
+    std::string f(
+        "\xff\xd8\xff\xfe\x00\x04"
+        "ab",
+        8);  // a comment segment first
+    f += std::string("\xff\xc4") + char(length >> 8) + char(length & 0xff) + '\x10' + counts;
+    return f + std::string(size_t(codes), '\x01') + "\xff\xd9";
+  };
+  const std::string bad = jpeg_with_dht(257);
+  absl::StatusOr<gpu::ImageDesc> probed = ProbeEncoded(Bytes(bad), "image.encoded.data");
+  ASSERT_FALSE(probed.ok());
+  EXPECT_EQ(probed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(probed.status().message().find("image.encoded.data is a corrupt JPEG file: the "
+                                           "Huffman table at byte 12 has 257 codes, more than 256"),
+            std::string::npos)
+      << probed.status().message();
+  // 256 codes pass this check (the file is still refused: it has no frame).
+  absl::StatusOr<gpu::ImageDesc> fits = ProbeEncoded(Bytes(jpeg_with_dht(256)), "f");
+  ASSERT_FALSE(fits.ok());
+  EXPECT_EQ(fits.status().message().find("Huffman"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace glimpse::server
