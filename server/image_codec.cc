@@ -127,9 +127,12 @@ absl::StatusOr<std::optional<std::string>> PngForStb(std::span<const uint8_t> f,
 // a decoder finds it: marker segments by their lengths, and entropy-coded data after SOS up to
 // the next 0xFF that is neither byte stuffing (0xFF00) nor a restart marker.
 absl::Status CheckJpegHuffmanTables(std::span<const uint8_t> f, std::string_view field) {
-  if (f.size() < 4 || f[0] != 0xFF || f[1] != 0xD8) return absl::OkStatus();
+  // Like markers, SOI may follow any number of 0xFF fill bytes.
+  size_t pos = 0;
+  while (pos < f.size() && f[pos] == 0xFF) ++pos;
+  if (pos == 0 || pos >= f.size() || f[pos] != 0xD8) return absl::OkStatus();
+  ++pos;
   auto byte = [&](size_t i) -> size_t { return i < f.size() ? f[i] : 0; };
-  size_t pos = 2;
   while (pos < f.size()) {
     if (f[pos] != 0xFF) {
       ++pos;

@@ -146,6 +146,11 @@ TEST(ImageCodecTest, JpegHuffmanTableOfMoreThan256CodesIsRefused) {
                                            "Huffman table at byte 12 has 257 codes, more than 256"),
             std::string::npos)
       << probed.status().message();
+  // SOI after fill bytes, as decoders read markers.
+  absl::StatusOr<gpu::ImageDesc> filled = ProbeEncoded(Bytes("\xff\xff\xff" + bad), "f");
+  ASSERT_FALSE(filled.ok());
+  EXPECT_NE(filled.status().message().find("257 codes"), std::string::npos)
+      << filled.status().message();
   // 256 codes pass this check (the file is still refused: it has no frame).
   absl::StatusOr<gpu::ImageDesc> fits = ProbeEncoded(Bytes(jpeg_with_dht(256)), "f");
   ASSERT_FALSE(fits.ok());
