@@ -16,6 +16,7 @@ build_pkgs=(
   python3-venv python3-setuptools python3-wheel python3-grpcio python3-protobuf
   python3-numpy python3-pytest python3-matplotlib
   libhiredis-dev redis-server libssl-dev openssl
+  clang-15 libfuzzer-15-dev
 )
 runtime_pkgs=(
   libegl1 libegl-mesa0 libgl1-mesa-dri libgrpc++1.51 libgrpc29 libprotobuf32

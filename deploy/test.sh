@@ -2,8 +2,10 @@
 # Installs the dependencies, builds (Release, warnings as errors in our code), and runs every test
 # with CTest on whatever EGL device is present (llvmpipe on a machine without a GPU).
 #   deploy/test.sh                      the normal build in build/, every test
-#   GLIMPSE_SANITIZE=1 deploy/test.sh   AddressSanitizer + UBSan build in build-asan/: the C++
-#                                       tests (labels gpu and service), which is what it can check
+#   GLIMPSE_SANITIZE=1 deploy/test.sh   AddressSanitizer + UBSan build in build-asan/ with
+#                                       clang-15: the C++ tests (labels gpu and service), which is
+#                                       what it can check, and the fuzz targets (label fuzz: their
+#                                       corpus replayed, then a short run each)
 #   GLIMPSE_SANITIZE=thread deploy/test.sh
 #                                       ThreadSanitizer build in build-tsan/: the service tests
 #                                       (label service), where the gRPC callbacks, the GPU worker
@@ -28,14 +30,23 @@ case "${GLIMPSE_SANITIZE:-0}" in
   0) ;;
   1)
     build=build-asan
-    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLIMPSE_SANITIZE=ON -DGLIMPSE_WERROR=ON)
+    # libFuzzer comes with clang: one sanitizer build serves the tests and the fuzz targets.
+    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLIMPSE_SANITIZE=ON -DGLIMPSE_WERROR=ON
+           -DCMAKE_C_COMPILER=clang-15 -DCMAKE_CXX_COMPILER=clang++-15 -DGLIMPSE_FUZZ=ON)
+    # A build-asan/ configured with another compiler cannot be switched in place.
+    if [ "$step" != test ] && [ -f "$build/CMakeCache.txt" ] &&
+      ! grep -q '^CMAKE_CXX_COMPILER:.*clang++-15' "$build/CMakeCache.txt"; then
+      rm -rf "$build"
+    fi
     # Mesa's own allocations at exit are not ours to chase.
     export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     # Scripts (deploy checks, the Python client) exercise no C++ code of ours beyond what the C++
     # tests already reach, and some check the shipped Release binaries.
-    labels=(-L 'gpu|service')
-    targets=(gpu_tests service_tests glimpse glimpse-server)
+    labels=(-L 'gpu|service|fuzz')
+    targets=(gpu_tests service_tests glimpse glimpse-server fuzz_image_decode fuzz_upload
+             fuzz_histogram_options fuzz_integral_image_options fuzz_compaction_options
+             fuzz_box_filter_options fuzz_analyze_request)
     ;;
   thread)
     build=build-tsan

@@ -770,7 +770,7 @@ TEST_F(ServiceTest, BadUploadsAreRefusedWithTheirReason) {
                    grpc::StatusCode::INVALID_ARGUMENT, "not an image"});
   cases.push_back({"empty file", encoded, "", grpc::StatusCode::INVALID_ARGUMENT, "empty"});
   cases.push_back({"truncated png", encoded, png.substr(0, png.size() / 2),
-                   grpc::StatusCode::INVALID_ARGUMENT, "decoded"});
+                   grpc::StatusCode::INVALID_ARGUMENT, "truncated"});
   std::string corrupt = png;
   for (size_t i = 40; i < corrupt.size() - 12; ++i) corrupt[i] = char(corrupt[i] ^ 0x5a);
   cases.push_back(

@@ -1,0 +1,8 @@
+// The compaction request's options mapping and result size (options_fuzz.h).
+#include "server/compaction.h"
+#include "tests/fuzz/options_fuzz.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return glimpse::fuzz::FuzzOptions<glimpse::server::CompactionAnalysis>(
+      data, size, [](const glimpse::v1::Analysis& a) -> const auto& { return a.compaction(); });
+}

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets (tests/fuzz/<target>/seed-*): tiny valid files of
+every format the server decodes, files whose headers claim too much, raw upload streams and
+requests. Proto inputs are written as text and encoded with protoc. Standard library only.
+
+    tests/fuzz/make_seeds.py        (from the repository root; rewrites seed-* files only, so the
+                                     crash-* regression inputs stay)
+"""
+import pathlib
+import struct
+import subprocess
+import zlib
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+
+def png(w, h, color_type, depth, raw_rows, palette=None, claim=None):
+    """A PNG of `raw_rows` (each row's bytes, filter byte 0 added here)."""
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data +
+                struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    cw, ch = claim or (w, h)
+    out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", cw, ch, depth, color_type,
+                                                            0, 0, 0))
+    if palette:
+        out += chunk(b"PLTE", palette)
+    out += chunk(b"IDAT", zlib.compress(b"".join(b"\0" + r for r in raw_rows)))
+    return out + chunk(b"IEND", b"")
+
+
+def bmp(w, h):
+    pad = (4 - (w * 3) % 4) % 4
+    pixels = b"".join(bytes((x * 40 + y * 70) % 256 for x in range(w * 3)) + b"\0" * pad
+                      for y in range(h))
+    header = struct.pack("<2sIHHI", b"BM", 54 + len(pixels), 0, 0, 54)
+    info = struct.pack("<IiiHHIIiiII", 40, w, h, 1, 24, 0, len(pixels), 2835, 2835, 0, 0)
+    return header + info + pixels
+
+
+def tga(w, h, channels):
+    header = struct.pack("<BBBHHBHHHHBB", 0, 0, 3 if channels == 1 else 2, 0, 0, 0, 0, 0, w, h,
+                         8 * channels, 0)
+    return header + bytes((i * 37) % 256 for i in range(w * h * channels))
+
+
+def hdr(w, h):
+    head = b"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y %d +X %d\n" % (h, w)
+    return head + bytes([128, 64, 32, 129] * (w * h))
+
+
+# A 1x1 GIF89a (one colour table entry pair, one LZW-coded pixel).
+GIF_1X1 = bytes.fromhex("47494638396101000100800000000000ffffff21f90401000000002c000000000100"
+                        "010000020144003b")
+
+
+def image_seeds():
+    grey = [bytes([0, 128, 255])]
+    rgb = [bytes(range(i * 9, i * 9 + 9)) for i in range(2)]
+    rgba = [bytes(range(i * 8, i * 8 + 8)) for i in range(2)]
+    grey16 = [struct.pack(">HH", 1, 65535), struct.pack(">HH", 256, 4097)]
+    files = {
+        "png-grey-3x1": png(3, 1, 0, 8, grey),
+        "png-rgb-3x2": png(3, 2, 2, 8, rgb),
+        "png-rgba-2x2": png(2, 2, 6, 8, rgba),
+        "png-grey-alpha-1x1": png(1, 1, 4, 8, [b"\x10\x20"]),
+        "png-palette-2x1": png(2, 1, 3, 8, [b"\x00\x01"], palette=b"\xff\x00\x00\x00\xff\x00"),
+        "png-grey1bit-8x1": png(8, 1, 0, 1, [b"\xa5"]),
+        "png-grey16-2x2": png(2, 2, 0, 16, grey16),
+        "png-rgb16-1x1": png(1, 1, 2, 16, [struct.pack(">HHH", 1, 2, 60000)]),
+        # Headers claiming 10^10 and 2^31-1 x 1 pixels: refused before any decoding.
+        "png-claims-100000x100000": png(1, 1, 0, 8, [b"\0"], claim=(100000, 100000)),
+        "png-claims-2147483647x1": png(1, 1, 0, 8, [b"\0"], claim=(2147483647, 1)),
+        "png-truncated": png(3, 2, 2, 8, rgb)[:40],
+        "pgm-3x2": b"P5\n3 2\n255\n" + bytes([0, 1, 2, 253, 254, 255]),
+        "pgm16-2x1": b"P5\n# sixteen bits\n2 1\n65535\n" + struct.pack(">HH", 258, 65534),
+        "ppm-2x2": b"P6 2 2 255\n" + bytes(range(12)),
+        "ppm-truncated": b"P6 2 2 255\n" + bytes(range(5)),
+        "bmp-3x2": bmp(3, 2),
+        "tga-rgb-2x2": tga(2, 2, 3),
+        "tga-grey-3x1": tga(3, 1, 1),
+        "hdr-2x1": hdr(2, 1),
+        "gif-1x1": GIF_1X1,
+    }
+    out = {}
+    for name, data in files.items():
+        out[name] = b"\0" + data           # desired_channels 0: as stored
+    out["png-rgb-3x2-as-grey"] = b"\1" + files["png-rgb-3x2"]
+    out["png-grey-3x1-as-rgba"] = b"\4" + files["png-grey-3x1"]
+    out["pgm16-2x1-as-rgb"] = b"\3" + files["pgm16-2x1"]
+    return out, files
+
+
+def text_bytes(data):
+    return '"' + "".join("\\%03o" % b for b in data) + '"'
+
+
+def encode(message, text):
+    return subprocess.run(
+        ["protoc", f"--proto_path={HERE}", f"--proto_path={ROOT / 'proto'}",
+         f"--encode=glimpse.fuzz.{message}", str(HERE / "fuzz_inputs.proto")],
+        input=text.encode(), capture_output=True, check=True).stdout
+
+
+def upload_seeds(files):
+    raw = bytes(range(18))
+    def stream(header, chunks, limits="max_upload_bytes: 1048576 max_image_pixels: 65536"):
+        msgs = [f"messages {{ header {{ {header} }} chunk: {text_bytes(chunks[0])} }}"]
+        msgs += [f"messages {{ chunk: {text_bytes(c)} }}" for c in chunks[1:]]
+        return encode("UploadInput", limits + "\n" + "\n".join(msgs))
+    png_file = files["png-rgb-3x2"]
+    return {
+        "raw-uint8-3x2x3-two-chunks": stream(
+            "raw { width: 3 height: 2 channels: 3 format: SAMPLE_FORMAT_UINT8 } total_bytes: 18",
+            [raw[:7], raw[7:]]),
+        "raw-uint16-1x1x1": stream("raw { width: 1 height: 1 channels: 1 format: SAMPLE_FORMAT_UINT16 }",
+                                   [b"\x01\x02"]),
+        "raw-float32-2x1x2-empty-first": stream(
+            "raw { width: 2 height: 1 channels: 2 format: SAMPLE_FORMAT_FLOAT32 } label: \"f\"",
+            [b"", struct.pack("<4f", 0.0, 1.5, -2.0, 1e30)]),
+        "raw-short": stream("raw { width: 2 height: 2 channels: 4 format: SAMPLE_FORMAT_UINT8 }",
+                            [raw[:5]]),
+        "raw-over-pixel-limit": stream(
+            "raw { width: 300 height: 300 channels: 1 format: SAMPLE_FORMAT_UINT8 }", [b""]),
+        "encoded-png-three-chunks": stream(
+            f"encoded {{ }} total_bytes: {len(png_file)}",
+            [png_file[:10], png_file[10:30], png_file[30:]]),
+        "encoded-png-desired-4": stream("encoded { desired_channels: 4 }", [png_file]),
+        "encoded-pgm16": stream("encoded { }", [files["pgm16-2x1"]]),
+        "encoded-total-mismatch": stream("encoded { } total_bytes: 5", [png_file]),
+    }
+
+
+def options_seeds():
+    layouts = [
+        "width: 3 height: 2 channels: 3 format: SAMPLE_FORMAT_UINT8",
+        "width: 16384 height: 16384 channels: 1 format: SAMPLE_FORMAT_UINT8",
+        "width: 257 height: 1 channels: 4 format: SAMPLE_FORMAT_UINT16",
+        "width: 1 height: 4096 channels: 2 format: SAMPLE_FORMAT_FLOAT32",
+    ]
+    analyses = {
+        "histogram_options": [
+            "histogram { }",
+            "histogram { options { bins: 65536 lo: -1 hi: 2 source: HISTOGRAM_SOURCE_CHANNEL channel: 2 } variant: \"shared_atomics\" }",
+            "histogram { options { bins: 7 source: HISTOGRAM_SOURCE_LUMA } variant: \"private_rows\" }",
+            "histogram { options { source: HISTOGRAM_SOURCE_RGB_MEAN lo: 0 hi: 0 } }",
+        ],
+        "integral_image_options": [
+            "integral_image { }",
+            "integral_image { options { squared: true } variant: \"auto\" }",
+            "integral_image { variant: \"naive\" }",
+        ],
+        "compaction_options": [
+            "compaction { }",
+            "compaction { options { source: COMPACT_SOURCE_LUMA lo: 10 hi: 200 outside: true max_results: 5 } variant: \"ordered_scan\" }",
+            "compaction { options { channel: 1 count_only: true max_results: -1 } }",
+        ],
+        "box_filter_options": [
+            "box_filter { }",
+            "box_filter { options { rx: 7 ry: 1 border: BORDER_MODE_CONSTANT border_value: 3.5 } encoding: PIXEL_ENCODING_PNG variant: \"separable\" }",
+            "box_filter { options { rx: 1073741824 } encoding: PIXEL_ENCODING_RAW keep: true }",
+        ],
+    }
+    out = {}
+    for target, requests in analyses.items():
+        seeds = {}
+        for i, request in enumerate(requests):
+            layout = layouts[i % len(layouts)]
+            part = [131072, 8192, 1 << 30][i % 3]
+            seeds[f"request-{i}"] = encode(
+                "OptionsInput", f"layout {{ {layout} }} part_bytes: {part} analysis {{ {request} }}")
+        out[target] = seeds
+    return out
+
+
+def analyze_seeds(files):
+    every = ("analyses { histogram { } } analyses { integral_image { options { squared: true } } } "
+             "analyses { compaction { options { hi: 100 } } } "
+             "analyses { box_filter { options { rx: 1 ry: 2 } encoding: PIXEL_ENCODING_RAW } }")
+    raw = bytes((i * 13) % 256 for i in range(5 * 3 * 4))
+    png_file = files["png-rgba-2x2"]
+    seeds = {
+        "inline-raw-every-analysis": (
+            f"messages {{ header {{ image {{ raw {{ layout {{ width: 5 height: 3 channels: 4 "
+            f"format: SAMPLE_FORMAT_UINT8 }} data: {text_bytes(raw)} }} }} {every} }} }}"),
+        "upload-png-chunks-keep": (
+            f"messages {{ header {{ upload {{ encoded {{ }} }} {every} keep: true label: \"k\" }} "
+            f"chunk: {text_bytes(png_file[:20])} }} messages {{ chunk: {text_bytes(png_file[20:])} }}"),
+        "upload-raw-uint16": (
+            "messages { header { upload { raw { width: 2 height: 2 channels: 1 "
+            "format: SAMPLE_FORMAT_UINT16 } } analyses { histogram { options { bins: 16 "
+            "source: HISTOGRAM_SOURCE_CHANNEL } } } analyses { compaction { options { "
+            "count_only: true } } } } chunk: " + text_bytes(bytes(range(8))) + " }"),
+        "inline-encoded-pgm16-box": (
+            f"messages {{ header {{ image {{ encoded {{ data: {text_bytes(files['pgm16-2x1'])} }} }} "
+            "analyses { box_filter { options { rx: 3 border: BORDER_MODE_REPLICATE } "
+            "encoding: PIXEL_ENCODING_PNG } } } }"),
+        "upload-float-integral": (
+            "messages { header { upload { raw { width: 3 height: 1 channels: 1 "
+            "format: SAMPLE_FORMAT_FLOAT32 } } analyses { integral_image { } } } } "
+            "messages { chunk: " + text_bytes(struct.pack("<3f", 1, -2, 3.5)) + " }"),
+        "no-header": "messages { chunk: \"x\" }",
+    }
+    return {name: encode("AnalyzeInput", text) for name, text in seeds.items()}
+
+
+def write(target, seeds):
+    d = HERE / target
+    d.mkdir(exist_ok=True)
+    for old in d.glob("seed-*"):
+        old.unlink()
+    for name, data in seeds.items():
+        (d / f"seed-{name}").write_bytes(data)
+
+
+def main():
+    images, files = image_seeds()
+    write("image_decode", images)
+    write("upload", upload_seeds(files))
+    for target, seeds in options_seeds().items():
+        write(target, seeds)
+    write("analyze_request", analyze_seeds(files))
+
+
+if __name__ == "__main__":
+    main()
