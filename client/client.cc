@@ -11,6 +11,8 @@
 #include <sstream>
 #include <utility>
 
+#include "client/authorization_channel.h"
+
 namespace glimpse::client {
 
 namespace {
@@ -19,35 +21,6 @@ std::function<void()>& DieCleanup() {
   return cleanup;
 }
 
-// Adds the bearer token to every call of a channel, health checks included: gRPC sends call
-// credentials only over TLS, and a token is also meant for plaintext servers on a private
-// network.
-class TokenInterceptor : public grpc::experimental::Interceptor {
- public:
-  explicit TokenInterceptor(std::string value) : value_(std::move(value)) {}
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
-      methods->GetSendInitialMetadata()->insert({"authorization", value_});
-    }
-    methods->Proceed();
-  }
-
- private:
-  const std::string value_;
-};
-
-class TokenInterceptors : public grpc::experimental::ClientInterceptorFactoryInterface {
- public:
-  explicit TokenInterceptors(std::string token) : value_("Bearer " + std::move(token)) {}
-  grpc::experimental::Interceptor* CreateClientInterceptor(
-      grpc::experimental::ClientRpcInfo*) override {
-    return new TokenInterceptor(value_);
-  }
-
- private:
-  const std::string value_;
-};
 }  // namespace
 
 void OnDie(std::function<void()> cleanup) { DieCleanup() = std::move(cleanup); }
@@ -157,12 +130,8 @@ Connection Connect(const Options& options) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   Connection c;
-  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
-  if (!options.token.empty()) {
-    interceptors.push_back(std::make_unique<TokenInterceptors>(options.token));
-  }
-  c.channel = grpc::experimental::CreateCustomChannelWithInterceptors(
-      options.server, credentials, args, std::move(interceptors));
+  c.channel = AuthorizationChannel(
+      options.server, options.token.empty() ? "" : "Bearer " + options.token, credentials, args);
   c.stub = v1::ImageAnalytics::NewStub(c.channel);
   c.timeout_s = options.timeout_s;
   return c;

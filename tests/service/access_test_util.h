@@ -4,7 +4,6 @@
 #define GLIMPSE_TESTS_SERVICE_ACCESS_TEST_UTIL_H_
 
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/support/client_interceptor.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,37 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "client/authorization_channel.h"
 #include "glimpse/v1/image_analytics.grpc.pb.h"
 
 namespace glimpse::testing {
-
-// Sends `authorization: <value>` with every call.
-class AuthorizationInterceptor : public grpc::experimental::Interceptor {
- public:
-  explicit AuthorizationInterceptor(std::string value) : value_(std::move(value)) {}
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
-      methods->GetSendInitialMetadata()->insert({"authorization", value_});
-    }
-    methods->Proceed();
-  }
-
- private:
-  const std::string value_;
-};
-
-class AuthorizationInterceptors : public grpc::experimental::ClientInterceptorFactoryInterface {
- public:
-  explicit AuthorizationInterceptors(std::string value) : value_(std::move(value)) {}
-  grpc::experimental::Interceptor* CreateClientInterceptor(
-      grpc::experimental::ClientRpcInfo*) override {
-    return new AuthorizationInterceptor(value_);
-  }
-
- private:
-  const std::string value_;
-};
 
 // A channel whose every call carries `authorization` metadata `value` ("" = none), e.g.
 // "Bearer <token>".
@@ -54,10 +26,7 @@ inline std::shared_ptr<grpc::Channel> ChannelWith(
     const std::string& target, const std::string& value,
     std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials(),
     grpc::ChannelArguments args = {}) {
-  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> i;
-  if (!value.empty()) i.push_back(std::make_unique<AuthorizationInterceptors>(value));
-  return grpc::experimental::CreateCustomChannelWithInterceptors(target, credentials, args,
-                                                                 std::move(i));
+  return client::AuthorizationChannel(target, value, credentials, args);
 }
 
 inline std::unique_ptr<v1::ImageAnalytics::Stub> StubWith(
