@@ -32,25 +32,7 @@ grpc::StatusCode InfoCode(v1::ImageAnalytics::Stub& stub, v1::ServerInfo* info =
   return code;
 }
 
-class ReloadTest : public ::testing::Test {
- protected:
-  void Start(server::ServerOptions o) {
-    std::mt19937_64 rng(TestSeed());
-    alice_token_ = RandomToken(rng);
-    bob_token_ = RandomToken(rng);
-    o.tokens_file = dir_.Write("tokens", "alice " + alice_token_ + "\nbob " + bob_token_ + "\n");
-    ts_ = TestServer::Start(o);
-    if (ts_->server == nullptr) return;
-    target_ = "127.0.0.1:" + std::to_string(ts_->server->port());
-    alice_ = StubWith(target_, "Bearer " + alice_token_);
-    bob_ = StubWith(target_, "Bearer " + bob_token_);
-  }
-
-  TempDir dir_;
-  std::string alice_token_, bob_token_, target_;
-  std::unique_ptr<TestServer> ts_;
-  std::unique_ptr<v1::ImageAnalytics::Stub> alice_, bob_;
-};
+class ReloadTest : public TwoTenantTest {};
 
 TEST_F(ReloadTest, ReloadRefusesTheOldTokenAcceptsTheNewAndLeavesAdmittedCallsAlone) {
   Start(server::ServerOptions());

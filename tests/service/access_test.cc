@@ -184,27 +184,9 @@ std::map<std::string, grpc::Status> CallEveryRpc(v1::ImageAnalytics::Stub& stub,
   return out;
 }
 
-class TenantTest : public ::testing::Test {
+class TenantTest : public TwoTenantTest {
  protected:
   void SetUp() override { Start(server::ServerOptions()); }
-
-  void Start(server::ServerOptions o) {
-    std::mt19937_64 rng(TestSeed());
-    alice_token_ = RandomToken(rng);
-    bob_token_ = RandomToken(rng);
-    o.tokens_file = dir_.Write(
-        "tokens", "# test tenants\nalice " + alice_token_ + "\nbob " + bob_token_ + "\n");
-    ts_ = TestServer::Start(o);
-    GLIMPSE_REQUIRE_SERVER(ts_);
-    target_ = "127.0.0.1:" + std::to_string(ts_->server->port());
-    alice_ = StubWith(target_, "Bearer " + alice_token_);
-    bob_ = StubWith(target_, "Bearer " + bob_token_);
-  }
-
-  TempDir dir_;
-  std::string alice_token_, bob_token_, target_;
-  std::unique_ptr<TestServer> ts_;
-  std::unique_ptr<v1::ImageAnalytics::Stub> alice_, bob_;
 };
 
 TEST_F(TenantTest, EveryRpcWithoutAValidTokenIsUnauthenticatedHealthAndReflectionStayOpen) {

@@ -17,6 +17,8 @@
 
 #include "client/authorization_channel.h"
 #include "glimpse/v1/image_analytics.grpc.pb.h"
+#include "tests/gpu_test_env.h"
+#include "tests/service/service_test_util.h"
 
 namespace glimpse::testing {
 
@@ -74,6 +76,29 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+};
+
+// A server whose token file names two tenants, alice and bob, with a stub carrying each one's
+// token. Start() then GLIMPSE_REQUIRE_SERVER(ts_).
+class TwoTenantTest : public ::testing::Test {
+ protected:
+  void Start(server::ServerOptions o) {
+    std::mt19937_64 rng(TestSeed());
+    alice_token_ = RandomToken(rng);
+    bob_token_ = RandomToken(rng);
+    o.tokens_file = dir_.Write(
+        "tokens", "# test tenants\nalice " + alice_token_ + "\nbob " + bob_token_ + "\n");
+    ts_ = TestServer::Start(o);
+    if (ts_->server == nullptr) return;
+    target_ = "127.0.0.1:" + std::to_string(ts_->server->port());
+    alice_ = StubWith(target_, "Bearer " + alice_token_);
+    bob_ = StubWith(target_, "Bearer " + bob_token_);
+  }
+
+  TempDir dir_;
+  std::string alice_token_, bob_token_, target_;
+  std::unique_ptr<TestServer> ts_;
+  std::unique_ptr<v1::ImageAnalytics::Stub> alice_, bob_;
 };
 
 }  // namespace glimpse::testing
