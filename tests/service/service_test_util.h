@@ -2,6 +2,7 @@
 #ifndef GLIMPSE_TESTS_SERVICE_SERVICE_TEST_UTIL_H_
 #define GLIMPSE_TESTS_SERVICE_SERVICE_TEST_UTIL_H_
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "glimpse/v1/image_analytics.grpc.pb.h"
 #include "gpu/image.h"
@@ -51,6 +53,54 @@ struct TestServer {
     return t;
   }
 };
+
+// Server reflection's list of services, spoken by hand (Debian ships the reflection library but
+// not its .proto): ServerReflectionRequest{list_services: "*"}; the answer's raw bytes.
+inline absl::StatusOr<std::string> ListServicesByReflection(
+    const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::GenericStub generic(channel);
+  grpc::ClientContext ctx;
+  grpc::CompletionQueue cq;
+  auto call = generic.PrepareCall(
+      &ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  auto step = [&](const char* what) {
+    return cq.Next(&tag, &ok) && ok ? absl::OkStatus()
+                                    : absl::UnavailableError(std::string("reflection: ") + what);
+  };
+  std::string answer;
+  absl::Status status = [&] {
+    call->StartCall(reinterpret_cast<void*>(1));
+    if (absl::Status s = step("start"); !s.ok()) return s;
+    const std::string request("\x3a\x01*", 3);  // field 7 (list_services), string "*"
+    grpc::Slice slice(request);
+    grpc::ByteBuffer out(&slice, 1);
+    call->Write(out, reinterpret_cast<void*>(2));
+    if (absl::Status s = step("write"); !s.ok()) return s;
+    grpc::ByteBuffer in;
+    call->Read(&in, reinterpret_cast<void*>(3));
+    if (absl::Status s = step("read"); !s.ok()) return s;
+    std::vector<grpc::Slice> slices;
+    if (!in.Dump(&slices).ok()) return absl::InternalError("reflection: unreadable answer");
+    for (const grpc::Slice& sl : slices) {
+      answer.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    }
+    call->WritesDone(reinterpret_cast<void*>(4));
+    cq.Next(&tag, &ok);
+    grpc::Status finish;
+    call->Finish(&finish, reinterpret_cast<void*>(5));
+    cq.Next(&tag, &ok);
+    return finish.ok() ? absl::OkStatus()
+                       : absl::UnavailableError("reflection: " + finish.error_message());
+  }();
+  ctx.TryCancel();
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!status.ok()) return status;
+  return answer;
+}
 
 // Skips (or fails, with GLIMPSE_REQUIRE_GPU_CONTEXT=1) when the server could not open a context.
 #define GLIMPSE_REQUIRE_SERVER(ts)                                               \
