@@ -57,23 +57,6 @@ void ExpectServes(v1::ImageAnalytics::Stub& stub, std::mt19937_64& rng) {
   EXPECT_EQ(resp.total(), 37u * 23u);
 }
 
-// A Histogram by id whose status arrives in a future.
-struct AsyncHistogram {
-  grpc::ClientContext ctx;
-  v1::HistogramRequest req;
-  v1::HistogramResponse resp;
-  std::promise<grpc::Status> done;
-  std::future<grpc::Status> status = done.get_future();
-
-  AsyncHistogram(v1::ImageAnalytics::Stub& stub, const std::string& id) {
-    *req.mutable_image() = ById(id);
-    stub.async()->Histogram(&ctx, &req, &resp, [this](grpc::Status s) { done.set_value(s); });
-  }
-  ~AsyncHistogram() {
-    if (status.valid()) status.wait();
-  }
-};
-
 class FaultTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -292,7 +275,7 @@ TEST_F(FaultTest, ImageDeletedOrEvictedWhileItsCallIsQueuedAnswersNotFound) {
     absl::StatusOr<std::string> id = UploadImage(stub(), img);
     ASSERT_TRUE(id.ok());
     WorkerBlocker blocker(worker());
-    auto call = std::make_unique<AsyncHistogram>(stub(), *id);
+    auto call = std::make_unique<AsyncHistogram>(stub(), ById(*id));
     for (int i = 0; i < 500 && worker().Stats().queue_length != 1; ++i) {
       std::this_thread::sleep_for(milliseconds(10));
     }
@@ -347,7 +330,7 @@ TEST(FaultEvictionTest, ImageEvictedWhileItsCallIsQueuedAnswersNotFound) {
       std::this_thread::sleep_for(milliseconds(10));
     }
     ASSERT_EQ(ts->server->worker().Stats().queue_length, 1u);
-    auto call = std::make_unique<AsyncHistogram>(*ts->stub, *ida);
+    auto call = std::make_unique<AsyncHistogram>(*ts->stub, ById(*ida));
     for (int i = 0; i < 500 && ts->server->worker().Stats().queue_length != 2; ++i) {
       std::this_thread::sleep_for(milliseconds(10));
     }

@@ -16,25 +16,6 @@ using gpu::HostImage;
 using gpu::SampleType;
 using std::chrono::milliseconds;
 
-// An asynchronous Histogram call (callback API) whose status arrives in a future.
-struct AsyncHistogram {
-  grpc::ClientContext ctx;
-  v1::HistogramRequest req;
-  v1::HistogramResponse resp;
-  std::promise<grpc::Status> done;
-  std::future<grpc::Status> status = done.get_future();
-
-  AsyncHistogram(v1::ImageAnalytics::Stub& stub, const HostImage& img,
-                 std::optional<milliseconds> timeout = std::nullopt) {
-    *req.mutable_image() = InlineRaw(img);
-    if (timeout) ctx.set_deadline(std::chrono::system_clock::now() + *timeout);
-    stub.async()->Histogram(&ctx, &req, &resp, [this](grpc::Status s) { done.set_value(s); });
-  }
-  ~AsyncHistogram() {
-    if (status.valid()) status.wait();
-  }
-};
-
 void WaitForQueueLength(server::GpuWorker& worker, uint64_t n) {
   for (int i = 0; i < 500 && worker.Stats().queue_length != n; ++i) {
     std::this_thread::sleep_for(milliseconds(10));
@@ -58,8 +39,8 @@ TEST(ServiceControlTest, FullQueueAnswersResourceExhaustedAndDropsCancelledAndEx
   const server::WorkerStats before = worker.Stats();
   {
     WorkerBlocker blocker(worker);
-    auto cancelled = std::make_unique<AsyncHistogram>(*ts->stub, img);
-    auto expiring = std::make_unique<AsyncHistogram>(*ts->stub, img, milliseconds(1500));
+    auto cancelled = std::make_unique<AsyncHistogram>(*ts->stub, InlineRaw(img));
+    auto expiring = std::make_unique<AsyncHistogram>(*ts->stub, InlineRaw(img), milliseconds(1500));
     WaitForQueueLength(worker, 2);
 
     // The queue is full: refused at once, without waiting for the worker.
@@ -107,7 +88,8 @@ TEST(ServiceControlTest, ShutdownFinishesQueuedCallsThenStops) {
   const HostImage img = HostImage::Zeros({32, 8, 2, SampleType::kUint16});
   auto blocker = std::make_unique<WorkerBlocker>(worker);
   std::vector<std::unique_ptr<AsyncHistogram>> calls;
-  for (int i = 0; i < 3; ++i) calls.push_back(std::make_unique<AsyncHistogram>(*ts->stub, img));
+  for (int i = 0; i < 3; ++i)
+    calls.push_back(std::make_unique<AsyncHistogram>(*ts->stub, InlineRaw(img)));
   WaitForQueueLength(worker, 3);
 
   std::thread shutdown([&] { ts->server->Shutdown(std::chrono::seconds(30)); });

@@ -6,12 +6,15 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <future>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "glimpse/v1/image_analytics.grpc.pb.h"
@@ -143,6 +146,26 @@ inline v1::ImageRef ById(const std::string& id) {
   ref.set_image_id(id);
   return ref;
 }
+
+// An asynchronous Histogram call (callback API) on `image` whose status arrives in a future; the
+// destructor waits for it.
+struct AsyncHistogram {
+  grpc::ClientContext ctx;
+  v1::HistogramRequest req;
+  v1::HistogramResponse resp;
+  std::promise<grpc::Status> done;
+  std::future<grpc::Status> status = done.get_future();
+
+  AsyncHistogram(v1::ImageAnalytics::Stub& stub, v1::ImageRef image,
+                 std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    *req.mutable_image() = std::move(image);
+    if (timeout) ctx.set_deadline(std::chrono::system_clock::now() + *timeout);
+    stub.async()->Histogram(&ctx, &req, &resp, [this](grpc::Status s) { done.set_value(s); });
+  }
+  ~AsyncHistogram() {
+    if (status.valid()) status.wait();
+  }
+};
 
 // Uploads `bytes` in chunks of `chunk` bytes with `header` in the first message.
 inline grpc::Status UploadRaw(v1::ImageAnalytics::Stub& stub, const v1::UploadHeader& header,
