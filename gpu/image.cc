@@ -274,16 +274,11 @@ absl::Status Image::CopyFromBuffer(Context& ctx, const Buffer& buffer, size_t of
 }
 
 HostImage Image::Download() const {
-  HostImage host = HostImage::Zeros(desc_);
   if (!texture_ && packed_) {
-    // Only the packed form exists: read it, and drop each row's padding.
-    const std::vector<uint8_t> packed = PackedRows();
-    const size_t row = desc_.row_bytes(), packed_row = size_t(PackedTexelsPerRow(desc_)) * 16;
-    for (int y = 0; y < desc_.height; ++y) {
-      std::memcpy(host.data.data() + size_t(y) * row, packed.data() + size_t(y) * packed_row, row);
-    }
-    return host;
+    // Only the packed form exists: its rows, each cut to the image's own row.
+    return {desc_, ReadPackedRows(desc_.row_bytes())};
   }
+  HostImage host = HostImage::Zeros(desc_);
   const GlFormat f = GlFormatFor(desc_);
   glMemoryBarrier(GL_TEXTURE_UPDATE_BARRIER_BIT);
   glBindTexture(GL_TEXTURE_2D, texture());
@@ -293,21 +288,28 @@ HostImage Image::Download() const {
 }
 
 std::vector<uint8_t> Image::PackedRows() const {
-  // glGetTexImage reads the whole texture, spare texels and rows included.
+  return ReadPackedRows(size_t(PackedTexelsPerRow(desc_)) * 16);
+}
+
+// glGetTexImage reads the whole texture, spare texels and rows included; the rows are then moved
+// down in place to `row` bytes each (at most the texture's), and the rest cut off.
+std::vector<uint8_t> Image::ReadPackedRows(size_t row) const {
   GLint width = 0, height = 0;
   glBindTexture(GL_TEXTURE_2D, packed_.get());
   glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, GL_TEXTURE_WIDTH, &width);
   glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, GL_TEXTURE_HEIGHT, &height);
-  std::vector<uint8_t> all(size_t(width) * 16 * size_t(height));
+  const size_t texture_row = size_t(width) * 16;
+  std::vector<uint8_t> all(texture_row * size_t(height));
   glMemoryBarrier(GL_TEXTURE_UPDATE_BARRIER_BIT);
   glGetTexImage(GL_TEXTURE_2D, 0, GL_RGBA_INTEGER, GL_UNSIGNED_INT, all.data());
   glBindTexture(GL_TEXTURE_2D, 0);
-  const size_t row = size_t(PackedTexelsPerRow(desc_)) * 16;
-  std::vector<uint8_t> rows(row * size_t(desc_.height));
-  for (int y = 0; y < desc_.height; ++y) {
-    std::memcpy(rows.data() + row * size_t(y), all.data() + size_t(width) * 16 * size_t(y), row);
+  if (row != texture_row) {
+    for (int y = 1; y < desc_.height; ++y) {
+      std::memmove(all.data() + row * size_t(y), all.data() + texture_row * size_t(y), row);
+    }
   }
-  return rows;
+  all.resize(row * size_t(desc_.height));
+  return all;
 }
 
 void Image::Bind(GLuint unit) const {

@@ -128,6 +128,7 @@ class Image {
  private:
   absl::Status MakePacked(Context& ctx, std::span<const uint8_t> pixels) const;
   void MakePlainFromPacked() const;
+  std::vector<uint8_t> ReadPackedRows(size_t row) const;
 
   ImageDesc desc_;
   mutable GlTexture texture_;  // empty while only the packed form exists (AllocatePacked)
