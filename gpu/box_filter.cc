@@ -302,7 +302,7 @@ absl::StatusOr<BoxFilterResult> BoxFilterKernel::Run(const Image& image,
     if (!out.ok()) return out.status();
     BoxFilterResult result;
     result.variant = variant;
-    if (absl::Status s = box_filter_internal::RunFusedStrips(ctx_, image, o, limit, scratch_, *out,
+    if (absl::Status s = box_filter_internal::RunFusedStrips(ctx_, image, o, limit, fused_scratch_, *out,
                                                              &result.gpu_ns);
         !s.ok()) {
       return s;

@@ -25,6 +25,17 @@
 
 namespace glimpse::gpu {
 
+namespace box_filter_internal {
+// What the fused strips keep across calls, so that calls do not fault in fresh memory: the output
+// buffer (at most one band of output rows, within the device's storage binding limit) and the
+// side image of the strips at the rows' ends (gpu/box_filter_llvmpipe.h).
+struct FusedStripsScratch {
+  Buffer out;
+  GlTexture edges;
+  int edges_width = 0, edges_height = 0;  // the size asked for (the texture may be larger)
+};
+}  // namespace box_filter_internal
+
 enum class BorderMode {
   kReplicate,   // aaa|abcd|ddd
   kReflect101,  // dcb|abcd|cba, repeated for windows wider than the image (OpenCV's default)
@@ -101,9 +112,7 @@ class BoxFilterKernel {
 
  private:
   Context& ctx_;
-  // The fused strips' output buffer, kept across calls (at most one band of output rows, within
-  // the device's storage binding limit), so that calls do not fault in fresh memory.
-  Buffer scratch_;
+  box_filter_internal::FusedStripsScratch fused_scratch_;
 };
 
 }  // namespace glimpse::gpu

@@ -16,8 +16,9 @@ constexpr int kMaxTexels = 48;
 constexpr int kStripTexels = 8;
 // box_filter_fused_strips.comp unrolls the first window of a row over at most 128 pixels.
 constexpr int kMaxRx = 63;
-// Workgroups to aim for per dispatch, so that llvmpipe's threads share the work evenly.
-constexpr int kTargetGroups = 32;
+// Invocations to aim for per dispatch (32 workgroups of 8), so that llvmpipe's threads share the
+// work evenly.
+constexpr int kTargetInvocations = 256;
 // Loop iterations one invocation may spend: llvmpipe ends every loop of an invocation once their
 // iterations add up to 65535 (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS); the rest is margin.
 constexpr int64_t kLoopBudget = 60000;
@@ -45,33 +46,55 @@ StripPlan PlanStrips(const ImageDesc& d, const BoxFilterOptions& o) {
   return p;
 }
 
-// Loop iterations of one invocation, counting every loop whose trip count is not a compile-time
-// constant and the per-byte loop of each texel as if every texel lay past the row's ends and the
-// compiler kept that loop rolled: starting a run of rows (2ry + 1 rows), then per output row.
-int64_t InitIterations(const BoxFilterOptions& o, const StripPlan& p) {
-  return (2 * int64_t{o.ry} + 1) * (1 + 17 * p.n());
+// The strips of a row: the interior ones read only texels wholly inside the row, the rest (the
+// first `left` and those from `right0` on) read the side image of their texels.
+struct RowStrips {
+  int count = 0, left = 0, right0 = 0;
+  int edges() const { return left + count - right0; }
+};
+RowStrips SplitStrips(const ImageDesc& d, const StripPlan& p) {
+  RowStrips r;
+  const int full = int(d.row_bytes() / 16);
+  r.count = int(CeilDiv(PackedTexelsPerRow(d), p.strip));
+  r.left = std::min(r.count, int(CeilDiv(p.apron, p.strip)));
+  r.right0 = r.count;
+  while (r.right0 > r.left && (r.right0 - 1) * p.strip - p.apron + p.n() > full) --r.right0;
+  return r;
 }
-int64_t RowIterations(const StripPlan& p) { return 4 + 34 * p.n(); }
+
+// Loop iterations of one invocation (every loop whose trip count is not a compile-time constant):
+// starting a run of rows (2ry + 1 rows), then per output row.
+int64_t InitIterations(const BoxFilterOptions& o) { return 2 * int64_t{o.ry} + 1; }
+constexpr int64_t kRowIterations = 1;
 
 }  // namespace
 
 std::optional<ExactDivision> PlanExactDivision(uint64_t area, uint64_t max_sum) {
   if (area == 0) return std::nullopt;
   ExactDivision e;
+  if (area == 1) {
+    // (s + 1) (2^32 - 1) / 2^32 = s + 1 - (s + 1) / 2^32, whose floor is s below 2^32 - 1.
+    if (max_sum >= (uint64_t{1} << 32) - 1) return std::nullopt;
+    e.half = 1;
+    e.mul = 0xFFFFFFFFu;
+    return e;
+  }
   e.half = uint32_t((area - 1) / 2);
   const uint64_t n_max = max_sum + e.half;
   if (n_max >= (uint64_t{1} << 32)) return std::nullopt;
   // With mul = ceil(2^k / area) = (2^k + err) / area, err < area: n * mul / 2^k = n / area +
   // n * err / (area 2^k), and the fraction of n / area is at most (area - 1) / area, so the floor
-  // is exact when n_max * (area - 1) < 2^k.
-  int k = 0;
-  while (k < 63 && (uint64_t{1} << k) <= n_max * (area - 1)) ++k;
-  const uint64_t mul = ((uint64_t{1} << k) + area - 1) / area;
-  if (k >= 63 || mul >= (uint64_t{1} << 32)) return std::nullopt;
-  e.mul = uint32_t(mul);
-  e.shift = k;
-  e.mul32 = n_max * mul < (uint64_t{1} << 32);
-  return e;
+  // is exact when n_max * (area - 1) < 2^k; k = 32 + shift, the high word then shifted.
+  for (int shift = 0; shift < 31; ++shift) {
+    const uint64_t k_pow = uint64_t{1} << (32 + shift);
+    if (n_max * (area - 1) >= k_pow) continue;
+    const uint64_t mul = (k_pow + area - 1) / area;
+    if (mul >= (uint64_t{1} << 32)) return std::nullopt;
+    e.mul = uint32_t(mul);
+    e.shift = shift;
+    return e;
+  }
+  return std::nullopt;
 }
 
 absl::Status FusedStripsSupports(const ImageDesc& d, const BoxFilterOptions& o) {
@@ -86,8 +109,8 @@ absl::Status FusedStripsSupports(const ImageDesc& d, const BoxFilterOptions& o) 
                                              "fused_strips with ", d.channels, " channels, got ",
                                              o.rx));
   }
-  if (InitIterations(o, p) + RowIterations(p) > kLoopBudget) {
-    const int64_t max_ry = ((kLoopBudget - RowIterations(p)) / (1 + 17 * p.n()) - 1) / 2;
+  if (InitIterations(o) + kRowIterations > kLoopBudget) {
+    const int64_t max_ry = (kLoopBudget - kRowIterations - 1) / 2;
     return absl::InvalidArgumentError(StrCat("ry must be at most ", max_ry, " for variant ",
                                              "fused_strips with rx ", o.rx, " and ", d.channels,
                                              " channels, got ", o.ry));
@@ -107,7 +130,8 @@ std::string FusedStripsDefines(const ImageDesc& d, const BoxFilterOptions& o) {
 }
 
 absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOptions& o,
-                            int64_t binding_bytes, Buffer& scratch, Image& out, uint64_t* gpu_ns) {
+                            int64_t binding_bytes, FusedStripsScratch& scratch, Image& out,
+                            uint64_t* gpu_ns) {
   const ImageDesc& d = image.desc();
   const int texels = PackedTexelsPerRow(d);
   const int64_t row_bytes = int64_t{texels} * 16;
@@ -119,56 +143,102 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
   }
   // Images without a packed form (results of other variants, images on GPUs) get one, kept.
   if (absl::Status s = image.EnsurePacked(ctx); !s.ok()) return s;
-  const Image* src = &image;
 
   const StripPlan plan = PlanStrips(d, o);
+  const RowStrips strips = SplitStrips(d, plan);
   absl::StatusOr<GLuint> program = ctx.Program("box_filter_fused_strips", FusedStripsDefines(d, o));
   if (!program.ok()) return program.status();
+  absl::StatusOr<GLuint> edges_program = ctx.Program("box_filter_fused_edges", ImageDefines(d));
+  if (!edges_program.ok()) return edges_program.status();
   const GLuint p = *program;
-  const int full = int(d.row_bytes() / 16);  // texels wholly inside a row
-  const int groups_x = int(CeilDiv(CeilDiv(texels, plan.strip), 8));
-  // Rows per invocation: enough workgroups to share out, but each run of rows starts by summing
-  // 2ry + 1 rows, so not fewer rows than that where the image has them; within the loop budget.
-  const int chunks = int(CeilDiv(kTargetGroups, groups_x));
-  int rows = std::max(int(CeilDiv(band, chunks)), std::min(band, std::max(16, 2 * o.ry + 1)));
-  rows = int(
-      std::clamp<int64_t>((kLoopBudget - InitIterations(o, plan)) / RowIterations(plan), 1, rows));
-  if (o.fused_rows > 0) rows = std::min(o.fused_rows, band);
+  const int border_value = o.border == BorderMode::kConstant ? int(o.border_value) : 0;
   const std::optional<ExactDivision> div = PlanExactDivision(Area(o), 255 * Area(o));
 
-  // The scratch buffer outlives the call: a fresh one costs a page fault per 4 KiB on first touch.
+  // The side image, kept across calls, grown when too small.
+  const int edge_w = strips.edges() * plan.n();
+  if (scratch.edges_width < edge_w || scratch.edges_height < d.height) {
+    scratch.edges_width = std::max(edge_w, scratch.edges_width);
+    scratch.edges_height = std::max(d.height, scratch.edges_height);
+    scratch.edges = NewRgba32uiTexture(ctx, scratch.edges_width, scratch.edges_height);
+    if (absl::Status s = ctx.CheckGlError("allocating the box filter's side image"); !s.ok()) {
+      return s;
+    }
+  }
+  // The output buffer, kept likewise: a fresh one costs a page fault per 4 KiB on first touch.
   const size_t buf_bytes = size_t(row_bytes) * size_t(band);
-  if (scratch.bytes() < buf_bytes) scratch = Buffer::Create(buf_bytes);
-  const Buffer& buf = scratch;
+  if (scratch.out.bytes() < buf_bytes) scratch.out = Buffer::Create(buf_bytes);
+  const Buffer& buf = scratch.out;
+
+  // Rows per invocation: enough invocations to share out (fewer strips, more runs of rows), but
+  // each run starts by summing 2ry + 1 rows, so not fewer rows than that where the image has
+  // them; within the loop budget.
+  const auto rows_for = [&](int strip_count) {
+    const int runs = int(CeilDiv(kTargetInvocations, strip_count));
+    const int rows = std::max(int(CeilDiv(band, runs)), std::min(band, std::max(16, 2 * o.ry + 1)));
+    return int(std::clamp<int64_t>((kLoopBudget - InitIterations(o)) / kRowIterations, 1, rows));
+  };
+  int rows_interior = rows_for(std::max(1, strips.right0 - strips.left));
+  int rows_edges = rows_for(strips.edges());
+  if (o.fused_rows > 0) rows_interior = rows_edges = std::min(o.fused_rows, band);
+
   Buffer cut = Buffer::Create(4);
   GpuTimer timer;
+  // The side image: every row at once.
+  glUseProgram(*edges_program);
+  glBindImageTexture(0, image.packed_texture(), 0, GL_FALSE, 0, GL_READ_ONLY, GL_RGBA32UI);
+  glBindImageTexture(1, scratch.edges.get(), 0, GL_FALSE, 0, GL_WRITE_ONLY, GL_RGBA32UI);
+  const GLuint e = *edges_program;
+  glUniform2i(glGetUniformLocation(e, "u_size"), d.width, d.height);
+  SetInt(e, "u_border", ShaderBorder(o.border));
+  glUniform1ui(glGetUniformLocation(e, "u_const"), GLuint(border_value));
+  SetInt(e, "u_full_texels", int(d.row_bytes() / 16));
+  SetInt(e, "u_n", plan.n());
+  SetInt(e, "u_strip", plan.strip);
+  SetInt(e, "u_apron", plan.apron);
+  SetInt(e, "u_left", strips.left);
+  SetInt(e, "u_right0", strips.right0);
+  SetInt(e, "u_count", strips.edges());
+  glDispatchCompute(GLuint(CeilDiv(edge_w, 8)), GLuint(CeilDiv(d.height, 8)), 1);
+  glMemoryBarrier(GL_SHADER_IMAGE_ACCESS_BARRIER_BIT);
+
   for (;;) {
     cut.Zero();
-    src->BindPacked(0);
     buf.BindBase(1);
     cut.BindBase(2);
     glUseProgram(p);
     glUniform2i(glGetUniformLocation(p, "u_size"), d.width, d.height);
     SetInt(p, "u_ry", o.ry);
     SetInt(p, "u_border", ShaderBorder(o.border));
-    glUniform1ui(glGetUniformLocation(p, "u_const"),
-                 o.border == BorderMode::kConstant ? GLuint(o.border_value) : 0u);
+    glUniform1ui(glGetUniformLocation(p, "u_const"), GLuint(border_value));
     SetInt(p, "u_row_texels", texels);
     SetInt(p, "u_row_bytes", int(d.row_bytes()));
-    SetInt(p, "u_full_texels", full);
-    SetInt(p, "u_rows", rows);
     glUniform1ui(glGetUniformLocation(p, "u_mul"), div->mul);
     SetInt(p, "u_shift", div->shift);
     glUniform1ui(glGetUniformLocation(p, "u_half"), div->half);
-    SetInt(p, "u_mul32", div->mul32 ? 1 : 0);
     SetInt(p, "u_two", 2);
-    SetInt(p, "u_sixteen", 16);
     for (int y0 = 0; y0 < d.height; y0 += band) {
       const int h = std::min(band, d.height - y0);
-      glUseProgram(p);
       SetInt(p, "u_band0", y0);
       SetInt(p, "u_band_rows", h);
-      glDispatchCompute(GLuint(groups_x), GLuint(CeilDiv(h, rows)), 1);
+      // The interior strips from the image, then the strips at the row's ends from the side image.
+      struct Pass {
+        int strip_count, strip0, left, edges, rows;
+        GLuint texture;
+      };
+      const Pass passes[] = {
+          {strips.right0 - strips.left, strips.left, 0, 0, rows_interior, image.packed_texture()},
+          {strips.edges(), strips.right0, strips.left, 1, rows_edges, scratch.edges.get()}};
+      for (const Pass& pass : passes) {
+        if (pass.strip_count == 0) continue;
+        glBindImageTexture(0, pass.texture, 0, GL_FALSE, 0, GL_READ_ONLY, GL_RGBA32UI);
+        SetInt(p, "u_strips", pass.strip_count);
+        SetInt(p, "u_strip0", pass.strip0);
+        SetInt(p, "u_left", pass.left);
+        SetInt(p, "u_edges", pass.edges);
+        SetInt(p, "u_rows", pass.rows);
+        const int64_t invocations = int64_t{pass.strip_count} * CeilDiv(h, pass.rows);
+        glDispatchCompute(GLuint(CeilDiv(invocations, 8)), 1, 1);
+      }
       if (absl::Status s = out.CopyPackedRowsFromBuffer(ctx, buf, 0, y0, h); !s.ok()) return s;
     }
     // An invocation cut short by the loop limit (Mesa builds other than those measured may
@@ -179,12 +249,13 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
     glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, 4, &cut_count);
     glBindBuffer(GL_SHADER_STORAGE_BUFFER, 0);
     if (cut_count == 0) break;
-    if (rows == 1) {
+    if (rows_interior == 1 && rows_edges == 1) {
       return absl::InternalError(StrCat("box filter (fused strips): ", cut_count,
                                         " invocations ran out of loop "
                                         "iterations with one row each"));
     }
-    rows = (rows + 1) / 2;
+    rows_interior = (rows_interior + 1) / 2;
+    rows_edges = (rows_edges + 1) / 2;
   }
   *gpu_ns += timer.StopAndRead();
   glUseProgram(0);

@@ -14,14 +14,14 @@
 
 namespace glimpse::gpu::box_filter_internal {
 
-// floor((s + half) / area) == (s + half) * mul >> shift for every s in [0, max_sum], with mul
-// below 2^32; mul32: the product stays below 2^32 as well. half = (area - 1) / 2, so for odd
-// areas (every box window) this is the mean rounded half up, floor(s / area + 1/2).
+// floor((s + half) / area) == high 32 bits of (s + half) * mul, >> shift, for every s in
+// [0, max_sum]: one multiply-high and a shift, the same two operations for every area.
+// half = (area - 1) / 2, so for odd areas (every box window) this is the mean rounded half up,
+// floor(s / area + 1/2); area 1 takes half = 1 and mul = 2^32 - 1 instead.
 struct ExactDivision {
   uint32_t mul = 0;
   int shift = 0;
   uint32_t half = 0;
-  bool mul32 = false;
 };
 // Empty when no such constants exist (areas from about 2^23 on, for 8-bit sums).
 std::optional<ExactDivision> PlanExactDivision(uint64_t area, uint64_t max_sum);
@@ -39,7 +39,8 @@ std::string FusedStripsDefines(const ImageDesc& desc, const BoxFilterOptions& op
 // by the caller across calls); adds the time taken to *gpu_ns.
 // REQUIRES: FusedStripsSupports() is OK.
 absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOptions& options,
-                            int64_t binding_bytes, Buffer& scratch, Image& out, uint64_t* gpu_ns);
+                            int64_t binding_bytes, FusedStripsScratch& scratch, Image& out,
+                            uint64_t* gpu_ns);
 
 // The value of the shaders' u_border for a border mode: box_filter_common.glsl's BORDER_* constants.
 inline int ShaderBorder(BorderMode m) {

@@ -29,29 +29,31 @@ GlFormat GlFormatFor(const ImageDesc& d) {
   return {kF32[i], kFloat[i], GL_FLOAT};
 }
 
-// The packed form's texture is allocated with sides that are never a power of two (one or two
-// spare texels or rows, never read): llvmpipe compiles a variant of a program per
-// power-of-two-ness of each bound image's sides, and keeps only so many compiled variants (it
-// evicts the least recently used past a total instruction count), so a single shape class for
-// every packed image keeps the programs that read them compiled once, warm after the warm-up.
-// n, or the next number past it that is not a power of two if that is at most `max`.
-int NotPowerOfTwo(int n, int max) {
-  int m = n;
-  while ((m & (m - 1)) == 0) ++m;  // 1 -> 3, 2 -> 3, 4 -> 5, ...
-  return m <= max ? m : n;
-}
-
 GlTexture NewPackedTexture(Context& ctx, const ImageDesc& desc) {
-  const int max = ctx.limits().max_texture_size;
-  GlTexture t = GlTexture::Create();
-  glBindTexture(GL_TEXTURE_2D, t.get());
-  glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, NotPowerOfTwo(PackedTexelsPerRow(desc), max),
-                 NotPowerOfTwo(desc.height, max));
-  glBindTexture(GL_TEXTURE_2D, 0);
-  return t;
+  return NewRgba32uiTexture(ctx, PackedTexelsPerRow(desc), desc.height);
 }
 
 }  // namespace
+
+// Sides never a power of two (one or two spare texels or rows, never read): llvmpipe compiles a
+// variant of a program per power-of-two-ness of each bound image's sides, and keeps only so many
+// compiled variants (it evicts the least recently used past a total instruction count), so a
+// single shape class for every packed image keeps the programs that read them compiled once, warm
+// after the warm-up.
+GlTexture NewRgba32uiTexture(Context& ctx, int width, int height) {
+  const int max = ctx.limits().max_texture_size;
+  // n, or the next number past it that is not a power of two if that is at most `max`.
+  const auto not_power_of_two = [max](int n) {
+    int m = n;
+    while ((m & (m - 1)) == 0) ++m;  // 1 -> 3, 2 -> 3, 4 -> 5, ...
+    return m <= max ? m : n;
+  };
+  GlTexture t = GlTexture::Create();
+  glBindTexture(GL_TEXTURE_2D, t.get());
+  glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, not_power_of_two(width), not_power_of_two(height));
+  glBindTexture(GL_TEXTURE_2D, 0);
+  return t;
+}
 
 int BytesPerSample(SampleType type) {
   switch (type) {

@@ -66,6 +66,11 @@ struct HostImage {
 // row padded with zeros to a whole texel.
 inline int PackedTexelsPerRow(const ImageDesc& desc) { return int((desc.row_bytes() + 15) / 16); }
 
+// A width x height RGBA32UI texture (a packed form, or a kernel's side image in that layout),
+// allocated with sides that are never a power of two where the texture limit allows (gpu/image.cc
+// says why). REQUIRES: ctx's thread.
+GlTexture NewRgba32uiTexture(Context& ctx, int width, int height);
+
 // An image on the GPU: a 2D texture of a sized integer (8/16-bit) or float format, read by the
 // kernels with texelFetch from texture unit 0. Move-only. REQUIRES: the context's thread.
 //

@@ -43,7 +43,11 @@ int map_index(int i, int n) {
   if (u_border == BORDER_REFLECT101) {
     if (n == 1) return 0;
     int p = 2 * n - 2;  // reflect-101 repeats with this period
-    int m = i >= 0 ? i % p : p - 1 - (-1 - i) % p;  // i mod p (GLSL's % needs i >= 0)
+    // i mod p without an integer division (llvmpipe runs those lane by lane): the float
+    // quotient of integers below 2^24 is off by at most one, which the two steps correct.
+    int m = i - p * int(floor(float(i) / float(p)));
+    m += m < 0 ? p : 0;
+    m -= m >= p ? p : 0;
     return m < n ? m : p - m;
   }
   return -1;

@@ -9,9 +9,12 @@
 // touches the array is unrolled by the REP macros below: Mesa's GLSL compiler keeps loops of more
 // than a few dozen instructions rolled), so the sums stay in registers: llvmpipe turns a local
 // array indexed at run time into a chain of selects over all its elements.
-// For the same reason the horizontal border is applied where texels are read, not where sums are
-// read: a texel past the row's ends (or the row's partial last texel) is built byte by byte from
-// the border rule, so the sums array simply continues past the row's ends.
+// No texel is built from the horizontal border rule here: llvmpipe runs every branch and every
+// loop body at least once for all lanes, so a per-texel border path costs every texel its price
+// (it was two thirds of the pass). Strips whose texels all lie wholly inside the row (the
+// interior) read the image itself; the few strips at the row's ends run as their own dispatch over
+// a small side image that holds exactly their texels with the border applied
+// (box_filter_fused_edges.comp), read the same way. The vertical border is one row index per row.
 //
 // Defines: CHANNELS, RX, STRIP (<= 8), APRON (>= ceil((RX + 1) * CHANNELS / 16)), WIDEV
 // (vertical sums may pass 16 bits: one 32-bit field per byte instead of two 16-bit fields).
@@ -30,19 +33,22 @@ layout(std430, binding = 2) buffer Cut { uint cut_invocations; };
 
 uniform int u_row_texels;   // texels per packed row
 uniform int u_row_bytes;    // bytes of an image row (the rest of its last texel is padding)
-uniform int u_full_texels;  // texels wholly inside the row: u_row_bytes / 16
 uniform int u_rows;         // output rows per invocation
 uniform int u_band0;
 uniform int u_band_rows;
-// floor((s + u_half) / area) as a multiply-shift: (s + u_half) * u_mul >> u_shift, exact for
-// every window sum (box_filter_llvmpipe.cc checks the bound); the product fits 32 bits when
-// u_mul32 != 0, else it takes umulExtended's high word.
+// floor((s + u_half) / area) as a multiply-high and a shift: the high word of (s + u_half) * u_mul,
+// >> u_shift, exact for every window sum (box_filter_llvmpipe.cc plans the constants).
 uniform uint u_mul;
 uniform int u_shift;
 uniform uint u_half;
-uniform int u_mul32;
 uniform int u_two;  // 2: a loop the compiler cannot unroll, to see whether loops still run
-uniform int u_sixteen;  // 16
+// This dispatch's strips: invocation i runs strip (i mod u_strips), listed from u_strip0 on; with
+// u_edges != 0 the first u_left of them are the row's first strips, the rest run from u_strip0 on,
+// and the bound image is the side image of their texels (N per strip, in list order).
+uniform int u_strips;
+uniform int u_strip0;
+uniform int u_left;
+uniform int u_edges;
 
 #define C CHANNELS
 #define N (STRIP + 2 * APRON)  // texels of sums
@@ -56,29 +62,9 @@ uniform int u_sixteen;  // 16
 // condition still has to index within bounds. Elements never used cost nothing.
 uint vs[64 * FIELDS];
 
-// Texel tx of image row my (my < 0: a constant-border row).
-uvec4 row_texel(int tx, int my) {
-  if (my < 0) return uvec4(u_const * 0x01010101u);
-  if (tx < 0 || tx >= u_full_texels) {
-    // Past the row's ends (or the partial last texel): each byte from the border rule.
-    // A loop the compiler cannot unroll (u_sixteen is 16): this path is inlined for every texel
-    // of the strip, and unrolled it would be most of the program.
-    uvec4 r = uvec4(0);
-    for (int j = 0; j < u_sixteen; ++j) {
-      int e = 16 * tx + j;
-      int px = e >= 0 ? e / C : -((C - 1 - e) / C);
-      int m = map_index(px, u_size.x);
-      uint v = u_const;
-      if (m >= 0) {
-        int src = m * C + (e - px * C);
-        v = bitfieldExtract(imageLoad(u_packed, ivec2(src >> 4, my))[(src >> 2) & 3],
-                            8 * (src & 3), 8);
-      }
-      r[j >> 2] |= v << uint(8 * (j & 3));
-    }
-    return r;
-  }
-  return imageLoad(u_packed, ivec2(tx, my));
+// Texel x of the bound image's row my (my < 0: a constant-border row).
+uvec4 row_texel(int x, int my) {
+  return my < 0 ? uvec4(u_const * 0x01010101u) : imageLoad(u_packed, ivec2(x, my));
 }
 
 // REPn(M, b): M(b) M(b + 1) ... M(b + n - 1), for code that must be unrolled.
@@ -87,7 +73,7 @@ uvec4 row_texel(int tx, int my) {
 #define REP64(M, b) REP16(M, b) REP16(M, (b) + 16) REP16(M, (b) + 32) REP16(M, (b) + 48)
 
 // vs = (first ? 0 : vs) + row my_add - row my_sub (no row when has_sub is false), over texels
-// [t0, t0 + N) of the row.
+// [x0, x0 + N) of the bound image's row.
 // X4 is REP4 for code inside a REP expansion (a macro does not expand inside its own expansion).
 #define X4(M, b) M(b) M((b) + 1) M((b) + 2) M((b) + 3)
 #if defined(WIDEV)
@@ -107,13 +93,13 @@ uvec4 row_texel(int tx, int my) {
 #define MOVE_TEXEL(T)                                                                \
   if ((T) < N) {                                                                     \
     const int t = (T);                                                               \
-    uvec4 a = row_texel(t0 + t, my_add);                                             \
-    uvec4 s = has_sub ? row_texel(t0 + t, my_sub) : uvec4(0);                        \
+    uvec4 a = row_texel(x0 + t, my_add);                                             \
+    uvec4 s = has_sub ? row_texel(x0 + t, my_sub) : uvec4(0);                        \
     uvec4 ae = a & 0x00FF00FFu, ao = (a >> 8u) & 0x00FF00FFu;                        \
     uvec4 se = s & 0x00FF00FFu, so = (s >> 8u) & 0x00FF00FFu;                        \
     X4(MOVE_WORD, 0)                                                                 \
   }
-void move_rows(int t0, int my_add, int my_sub, bool has_sub, bool first) {
+void move_rows(int x0, int my_add, int my_sub, bool has_sub, bool first) {
 #if N <= 16
   REP16(MOVE_TEXEL, 0)
 #else
@@ -131,12 +117,9 @@ uint vcol(int j) {
 }
 
 uint divide(uint s) {
-  uint n = s + u_half;
-  if (u_mul32 != 0) return (n * u_mul) >> uint(u_shift);
   uint hi, lo;
-  umulExtended(n, u_mul, hi, lo);
-  return u_shift >= 32 ? hi >> uint(u_shift - 32)
-                       : (hi << uint(32 - u_shift)) | (lo >> uint(u_shift));
+  umulExtended(s + u_half, u_mul, hi, lo);
+  return hi >> uint(u_shift);
 }
 
 void store_texel(int out_row, int tx, uvec4 o) {
@@ -151,19 +134,22 @@ void store_texel(int out_row, int tx, uvec4 o) {
 }
 
 void main() {
-  int strip = int(gl_GlobalInvocationID.x);
+  int i = int(gl_GlobalInvocationID.x);
+  int run = i / u_strips;
+  int k = i - run * u_strips;
+  int strip = u_edges != 0 && k < u_left ? k : u_strip0 + k - (u_edges != 0 ? u_left : 0);
   int tx0 = strip * STRIP;  // first output texel
-  int ya = u_band0 + int(gl_WorkGroupID.y) * u_rows;
+  int ya = u_band0 + run * u_rows;
   int yb = min(ya + u_rows, u_band0 + u_band_rows);
   if (tx0 >= u_row_texels || ya >= yb) return;
-  int t0 = tx0 - APRON;
+  int x0 = u_edges != 0 ? k * N : tx0 - APRON;  // the strip's first texel in the bound image
 
   // One loop, one copy of the unrolled row move (its code, and so the compile time and the
   // driver's cache space, is most of the program): y is the row whose window the move completes;
   // before ya the moves only fill the sums.
   int rows_done = 0;
   for (int y = ya - 2 * u_ry; y < yb; ++y) {
-    move_rows(t0, map_index(y + u_ry, u_size.y), map_index(y - u_ry - 1, u_size.y), y > ya,
+    move_rows(x0, map_index(y + u_ry, u_size.y), map_index(y - u_ry - 1, u_size.y), y > ya,
               y == ya - 2 * u_ry);
     if (y < ya) continue;
     // h[k]: the window sum of array byte 16 APRON - C + k, the C bytes before the strip.
