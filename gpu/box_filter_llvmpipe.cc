@@ -172,13 +172,15 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
   // Rows per invocation: enough invocations to share out (fewer strips, more runs of rows), but
   // each run starts by summing 2ry + 1 rows, so not fewer rows than that where the image has
   // them; within the loop budget.
-  const auto rows_for = [&](int strip_count) {
-    const int runs = int(CeilDiv(kTargetInvocations, strip_count));
+  // The strips at the rows' ends are few: two workgroups' worth of runs (one per thread) keeps
+  // their runs long, so that summing 2ry + 1 rows to start each does not outweigh them.
+  const auto rows_for = [&](int strip_count, int target_invocations) {
+    const int runs = int(CeilDiv(target_invocations, strip_count));
     const int rows = std::max(int(CeilDiv(band, runs)), std::min(band, std::max(16, 2 * o.ry + 1)));
     return int(std::clamp<int64_t>((kLoopBudget - InitIterations(o)) / kRowIterations, 1, rows));
   };
-  int rows_interior = rows_for(std::max(1, strips.right0 - strips.left));
-  int rows_edges = rows_for(strips.edges());
+  int rows_interior = rows_for(std::max(1, strips.right0 - strips.left), kTargetInvocations);
+  int rows_edges = rows_for(strips.edges(), 16);
   if (o.fused_rows > 0) rows_interior = rows_edges = std::min(o.fused_rows, band);
 
   Buffer cut = Buffer::Create(4);
