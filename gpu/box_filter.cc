@@ -200,7 +200,7 @@ absl::StatusOr<BoxFilterOptions> ResolveBoxFilterOptions(const ImageDesc& desc,
 }
 
 // kAuto. On CPU renderers (llvmpipe): for 8-bit images with rx <= kAutoFusedStripsMaxRx and
-// windows at most 255 rows tall (16-bit vertical sums), the fused strips, measured 3-8x faster
+// windows at most 255 rows tall (16-bit vertical sums), the fused strips, measured 4-12x faster
 // than the separable running sums (bench/results/box_filter_llvmpipe.md); otherwise the separable
 // running sums, measured fastest of the rest at every size and radius benchmarked (the shared
 // tile pays for its barriers and O(r) sums, the integral variant for its 8-byte table). Wider
@@ -302,8 +302,8 @@ absl::StatusOr<BoxFilterResult> BoxFilterKernel::Run(const Image& image,
     if (!out.ok()) return out.status();
     BoxFilterResult result;
     result.variant = variant;
-    if (absl::Status s = box_filter_internal::RunFusedStrips(ctx_, image, o, limit, fused_scratch_, *out,
-                                                             &result.gpu_ns);
+    if (absl::Status s = box_filter_internal::RunFusedStrips(ctx_, image, o, limit,
+                                                             fused_scratch_, *out, &result.gpu_ns);
         !s.ok()) {
       return s;
     }

@@ -104,9 +104,9 @@ class BoxFilterKernel {
   // for every sample type, channel count and option that selects its own program, so that no
   // later kAuto call compiles anything (drivers compile a program's machine code on its first
   // dispatch). On CPU renderers that includes the 32 fused-strips programs (rx 0-7 x 1-4
-  // channels), fully unrolled: minutes on a 2-core machine without Mesa's shader cache, under a
-  // second with it warm; and without the disk cache llvmpipe's bounded in-memory cache does not
-  // keep them all (bench/results/box_filter_llvmpipe.md).
+  // channels, fully unrolled) and their side-image programs: about 20 s on a 2-core machine
+  // without Mesa's shader cache, under a second with it warm
+  // (bench/results/box_filter_llvmpipe.md).
   absl::Status WarmUp();
   absl::StatusOr<BoxFilterResult> Run(const Image& image, const BoxFilterOptions& options);
 

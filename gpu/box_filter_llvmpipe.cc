@@ -19,6 +19,9 @@ constexpr int kMaxRx = 63;
 // Invocations to aim for per dispatch (32 workgroups of 8), so that llvmpipe's threads share the
 // work evenly.
 constexpr int kTargetInvocations = 256;
+// A run of rows is at least this many times the 2ry + 1 rows it sums to start: narrow images
+// have few strips, and 256 invocations of them would spend more on starting than on output.
+constexpr int kMinRowsPerStart = 4;
 // Loop iterations one invocation may spend: llvmpipe ends every loop of an invocation once their
 // iterations add up to 65535 (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS); the rest is margin.
 constexpr int64_t kLoopBudget = 60000;
@@ -170,13 +173,14 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
   const Buffer& buf = scratch.out;
 
   // Rows per invocation: enough invocations to share out (fewer strips, more runs of rows), but
-  // each run starts by summing 2ry + 1 rows, so not fewer rows than that where the image has
-  // them; within the loop budget.
+  // each run starts by summing 2ry + 1 rows, so at least kMinRowsPerStart times that where the
+  // image has them; within the loop budget.
   // The strips at the rows' ends are few: two workgroups' worth of runs (one per thread) keeps
   // their runs long, so that summing 2ry + 1 rows to start each does not outweigh them.
   const auto rows_for = [&](int strip_count, int target_invocations) {
     const int runs = int(CeilDiv(target_invocations, strip_count));
-    const int rows = std::max(int(CeilDiv(band, runs)), std::min(band, std::max(16, 2 * o.ry + 1)));
+    const int least = std::min(band, std::max(16, kMinRowsPerStart * (2 * o.ry + 1)));
+    const int rows = std::max(int(CeilDiv(band, runs)), least);
     return int(std::clamp<int64_t>((kLoopBudget - InitIterations(o)) / kRowIterations, 1, rows));
   };
   int rows_interior = rows_for(std::max(1, strips.right0 - strips.left), kTargetInvocations);
