@@ -200,11 +200,11 @@ absl::StatusOr<BoxFilterOptions> ResolveBoxFilterOptions(const ImageDesc& desc,
 }
 
 // kAuto. On CPU renderers (llvmpipe): for 8-bit images with rx <= kAutoFusedStripsMaxRx and
-// windows at most 255 rows tall (16-bit vertical sums), the fused strips, measured 4-12x faster
+// windows at most 255 rows tall (16-bit vertical sums), the fused strips, measured 7-10x faster
 // than the separable running sums (bench/results/box_filter_llvmpipe.md); otherwise the separable
 // running sums, measured fastest of the rest at every size and radius benchmarked (the shared
 // tile pays for its barriers and O(r) sums, the integral variant for its 8-byte table). Wider
-// windows would each need their own fused program (rx is compiled in), too many to build ahead.
+// windows would need wider strips, and programs that take seconds each to compile.
 // On GPUs (not measured here; reasoning): the shared tile for small radii (r <= 4: one pass,
 // every texel read once per tile, at most 2.3x apron overhead, no intermediate buffer), the
 // running sums up to r = 64, and beyond that the integral image for integer images (its cost, a
@@ -254,7 +254,8 @@ absl::Status BoxFilterKernel::Prepare(SampleType type) {
 
 absl::Status BoxFilterKernel::WarmUp() {
   // Radii on both sides of every boundary of the auto rule, and those whose sums need wide
-  // (double) accumulators: rx <= kAutoFusedStripsMaxRx (one fused program each), ry past 127
+  // (double) accumulators: rx <= kAutoFusedStripsMaxRx (one fused program per rx up to 7, then
+  // one per byte of a texel where the window's edge falls, all met by rx 8-23), ry past 127
   // (32-bit vertical sums), r = 5 and 65 (GPU rule), r = 128 (16-bit sums past 2^32), 2048 x 2100
   // (8-bit sums past 2^32). The border is a uniform: one border mode does for all.
   std::vector<std::pair<int, int>> radii;

@@ -86,9 +86,10 @@ struct BoxFilterResult {
 absl::StatusOr<BoxFilterOptions> ResolveBoxFilterOptions(const ImageDesc& desc,
                                                          const BoxFilterOptions& options);
 
-// The widest rx for which kAuto picks kFusedStrips on CPU renderers: each rx and channel count is
-// its own program, and WarmUp() builds them all.
-inline constexpr int kAutoFusedStripsMaxRx = 7;
+// The widest rx for which kAuto picks kFusedStrips on CPU renderers: up to rx 7 each rx and
+// channel count is its own program, beyond it one program per channel count and byte of a texel
+// where the window's edge falls (rx is then a uniform), and WarmUp() builds them all.
+inline constexpr int kAutoFusedStripsMaxRx = 32;
 
 // The variant kAuto runs for these (resolved) options on this device; see box_filter.cc.
 BoxFilterVariant ResolveBoxFilterVariant(const DeviceInfo& device, const ImageDesc& desc,

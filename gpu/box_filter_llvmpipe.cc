@@ -34,18 +34,54 @@ uint64_t Area(const BoxFilterOptions& o) { return uint64_t(2 * o.rx + 1) * uint6
 // the entering row is added before the leaving one is taken away, so 2ry + 2 rows at most.
 bool WideVertical(const BoxFilterOptions& o) { return 255 * (2 * int64_t{o.ry} + 2) > 65535; }
 
+// Windows wider than kCompiledMaxRx use the program with rx as a uniform (RUNTIME_RX), up to
+// kRuntimeMaxRx: its strips are as wide as the widest window, 65 pixels.
+constexpr int kCompiledMaxRx = 7;
+constexpr int kRuntimeMaxRx = kAutoFusedStripsMaxRx;
+
+// Where a strip's sums sit (box_filter_fused_strips.comp). A strip reads `texels` texels per row:
+// [dx_a, dx_a + split) and [dx_b, dx_b + texels - split) from its first output texel.
 struct StripPlan {
-  int apron = 0;  // texels of sums each side of a strip
-  int strip = 0;  // output texels per strip
-  int n() const { return strip + 2 * apron; }
+  bool runtime_rx = false;
+  int strip = 0;   // output texels per strip
+  int texels = 0;  // texels a strip reads (its block of the side image)
+  int split = 0, dx_a = 0, dx_b = 0;
+  int apron = 0;                       // rx compiled in: texels of sums each side of the strip
+  int lead_byte = 0, trail_byte = 0;   // RUNTIME_RX: LEAD_BYTE, TRAIL_BYTE
+  int lo() const { return dx_a; }      // the first texel read, from the strip's first
+  int hi() const {                     // one past the last
+    return split == texels ? dx_a + texels : std::max(dx_a + split, dx_b + texels - split);
+  }
 };
 
-// The windows reach rx pixels beyond the strip, and each row's first window starts one pixel
-// before it.
+bool RuntimeRx(const BoxFilterOptions& o) {
+  return o.rx > kCompiledMaxRx && o.rx <= kRuntimeMaxRx && !WideVertical(o);
+}
+
 StripPlan PlanStrips(const ImageDesc& d, const BoxFilterOptions& o) {
   StripPlan p;
-  p.apron = int(CeilDiv(int64_t{o.rx + 1} * d.channels, 16));
+  const int c = d.channels;
+  if (RuntimeRx(o)) {
+    // The trailing edge of output byte j's window is A + C bytes before it, the leading edge A
+    // bytes after (A = rx * C); each array covers STRIP texels of edges, plus one for the byte
+    // where they start within a texel.
+    const int a = o.rx * c, before = a + c;
+    p.runtime_rx = true;
+    p.strip = std::max(kStripTexels, int(CeilDiv((2 * kRuntimeMaxRx + 1) * c, 16)));
+    p.split = p.strip + 1;
+    p.texels = 2 * p.split;
+    p.dx_a = -int(CeilDiv(before, 16));
+    p.trail_byte = 16 * -p.dx_a - before;
+    p.dx_b = a / 16;
+    p.lead_byte = a % 16;
+    return p;
+  }
+  // The windows reach rx pixels beyond the strip, and each row's first window starts one pixel
+  // before it.
+  p.apron = int(CeilDiv(int64_t{o.rx + 1} * c, 16));
   p.strip = std::clamp(kMaxTexels - 2 * p.apron, 1, kStripTexels);
+  p.texels = p.split = p.strip + 2 * p.apron;
+  p.dx_a = -p.apron;
   return p;
 }
 
@@ -59,9 +95,10 @@ RowStrips SplitStrips(const ImageDesc& d, const StripPlan& p) {
   RowStrips r;
   const int full = int(d.row_bytes() / 16);
   r.count = int(CeilDiv(PackedTexelsPerRow(d), p.strip));
-  r.left = std::min(r.count, int(CeilDiv(p.apron, p.strip)));
+  r.left = 0;
+  while (r.left < r.count && r.left * p.strip + p.lo() < 0) ++r.left;
   r.right0 = r.count;
-  while (r.right0 > r.left && (r.right0 - 1) * p.strip - p.apron + p.n() > full) --r.right0;
+  while (r.right0 > r.left && (r.right0 - 1) * p.strip + p.hi() > full) --r.right0;
   return r;
 }
 
@@ -106,7 +143,7 @@ absl::Status FusedStripsSupports(const ImageDesc& d, const BoxFilterOptions& o) 
         StrCat("variant fused_strips needs uint8 samples, got ", SampleTypeName(d.type)));
   }
   const StripPlan p = PlanStrips(d, o);
-  if (2 * p.apron + 1 > kMaxTexels || o.rx > kMaxRx) {
+  if (!p.runtime_rx && (2 * p.apron + 1 > kMaxTexels || o.rx > kMaxRx)) {
     const int max_rx = std::min(kMaxRx, (kMaxTexels - 1) / 2 * 16 / d.channels - 1);
     return absl::InvalidArgumentError(StrCat("rx must be at most ", max_rx, " for variant ",
                                              "fused_strips with ", d.channels, " channels, got ",
@@ -128,6 +165,11 @@ absl::Status FusedStripsSupports(const ImageDesc& d, const BoxFilterOptions& o) 
 
 std::string FusedStripsDefines(const ImageDesc& d, const BoxFilterOptions& o) {
   const StripPlan p = PlanStrips(d, o);
+  if (p.runtime_rx) {
+    return StrCat(ImageDefines(d), "#define RUNTIME_RX 1\n#define STRIP ", p.strip,
+                  "\n#define LEAD_BYTE ", p.lead_byte, "\n#define TRAIL_BYTE ", p.trail_byte,
+                  "\n");
+  }
   return StrCat(ImageDefines(d), "#define RX ", o.rx, "\n#define STRIP ", p.strip,
                 "\n#define APRON ", p.apron, "\n", WideVertical(o) ? "#define WIDEV 1\n" : "");
 }
@@ -158,7 +200,7 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
   const std::optional<ExactDivision> div = PlanExactDivision(Area(o), 255 * Area(o));
 
   // The side image, kept across calls, grown when too small.
-  const int edge_w = strips.edges() * plan.n();
+  const int edge_w = strips.edges() * plan.texels;
   if (scratch.edges_width < edge_w || scratch.edges_height < d.height) {
     scratch.edges_width = std::max(edge_w, scratch.edges_width);
     scratch.edges_height = std::max(d.height, scratch.edges_height);
@@ -198,9 +240,11 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
   SetInt(e, "u_border", ShaderBorder(o.border));
   glUniform1ui(glGetUniformLocation(e, "u_const"), GLuint(border_value));
   SetInt(e, "u_full_texels", int(d.row_bytes() / 16));
-  SetInt(e, "u_n", plan.n());
+  SetInt(e, "u_n", plan.texels);
   SetInt(e, "u_strip", plan.strip);
-  SetInt(e, "u_apron", plan.apron);
+  SetInt(e, "u_split", plan.split);
+  SetInt(e, "u_dx_a", plan.dx_a);
+  SetInt(e, "u_dx_b", plan.dx_b);
   SetInt(e, "u_left", strips.left);
   SetInt(e, "u_right0", strips.right0);
   SetInt(e, "u_count", strips.edges());
@@ -222,6 +266,9 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
     SetInt(p, "u_shift", div->shift);
     glUniform1ui(glGetUniformLocation(p, "u_half"), div->half);
     SetInt(p, "u_two", 2);
+    SetInt(p, "u_trail_dx", plan.dx_a);
+    SetInt(p, "u_lead_dx", plan.dx_b);
+    SetInt(p, "u_window_bytes", (2 * o.rx + 1) * d.channels);
     for (int y0 = 0; y0 < d.height; y0 += band) {
       const int h = std::min(band, d.height - y0);
       SetInt(p, "u_band0", y0);

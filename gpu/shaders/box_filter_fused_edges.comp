@@ -1,7 +1,7 @@
 // The side image of the fused strips at a row's ends (box_filter_fused_strips.comp): for every row
 // of the image and every strip listed (the row's first u_left strips, then those from u_right0 on),
-// the N texels that strip reads, built byte by byte from the border rule wherever they reach past
-// the row's ends or into its partial last texel, copied otherwise. A few texels per row: the
+// the u_n texels that strip reads, built byte by byte from the border rule wherever they reach
+// past the row's ends or into its partial last texel, copied otherwise. A few texels per row: the
 // per-byte path that would cost the main pass two thirds of its time costs little here.
 #include "box_filter_common.glsl"
 
@@ -11,9 +11,11 @@ layout(binding = 0, rgba32ui) readonly uniform uimage2D u_packed;
 layout(binding = 1, rgba32ui) writeonly uniform uimage2D u_edges;
 
 uniform int u_full_texels;  // texels wholly inside the row: bytes of a row / 16
-uniform int u_n;            // texels per strip: STRIP + 2 APRON of the main pass
-uniform int u_strip;        // STRIP
-uniform int u_apron;        // APRON
+uniform int u_n;            // texels a strip reads: [u_dx_a, u_dx_a + u_split) and
+uniform int u_split;        // [u_dx_b, u_dx_b + u_n - u_split) from its first output texel
+uniform int u_dx_a;
+uniform int u_dx_b;
+uniform int u_strip;        // output texels per strip
 uniform int u_left;         // strips listed from the row's start
 uniform int u_right0;       // the first strip listed after those
 uniform int u_count;        // strips listed
@@ -23,7 +25,8 @@ void main() {
   if (e >= u_count * u_n || y >= u_size.y) return;
   int k = e / u_n;
   int strip = k < u_left ? k : u_right0 + k - u_left;
-  int tx = strip * u_strip - u_apron + (e - k * u_n);  // texel of the extended row
+  int t = e - k * u_n;
+  int tx = strip * u_strip + (t < u_split ? u_dx_a + t : u_dx_b + t - u_split);  // extended row
   uvec4 r = uvec4(0);
   if (tx >= 0 && tx < u_full_texels) {
     r = imageLoad(u_packed, ivec2(tx, y));

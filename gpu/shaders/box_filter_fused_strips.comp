@@ -16,8 +16,19 @@
 // a small side image that holds exactly their texels with the border applied
 // (box_filter_fused_edges.comp), read the same way. The vertical border is one row index per row.
 //
-// Defines: CHANNELS, RX, STRIP (<= 8), APRON (>= ceil((RX + 1) * CHANNELS / 16)), WIDEV
-// (vertical sums may pass 16 bits: one 32-bit field per byte instead of two 16-bit fields).
+// Two ways to place the sums, chosen by defines:
+// - RX compiled in (RX, APRON >= ceil((RX + 1) * CHANNELS / 16), STRIP <= 8): one array of the
+//   strip's texels plus APRON each side; the window's edges are constant offsets into it.
+// - RX a uniform (RUNTIME_RX, for wider windows: one program serves every rx whose window edge
+//   falls at the same byte of a texel): two arrays of STRIP + 1 texels, one under the windows'
+//   trailing edges (the bytes A + C before each output byte, A = rx * CHANNELS) and one under their
+//   leading edges (A bytes after). The texels they read are u_trail_dx and u_lead_dx texels from
+//   the strip's own, run-time offsets that cost nothing; the byte within the texel where each
+//   array's first edge falls, TRAIL_BYTE and LEAD_BYTE, is compiled in, so every index into the
+//   arrays is still a constant. The strip is at least as wide as the widest window, so the sum of
+//   each row's first window is a masked sum over the trailing array.
+// Both: CHANNELS, STRIP, WIDEV (vertical sums may pass 16 bits: one 32-bit field per byte
+// instead of two 16-bit fields; not with RUNTIME_RX).
 #include "box_filter_common.glsl"
 
 layout(local_size_x = 8) in;
@@ -44,23 +55,39 @@ uniform uint u_half;
 uniform int u_two;  // 2: a loop the compiler cannot unroll, to see whether loops still run
 // This dispatch's strips: invocation i runs strip (i mod u_strips), listed from u_strip0 on; with
 // u_edges != 0 the first u_left of them are the row's first strips, the rest run from u_strip0 on,
-// and the bound image is the side image of their texels (N per strip, in list order).
+// and the bound image is the side image of their texels (TEXELS per strip, in list order).
 uniform int u_strips;
 uniform int u_strip0;
 uniform int u_left;
 uniform int u_edges;
+#if defined(RUNTIME_RX)
+uniform int u_trail_dx;      // the trailing array's first texel, from the strip's first
+uniform int u_lead_dx;       // the leading array's
+uniform int u_window_bytes;  // (2 rx + 1) CHANNELS: the bytes of a window's row
+#endif
 
 #define C CHANNELS
+#if defined(RUNTIME_RX)
+#define NA (STRIP + 1)  // texels of each array
+#define TEXELS (2 * NA)  // texels one strip reads
+#else
 #define N (STRIP + 2 * APRON)  // texels of sums
+#define TEXELS N
 #define A (RX * C)             // bytes from a window's centre to its edge
+#endif
 #if defined(WIDEV)
 #define FIELDS 16  // per texel: one sum per byte, vs[16 t + byte]
 #else
 #define FIELDS 8  // per texel: bytes 0,2 and 1,3 of each word as 16-bit pairs, vs[8 t + 2 i + odd]
 #endif
-// Sized for the largest unrolled index (N <= 64 texels): unrolled code guarded off by a constant
+// Sized for the largest unrolled index (64 texels): unrolled code guarded off by a constant
 // condition still has to index within bounds. Elements never used cost nothing.
+#if defined(RUNTIME_RX)
+uint vt[64 * FIELDS];  // under the trailing edges
+uint vl[64 * FIELDS];  // under the leading edges
+#else
 uint vs[64 * FIELDS];
+#endif
 
 // Texel x of the bound image's row my (my < 0: a constant-border row).
 uvec4 row_texel(int x, int my) {
@@ -77,44 +104,64 @@ uvec4 row_texel(int x, int my) {
 // X4 is REP4 for code inside a REP expansion (a macro does not expand inside its own expansion).
 #define X4(M, b) M(b) M((b) + 1) M((b) + 2) M((b) + 3)
 #if defined(WIDEV)
-#define MOVE_BYTE(i, k)                                                       \
-  vs[t * 16 + (i) * 4 + (k)] = (first ? 0u : vs[t * 16 + (i) * 4 + (k)]) +    \
-                               bitfieldExtract(a[i], 8 * (k), 8) -            \
-                               bitfieldExtract(s[i], 8 * (k), 8);
-#define MOVE_WORD(i) MOVE_BYTE(i, 0) MOVE_BYTE(i, 1) MOVE_BYTE(i, 2) MOVE_BYTE(i, 3)
+#define MOVE_BYTE(V, i, k)                                                   \
+  V[t * 16 + (i) * 4 + (k)] = (first ? 0u : V[t * 16 + (i) * 4 + (k)]) +    \
+                              bitfieldExtract(a[i], 8 * (k), 8) -           \
+                              bitfieldExtract(s[i], 8 * (k), 8);
+#define MOVE_WORD(V, i) MOVE_BYTE(V, i, 0) MOVE_BYTE(V, i, 1) MOVE_BYTE(V, i, 2) MOVE_BYTE(V, i, 3)
 #else
 // Two bytes per 32-bit word as 16-bit fields: the sums stay below 2^16 (WIDEV otherwise), so no
 // carry or borrow crosses a field when the entering row is added before the leaving one is taken
 // away.
-#define MOVE_WORD(i)                                                                 \
-  vs[t * 8 + (i) * 2] = (first ? 0u : vs[t * 8 + (i) * 2]) + ae[i] - se[i];          \
-  vs[t * 8 + (i) * 2 + 1] = (first ? 0u : vs[t * 8 + (i) * 2 + 1]) + ao[i] - so[i];
+#define MOVE_WORD(V, i)                                                              \
+  V[t * 8 + (i) * 2] = (first ? 0u : V[t * 8 + (i) * 2]) + ae[i] - se[i];            \
+  V[t * 8 + (i) * 2 + 1] = (first ? 0u : V[t * 8 + (i) * 2 + 1]) + ao[i] - so[i];
 #endif
-#define MOVE_TEXEL(T)                                                                \
-  if ((T) < N) {                                                                     \
+#define MOVE_TEXEL(V, X, T, COUNT)                                                   \
+  if ((T) < (COUNT)) {                                                               \
     const int t = (T);                                                               \
-    uvec4 a = row_texel(x0 + t, my_add);                                             \
-    uvec4 s = has_sub ? row_texel(x0 + t, my_sub) : uvec4(0);                        \
+    uvec4 a = row_texel((X) + t, my_add);                                            \
+    uvec4 s = has_sub ? row_texel((X) + t, my_sub) : uvec4(0);                       \
     uvec4 ae = a & 0x00FF00FFu, ao = (a >> 8u) & 0x00FF00FFu;                        \
     uvec4 se = s & 0x00FF00FFu, so = (s >> 8u) & 0x00FF00FFu;                        \
-    X4(MOVE_WORD, 0)                                                                 \
+    MOVE_WORD(V, 0) MOVE_WORD(V, 1) MOVE_WORD(V, 2) MOVE_WORD(V, 3)                  \
   }
+#if defined(RUNTIME_RX)
+#define MOVE_T(T) MOVE_TEXEL(vt, xt, T, NA)
+#define MOVE_L(T) MOVE_TEXEL(vl, xl, T, NA)
+void move_rows(int xt, int xl, int my_add, int my_sub, bool has_sub, bool first) {
+#if NA <= 16
+  REP16(MOVE_T, 0)
+  REP16(MOVE_L, 0)
+#else
+  REP64(MOVE_T, 0)
+  REP64(MOVE_L, 0)
+#endif
+}
+#else
+#define MOVE_S(T) MOVE_TEXEL(vs, x0, T, N)
 void move_rows(int x0, int my_add, int my_sub, bool has_sub, bool first) {
 #if N <= 16
-  REP16(MOVE_TEXEL, 0)
+  REP16(MOVE_S, 0)
 #else
-  REP64(MOVE_TEXEL, 0)
+  REP64(MOVE_S, 0)
 #endif
 }
+#endif
 
-// The vertical sum of byte j of the array (a constant wherever it is called).
-uint vcol(int j) {
+// The vertical sum of byte j of array V (j a constant wherever it is used).
 #if defined(WIDEV)
-  return vs[j];
+#define VCOL(V, j) V[j]
 #else
-  return (vs[(j >> 2) * 2 + (j & 1)] >> uint((j & 2) << 3)) & 0xFFFFu;
+#define VCOL(V, j) ((V[((j) >> 2) * 2 + ((j) & 1)] >> uint(((j) & 2) << 3)) & 0xFFFFu)
 #endif
-}
+#if defined(RUNTIME_RX)
+#define LEAD(B) VCOL(vl, LEAD_BYTE + (B))    // column A bytes after output byte B
+#define TRAIL(B) VCOL(vt, TRAIL_BYTE + (B))  // column A + C bytes before it
+#else
+#define LEAD(B) VCOL(vs, 16 * APRON + (B) + A)
+#define TRAIL(B) VCOL(vs, 16 * APRON + (B) - A - C)
+#endif
 
 uint divide(uint s) {
   uint hi, lo;
@@ -142,21 +189,49 @@ void main() {
   int ya = u_band0 + run * u_rows;
   int yb = min(ya + u_rows, u_band0 + u_band_rows);
   if (tx0 >= u_row_texels || ya >= yb) return;
-  int x0 = u_edges != 0 ? k * N : tx0 - APRON;  // the strip's first texel in the bound image
+  // The strip's first texels in the bound image.
+#if defined(RUNTIME_RX)
+  int xt = u_edges != 0 ? k * TEXELS : tx0 + u_trail_dx;
+  int xl = u_edges != 0 ? k * TEXELS + NA : tx0 + u_lead_dx;
+#define MOVE_ARGS xt, xl
+#else
+  int x0 = u_edges != 0 ? k * TEXELS : tx0 - APRON;
+#define MOVE_ARGS x0
+#endif
 
   // One loop, one copy of the unrolled row move (its code, and so the compile time and the
   // driver's cache space, is most of the program): y is the row whose window the move completes;
   // before ya the moves only fill the sums.
   int rows_done = 0;
   for (int y = ya - 2 * u_ry; y < yb; ++y) {
-    move_rows(x0, map_index(y + u_ry, u_size.y), map_index(y - u_ry - 1, u_size.y), y > ya,
-              y == ya - 2 * u_ry);
+    move_rows(MOVE_ARGS, map_index(y + u_ry, u_size.y), map_index(y - u_ry - 1, u_size.y),
+              y > ya, y == ya - 2 * u_ry);
     if (y < ya) continue;
-    // h[k]: the window sum of array byte 16 APRON - C + k, the C bytes before the strip.
+    // h[k]: the window sum of the strip's byte k - C, one of the C bytes before the strip.
     uint h[4];  // only h[0, C) is used
     h[0] = h[1] = h[2] = h[3] = 0u;
+#if defined(RUNTIME_RX)
+    // The window of byte k - C spans the trailing array's bytes k, k + C, ... below
+    // u_window_bytes: each at least 17 C (rx > 7) and at most 16 STRIP.
+#define FIRST_WINDOW(B)                                                       \
+  if ((B) < 16 * STRIP) {                                                     \
+    uint v = TRAIL(B);                                                        \
+    h[(B) % C] += (B) < 17 * C || (B) < u_window_bytes ? v : 0u;              \
+  }
+    REP64(FIRST_WINDOW, 0)
+#if STRIP > 4
+    REP64(FIRST_WINDOW, 64)
+#endif
+#if STRIP > 8
+    REP64(FIRST_WINDOW, 128)
+    REP64(FIRST_WINDOW, 192)
+#endif
+#if STRIP > 16
+    REP64(FIRST_WINDOW, 256)
+#endif
+#else
 #define RAMP_CHANNEL(k) \
-  if ((k) < C) h[k] += vcol(16 * APRON - C + (k) + (w - RX) * C);
+  if ((k) < C) h[k] += VCOL(vs, 16 * APRON - C + (k) + (w - RX) * C);
 #define RAMP(W)             \
   if ((W) <= 2 * RX) {      \
     const int w = (W);      \
@@ -171,14 +246,14 @@ void main() {
     REP64(RAMP, 0)
     REP64(RAMP, 64)
 #endif
+#endif
     int out_row = (y - u_band0) * u_row_texels;
     uvec4 o;
-    // Output byte B of the strip: array byte j.
+    // Output byte B of the strip.
 #define OUT_BYTE(B)                                                                  \
   if ((B) < 16 * STRIP) {                                                            \
-    const int j = 16 * APRON + (B);                                                  \
     if (((B) & 15) == 0) o = uvec4(0);                                               \
-    uint s = h[0] + vcol(j + A) - vcol(j - A - C);                                   \
+    uint s = h[0] + LEAD(B) - TRAIL(B);                                              \
     if (C > 1) h[0] = h[1];                                                          \
     if (C > 2) h[1] = h[2];                                                          \
     if (C > 3) h[2] = h[3];                                                          \
@@ -186,11 +261,16 @@ void main() {
     o[((B) >> 2) & 3] |= divide(s) << uint(8 * ((B) & 3));                           \
     if (((B) & 15) == 15) store_texel(out_row, tx0 + ((B) >> 4), o);                 \
   }
-#if STRIP <= 4
     REP64(OUT_BYTE, 0)
-#else
-    REP64(OUT_BYTE, 0)
+#if STRIP > 4
     REP64(OUT_BYTE, 64)
+#endif
+#if STRIP > 8
+    REP64(OUT_BYTE, 128)
+    REP64(OUT_BYTE, 192)
+#endif
+#if STRIP > 16
+    REP64(OUT_BYTE, 256)
 #endif
     ++rows_done;
   }

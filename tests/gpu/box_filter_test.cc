@@ -198,6 +198,30 @@ TEST(BoxFilterTest, FusedStripsManyStripsAndRowRuns) {
   }
 }
 
+// Past rx 7 the fused strips take rx as a uniform, one program per channel count and byte of a
+// texel where a window's edge falls: rx 8-23 meet every such byte for every channel count, with
+// random window heights, each border, images narrower than the window and wider than a strip.
+TEST(BoxFilterTest, FusedStripsWithRxAsAUniformMeetEveryEdgeByte) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  BoxFilterKernel kernel(ctx);
+  for (int c = 1; c <= 4; ++c) {
+    for (int w : {5, 347}) {
+      HostImage host = testing::RandomImage({w, 23, c, SampleType::kUint8}, rng);
+      for (int rx = 8; rx <= kAutoFusedStripsMaxRx; rx += rx < 23 ? 1 : 9) {
+        const BorderMode b = kBorders[size_t(rx) % std::size(kBorders)];
+        Check(kernel, ctx, host,
+              {.rx = rx,
+               .ry = int(rng() % 128),
+               .border = b,
+               .border_value = BorderValueFor(SampleType::kUint8, rng),
+               .variant = BoxFilterVariant::kFusedStrips});
+      }
+    }
+  }
+}
+
 // The fused strips write only the result's packed form: Download() reads it (dropping the rows'
 // padding), and a kernel reading the plain texture gets one made from it, with the same pixels.
 TEST(BoxFilterTest, FusedStripsResultReadsTheSameInEitherForm) {
