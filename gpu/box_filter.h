@@ -104,10 +104,10 @@ class BoxFilterKernel {
   // Builds and runs once, on tiny images, every program kAuto can pick on this context's device,
   // for every sample type, channel count and option that selects its own program, so that no
   // later kAuto call compiles anything (drivers compile a program's machine code on its first
-  // dispatch). On CPU renderers that includes the 32 fused-strips programs (rx 0-7 x 1-4
-  // channels, fully unrolled) and their side-image programs: about 20 s on a 2-core machine
-  // without Mesa's shader cache, under a second with it warm
-  // (bench/results/box_filter_llvmpipe.md).
+  // dispatch). On CPU renderers that includes the 76 fused-strips programs (fully unrolled: rx 0-7
+  // x 1-4 channels, and for rx 8-32 one per channel count and edge byte) and their side-image
+  // programs: about 75 s on a 2-core machine without Mesa's shader cache, under a second with it
+  // warm (bench/results/box_filter_llvmpipe.md).
   absl::Status WarmUp();
   absl::StatusOr<BoxFilterResult> Run(const Image& image, const BoxFilterOptions& options);
 
