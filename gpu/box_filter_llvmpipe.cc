@@ -233,7 +233,7 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
   GpuTimer timer;
   // The side image: every row at once.
   glUseProgram(*edges_program);
-  glBindImageTexture(0, image.packed_texture(), 0, GL_FALSE, 0, GL_READ_ONLY, GL_RGBA32UI);
+  image.BindPacked(0);
   glBindImageTexture(1, scratch.edges.get(), 0, GL_FALSE, 0, GL_WRITE_ONLY, GL_RGBA32UI);
   const GLuint e = *edges_program;
   glUniform2i(glGetUniformLocation(e, "u_size"), d.width, d.height);

@@ -98,6 +98,19 @@ uvec4 row_texel(int x, int my) {
 #define REP4(M, b) M(b) M((b) + 1) M((b) + 2) M((b) + 3)
 #define REP16(M, b) REP4(M, b) REP4(M, (b) + 4) REP4(M, (b) + 8) REP4(M, (b) + 12)
 #define REP64(M, b) REP16(M, b) REP16(M, (b) + 16) REP16(M, (b) + 32) REP16(M, (b) + 48)
+// REP_STRIP(M): M(B) for at least every byte B of a strip's output (M guards B < 16 STRIP), in
+// whole copies of 64: every copy costs compile time.
+#if STRIP > 20
+#error "REP_STRIP unrolls at most 20 texels"
+#elif STRIP > 16
+#define REP_STRIP(M) REP64(M, 0) REP64(M, 64) REP64(M, 128) REP64(M, 192) REP64(M, 256)
+#elif STRIP > 8
+#define REP_STRIP(M) REP64(M, 0) REP64(M, 64) REP64(M, 128) REP64(M, 192)
+#elif STRIP > 4
+#define REP_STRIP(M) REP64(M, 0) REP64(M, 64)
+#else
+#define REP_STRIP(M) REP64(M, 0)
+#endif
 
 // vs = (first ? 0 : vs) + row my_add - row my_sub (no row when has_sub is false), over texels
 // [x0, x0 + N) of the bound image's row.
@@ -218,17 +231,7 @@ void main() {
     uint v = TRAIL(B);                                                        \
     h[(B) % C] += (B) < 17 * C || (B) < u_window_bytes ? v : 0u;              \
   }
-    REP64(FIRST_WINDOW, 0)
-#if STRIP > 4
-    REP64(FIRST_WINDOW, 64)
-#endif
-#if STRIP > 8
-    REP64(FIRST_WINDOW, 128)
-    REP64(FIRST_WINDOW, 192)
-#endif
-#if STRIP > 16
-    REP64(FIRST_WINDOW, 256)
-#endif
+    REP_STRIP(FIRST_WINDOW)
 #else
 #define RAMP_CHANNEL(k) \
   if ((k) < C) h[k] += VCOL(vs, 16 * APRON - C + (k) + (w - RX) * C);
@@ -261,17 +264,7 @@ void main() {
     o[((B) >> 2) & 3] |= divide(s) << uint(8 * ((B) & 3));                           \
     if (((B) & 15) == 15) store_texel(out_row, tx0 + ((B) >> 4), o);                 \
   }
-    REP64(OUT_BYTE, 0)
-#if STRIP > 4
-    REP64(OUT_BYTE, 64)
-#endif
-#if STRIP > 8
-    REP64(OUT_BYTE, 128)
-    REP64(OUT_BYTE, 192)
-#endif
-#if STRIP > 16
-    REP64(OUT_BYTE, 256)
-#endif
+    REP_STRIP(OUT_BYTE)
     ++rows_done;
   }
   int probe = 0;
