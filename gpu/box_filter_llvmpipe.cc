@@ -35,12 +35,15 @@ uint64_t Area(const BoxFilterOptions& o) { return uint64_t(2 * o.rx + 1) * uint6
 bool WideVertical(const BoxFilterOptions& o) { return 255 * (2 * int64_t{o.ry} + 2) > 65535; }
 
 // Windows wider than kCompiledMaxRx use the program with rx as a uniform (RUNTIME_RX), up to
-// kRuntimeMaxRx: its strips are as wide as the widest window, 65 pixels.
+// kRuntimeMaxRx (its first-window sums keep a row's bytes of one channel in 16-bit fields: at
+// most 65 pixels' worth, far below 2^16 / 255 words).
 constexpr int kCompiledMaxRx = 7;
 constexpr int kRuntimeMaxRx = kAutoFusedStripsMaxRx;
 
 // Where a strip's sums sit (box_filter_fused_strips.comp). A strip reads `texels` texels per row:
-// [dx_a, dx_a + split) and [dx_b, dx_b + texels - split) from its first output texel.
+// [dx_a, dx_a + split) and [dx_b, dx_b + texels - split) from its first output texel (with rx a
+// uniform, one range: from its trailing array's first texel to its leading array's last, the
+// first window's texels between them).
 struct StripPlan {
   bool runtime_rx = false;
   int strip = 0;   // output texels per strip
@@ -48,6 +51,8 @@ struct StripPlan {
   int split = 0, dx_a = 0, dx_b = 0;
   int apron = 0;                       // rx compiled in: texels of sums each side of the strip
   int lead_byte = 0, trail_byte = 0;   // RUNTIME_RX: LEAD_BYTE, TRAIL_BYTE
+  int window_texels = 0;               // RUNTIME_RX: texels of a row's first window, from dx_a
+  int last_bytes = 0;                  // RUNTIME_RX: its bytes in the last of them (1-16)
   int lo() const { return dx_a; }      // the first texel read, from the strip's first
   int hi() const {                     // one past the last
     return split == texels ? dx_a + texels : std::max(dx_a + split, dx_b + texels - split);
@@ -65,15 +70,19 @@ StripPlan PlanStrips(const ImageDesc& d, const BoxFilterOptions& o) {
     // The trailing edge of output byte j's window is A + C bytes before it, the leading edge A
     // bytes after (A = rx * C); each array covers STRIP texels of edges, plus one for the byte
     // where they start within a texel.
+    // Each row's first window (of the C bytes before the strip) spans (2 rx + 1) C bytes from the
+    // trailing array's first edge.
     const int a = o.rx * c, before = a + c;
     p.runtime_rx = true;
-    p.strip = std::max(kStripTexels, int(CeilDiv((2 * kRuntimeMaxRx + 1) * c, 16)));
-    p.split = p.strip + 1;
-    p.texels = 2 * p.split;
+    p.strip = kStripTexels;
     p.dx_a = -int(CeilDiv(before, 16));
     p.trail_byte = 16 * -p.dx_a - before;
     p.dx_b = a / 16;
     p.lead_byte = a % 16;
+    p.texels = p.split = p.dx_b + p.strip + 1 - p.dx_a;
+    const int window_end = p.trail_byte + (2 * o.rx + 1) * c;  // from the trailing array's first texel
+    p.window_texels = int(CeilDiv(window_end, 16));
+    p.last_bytes = window_end - 16 * (p.window_texels - 1);
     return p;
   }
   // The windows reach rx pixels beyond the strip, and each row's first window starts one pixel
@@ -102,10 +111,16 @@ RowStrips SplitStrips(const ImageDesc& d, const StripPlan& p) {
   return r;
 }
 
-// Loop iterations of one invocation (every loop whose trip count is not a compile-time constant):
-// starting a run of rows (2ry + 1 rows), then per output row.
-int64_t InitIterations(const BoxFilterOptions& o) { return 2 * int64_t{o.ry} + 1; }
-constexpr int64_t kRowIterations = 1;
+// Loop iterations of one invocation (every loop whose trip count is not a compile-time constant)
+// per row: the row loop, and with rx a uniform the first window's loop over its texels, GROUP
+// (box_filter_fused_strips.comp) at a time.
+int64_t RowIterations(const ImageDesc& d, const StripPlan& p) {
+  return 1 + (p.runtime_rx ? CeilDiv(p.window_texels, d.channels == 3 ? 3 : 2) : 0);
+}
+// Starting a run of rows: 2ry + 1 rows.
+int64_t InitIterations(const ImageDesc& d, const StripPlan& p, const BoxFilterOptions& o) {
+  return (2 * int64_t{o.ry} + 1) * RowIterations(d, p);
+}
 
 }  // namespace
 
@@ -149,8 +164,8 @@ absl::Status FusedStripsSupports(const ImageDesc& d, const BoxFilterOptions& o) 
                                              "fused_strips with ", d.channels, " channels, got ",
                                              o.rx));
   }
-  if (InitIterations(o) + kRowIterations > kLoopBudget) {
-    const int64_t max_ry = (kLoopBudget - kRowIterations - 1) / 2;
+  if (InitIterations(d, p, o) + RowIterations(d, p) > kLoopBudget) {
+    const int64_t max_ry = (kLoopBudget / RowIterations(d, p) - 2) / 2;
     return absl::InvalidArgumentError(StrCat("ry must be at most ", max_ry, " for variant ",
                                              "fused_strips with rx ", o.rx, " and ", d.channels,
                                              " channels, got ", o.ry));
@@ -223,7 +238,8 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
     const int runs = int(CeilDiv(target_invocations, strip_count));
     const int least = std::min(band, std::max(16, kMinRowsPerStart * (2 * o.ry + 1)));
     const int rows = std::max(int(CeilDiv(band, runs)), least);
-    return int(std::clamp<int64_t>((kLoopBudget - InitIterations(o)) / kRowIterations, 1, rows));
+    return int(std::clamp<int64_t>(
+        (kLoopBudget - InitIterations(d, plan, o)) / RowIterations(d, plan), 1, rows));
   };
   int rows_interior = rows_for(std::max(1, strips.right0 - strips.left), kTargetInvocations);
   int rows_edges = rows_for(strips.edges(), 16);
@@ -268,7 +284,16 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
     SetInt(p, "u_two", 2);
     SetInt(p, "u_trail_dx", plan.dx_a);
     SetInt(p, "u_lead_dx", plan.dx_b);
-    SetInt(p, "u_window_bytes", (2 * o.rx + 1) * d.channels);
+    SetInt(p, "u_texels", plan.texels);
+    SetInt(p, "u_window_texels", plan.window_texels);
+    {
+      GLuint mask[4];
+      for (int q = 0; q < 4; ++q) {
+        const int keep = std::clamp(plan.last_bytes - 4 * q, 0, 4);
+        mask[q] = keep == 4 ? 0xFFFFFFFFu : (1u << (8 * keep)) - 1u;
+      }
+      glUniform4uiv(glGetUniformLocation(p, "u_last_mask"), 1, mask);
+    }
     for (int y0 = 0; y0 < d.height; y0 += band) {
       const int h = std::min(band, d.height - y0);
       SetInt(p, "u_band0", y0);

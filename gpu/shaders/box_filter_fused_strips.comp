@@ -25,8 +25,13 @@
 //   leading edges (A bytes after). The texels they read are u_trail_dx and u_lead_dx texels from
 //   the strip's own, run-time offsets that cost nothing; the byte within the texel where each
 //   array's first edge falls, TRAIL_BYTE and LEAD_BYTE, is compiled in, so every index into the
-//   arrays is still a constant. The strip is at least as wide as the widest window, so the sum of
-//   each row's first window is a masked sum over the trailing array.
+//   arrays is still a constant. Each row's first window (the C bytes before the strip) is kept
+//   as a running sum of its own, moved down a row at a time like the arrays: a loop over the
+//   window's texels in the rows entering and leaving it, u_window_texels texels from the trailing
+//   array's first, GROUP per iteration, whose bytes fall into one class per channel (one class
+//   per byte for C = 3, whose pixels straddle texels: a group of three texels holds whole pixels).
+//   So the strip need not be as wide as the window, and its program stays small (it compiles in
+//   a fraction of a second; one as wide as the widest window took seconds).
 // Both: CHANNELS, STRIP, WIDEV (vertical sums may pass 16 bits: one 32-bit field per byte
 // instead of two 16-bit fields; not with RUNTIME_RX).
 #include "box_filter_common.glsl"
@@ -63,13 +68,14 @@ uniform int u_edges;
 #if defined(RUNTIME_RX)
 uniform int u_trail_dx;      // the trailing array's first texel, from the strip's first
 uniform int u_lead_dx;       // the leading array's
-uniform int u_window_bytes;  // (2 rx + 1) CHANNELS: the bytes of a window's row
+uniform int u_texels;          // edge strips: texels per strip in the side image
+uniform int u_window_texels;   // texels holding a row's first window, from the trailing array's first
+uniform uvec4 u_last_mask;     // the bytes of the last of them inside the window
 #endif
 
 #define C CHANNELS
 #if defined(RUNTIME_RX)
 #define NA (STRIP + 1)  // texels of each array
-#define TEXELS (2 * NA)  // texels one strip reads
 #else
 #define N (STRIP + 2 * APRON)  // texels of sums
 #define TEXELS N
@@ -151,6 +157,54 @@ void move_rows(int xt, int xl, int my_add, int my_sub, bool has_sub, bool first)
   REP64(MOVE_L, 0)
 #endif
 }
+
+// The first window's running sums: win[k] (k < C) is the window sum of the strip's byte k - C,
+// over bytes [b0, b0 + (2 rx + 1) C) of the rows, b0 = 16 xt + TRAIL_BYTE; moved down a row here
+// (add row my_add, take away row my_sub when has_sub). Byte 16 i + 4 q + k of a group of texels
+// is in class (i + q + k) mod 3 for C = 3 (the classes of a word kept apart by p = (i + q) mod
+// 3), k mod C otherwise; class c holds the sums of window byte (c - TRAIL_BYTE) mod C.
+#if C == 3
+#define GROUP 3
+#define P 3
+#else
+#define GROUP 2
+#define P 1
+#endif
+#define REL(c) (((c) + 16 * C - TRAIL_BYTE) % C)
+// Bytes of the first texel at or past TRAIL_BYTE.
+#define KEEP_FROM(q) ((TRAIL_BYTE) <= 4 * (q) ? 0xFFFFFFFFu : (TRAIL_BYTE) >= 4 * (q) + 4 ? 0u : (0xFFFFFFFFu << uint(8 * ((TRAIL_BYTE) - 4 * (q)))))
+#define WIN_WORD(I, Q)                                       \
+  ea[((I) + (Q)) % P] += a[Q] & 0x00FF00FFu;                 \
+  oa[((I) + (Q)) % P] += (a[Q] >> 8u) & 0x00FF00FFu;         \
+  es[((I) + (Q)) % P] += s[Q] & 0x00FF00FFu;                 \
+  os[((I) + (Q)) % P] += (s[Q] >> 8u) & 0x00FF00FFu;
+#define WIN_TEXEL(I)                                                                         \
+  if ((I) < GROUP) {                                                                         \
+    int t = x + (I);                                                                         \
+    uvec4 m = t == xt ? uvec4(KEEP_FROM(0), KEEP_FROM(1), KEEP_FROM(2), KEEP_FROM(3))        \
+                      : t < x_last ? uvec4(0xFFFFFFFFu) : t == x_last ? u_last_mask : uvec4(0u); \
+    uvec4 a = row_texel(t, my_add) & m;                                                      \
+    uvec4 s = has_sub ? row_texel(t, my_sub) & m : uvec4(0u);                                \
+    WIN_WORD(I, 0) WIN_WORD(I, 1) WIN_WORD(I, 2) WIN_WORD(I, 3)                              \
+  }
+// Fields 16 bits wide: a row's bytes of one class in the window, at most 65 pixels' worth.
+#define WIN_CLASS(p)                                                                \
+  if ((p) < P) {                                                                    \
+    win[REL(p)] += (ea[p] & 0xFFFFu) - (es[p] & 0xFFFFu);                           \
+    win[REL((p) + 1)] += (oa[p] & 0xFFFFu) - (os[p] & 0xFFFFu);                     \
+    win[REL((p) + 2)] += (ea[p] >> 16u) - (es[p] >> 16u);                           \
+    win[REL((p) + 3)] += (oa[p] >> 16u) - (os[p] >> 16u);                           \
+  }
+void move_window(int xt, int my_add, int my_sub, bool has_sub, inout uvec4 win) {
+  uint ea[3], oa[3], es[3], os[3];
+  ea[0] = ea[1] = ea[2] = oa[0] = oa[1] = oa[2] = 0u;
+  es[0] = es[1] = es[2] = os[0] = os[1] = os[2] = 0u;
+  int x_last = xt + u_window_texels - 1;
+  for (int x = xt; x <= x_last; x += GROUP) {
+    WIN_TEXEL(0) WIN_TEXEL(1) WIN_TEXEL(2)
+  }
+  WIN_CLASS(0) WIN_CLASS(1) WIN_CLASS(2)
+}
 #else
 #define MOVE_S(T) MOVE_TEXEL(vs, x0, T, N)
 void move_rows(int x0, int my_add, int my_sub, bool has_sub, bool first) {
@@ -204,8 +258,9 @@ void main() {
   if (tx0 >= u_row_texels || ya >= yb) return;
   // The strip's first texels in the bound image.
 #if defined(RUNTIME_RX)
-  int xt = u_edges != 0 ? k * TEXELS : tx0 + u_trail_dx;
-  int xl = u_edges != 0 ? k * TEXELS + NA : tx0 + u_lead_dx;
+  int xt = u_edges != 0 ? k * u_texels : tx0 + u_trail_dx;
+  int xl = xt + u_lead_dx - u_trail_dx;
+  uvec4 win = uvec4(0u);
 #define MOVE_ARGS xt, xl
 #else
   int x0 = u_edges != 0 ? k * TEXELS : tx0 - APRON;
@@ -217,21 +272,20 @@ void main() {
   // before ya the moves only fill the sums.
   int rows_done = 0;
   for (int y = ya - 2 * u_ry; y < yb; ++y) {
-    move_rows(MOVE_ARGS, map_index(y + u_ry, u_size.y), map_index(y - u_ry - 1, u_size.y),
-              y > ya, y == ya - 2 * u_ry);
+    int my_add = map_index(y + u_ry, u_size.y), my_sub = map_index(y - u_ry - 1, u_size.y);
+    move_rows(MOVE_ARGS, my_add, my_sub, y > ya, y == ya - 2 * u_ry);
+#if defined(RUNTIME_RX)
+    move_window(xt, my_add, my_sub, y > ya, win);
+#endif
     if (y < ya) continue;
     // h[k]: the window sum of the strip's byte k - C, one of the C bytes before the strip.
     uint h[4];  // only h[0, C) is used
     h[0] = h[1] = h[2] = h[3] = 0u;
 #if defined(RUNTIME_RX)
-    // The window of byte k - C spans the trailing array's bytes k, k + C, ... below
-    // u_window_bytes: each at least 17 C (rx > 7) and at most 16 STRIP.
-#define FIRST_WINDOW(B)                                                       \
-  if ((B) < 16 * STRIP) {                                                     \
-    uint v = TRAIL(B);                                                        \
-    h[(B) % C] += (B) < 17 * C || (B) < u_window_bytes ? v : 0u;              \
-  }
-    REP_STRIP(FIRST_WINDOW)
+    h[0] = win[0];
+    h[1] = win[1];
+    h[2] = win[2];
+    h[3] = win[3];
 #else
 #define RAMP_CHANNEL(k) \
   if ((k) < C) h[k] += VCOL(vs, 16 * APRON - C + (k) + (w - RX) * C);
