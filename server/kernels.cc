@@ -1,8 +1,10 @@
 #include "server/kernels.h"
 
+#include <chrono>
 #include <iterator>
 
 #include "gpu/str.h"
+#include "spdlog/spdlog.h"
 #include "server/box_filter.h"
 #include "server/compaction.h"
 #include "server/histogram.h"
@@ -71,9 +73,14 @@ absl::Status Kernels::WarmUp() {
   // last, the small and most used programs (histogram, compaction) are the ones that stay.
   for (auto it = std::rbegin(kAnalyses); it != std::rend(kAnalyses); ++it) {
     const AnalysisEntry& a = *it;
+    const size_t built_before = ctx.programs_built();
+    const auto t0 = std::chrono::steady_clock::now();
     if (absl::Status s = a.warm_up(*this); !s.ok()) {
       return Annotate(s, StrCat("warming up the ", a.name, " kernel"));
     }
+    spdlog::info("warm-up: {} built and ran {} programs in {:.1f} s", a.name,
+                 ctx.programs_built() - built_before,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return absl::OkStatus();
 }

@@ -17,8 +17,12 @@ namespace glimpse::server {
 
 // REQUIRES: created, used and destroyed on the context's thread.
 struct Kernels {
-  explicit Kernels(gpu::Context& ctx)
-      : histogram(ctx), integral_image(ctx), compaction(ctx), box_filter(ctx) {}
+  explicit Kernels(gpu::Context& context)
+      : ctx(context),
+        histogram(context),
+        integral_image(context),
+        compaction(context),
+        box_filter(context) {}
 
   // The worker's one start-up step: compiles every program of every kernel for every sample
   // type, so a broken shader is a start-up error and the first call does not pay for compiling.
@@ -26,11 +30,13 @@ struct Kernels {
 
   // Names of the analyses served, as in gpu/ and the proto: "histogram", "integral_image", ...
   static std::vector<std::string> Available();
-  // Builds and runs once every program `auto` can pick on this device (WorkerOptions::warm_up).
+  // Builds and runs once every program `auto` can pick on this device (WorkerOptions::warm_up);
+  // logs each analysis's share of the time.
   absl::Status WarmUp();
   // The names an analysis's `variant` field takes, "auto" first; empty for an unknown analysis.
   static std::vector<std::string> Variants(std::string_view analysis);
 
+  gpu::Context& ctx;
   gpu::HistogramKernel histogram;
   gpu::IntegralImageKernel integral_image;
   gpu::CompactionKernel compaction;
