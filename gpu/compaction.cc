@@ -252,30 +252,29 @@ absl::Status CompactionKernel::WarmUp() {
   for (SampleType type : kSampleTypes) {
     for (int channels = 1; channels <= 4; ++channels) {
       // Every pixel passes, so a list run dispatches every pass down to the gather.
-      for (const ImageDesc& desc : WarmUpShapes(type, channels)) {
-        absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
-        if (!image.ok()) return image.status();
-        for (CompactionSource source : {CompactionSource::kChannel, CompactionSource::kLuma}) {
-          if (source == CompactionSource::kLuma && channels < 3) continue;
-          for (bool count_only : {false, true}) {
-            const CompactionOptions o{
-                .source = source, .lo = -kInf, .hi = kInf, .count_only = count_only};
-            absl::StatusOr<CompactionResult> r = Run(*image, o);
-            if (!r.ok()) return r.status();
-            if (count_only || r->variant != CompactionVariant::kOrderedScan) continue;
-            // The scan's way back down runs only past 1024 blocks (8.4 M pixels per band): dispatch
-            // it once with nothing to do (its first workgroup adds nothing).
-            absl::StatusOr<GLuint> add = ctx_.Program("compaction_scan_add", ScanDefines());
-            if (!add.ok()) return add.status();
-            Buffer data = Buffer::Create(16), sums = Buffer::Create(16);
-            data.BindBase(kDataBinding);
-            sums.BindBase(kSumsBinding);
-            SetUint(*add, "u_count", 0);
-            DispatchFlat(*add, ctx_.limits(), 1);
-            glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
-            glUseProgram(0);
-            ctx_.Finish();
-          }
+      const ImageDesc desc = WarmUpShape(type, channels);
+      absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
+      if (!image.ok()) return image.status();
+      for (CompactionSource source : {CompactionSource::kChannel, CompactionSource::kLuma}) {
+        if (source == CompactionSource::kLuma && channels < 3) continue;
+        for (bool count_only : {false, true}) {
+          const CompactionOptions o{
+              .source = source, .lo = -kInf, .hi = kInf, .count_only = count_only};
+          absl::StatusOr<CompactionResult> r = Run(*image, o);
+          if (!r.ok()) return r.status();
+          if (count_only || r->variant != CompactionVariant::kOrderedScan) continue;
+          // The scan's way back down runs only past 1024 blocks (8.4 M pixels per band): dispatch
+          // it once with nothing to do (its first workgroup adds nothing).
+          absl::StatusOr<GLuint> add = ctx_.Program("compaction_scan_add", ScanDefines());
+          if (!add.ok()) return add.status();
+          Buffer data = Buffer::Create(16), sums = Buffer::Create(16);
+          data.BindBase(kDataBinding);
+          sums.BindBase(kSumsBinding);
+          SetUint(*add, "u_count", 0);
+          DispatchFlat(*add, ctx_.limits(), 1);
+          glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+          glUseProgram(0);
+          ctx_.Finish();
         }
       }
     }

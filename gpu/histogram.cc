@@ -307,9 +307,8 @@ absl::Status HistogramKernel::WarmUp() {
   // count (32, 16 or 8) follows the counters (up to 256, 512, 1024), and for 8-bit images
   // private_array with small arrays and multiply-shift binning, one per source. Each for every
   // sample type and channel count (the texture format is part of llvmpipe's compiled variant, and
-  // of the private_array program), and on four shapes of image: llvmpipe also compiles a variant
-  // per power-of-two-ness of the bound texture's width and height (pixels for the texture, 16-byte
-  // texels for the packed form).
+  // of the private_array program), on one shape of image (WarmUpShape: no texture's side is a
+  // power of two, the other part of llvmpipe's variant key).
   struct Dispatch {
     HistogramVariant variant;
     HistogramSource source;
@@ -332,17 +331,16 @@ absl::Status HistogramKernel::WarmUp() {
           all.push_back({HistogramVariant::kPrivateArray, source, 16});
         }
       }
-      for (const ImageDesc& desc : WarmUpShapes(type, channels)) {
-        absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
-        if (!image.ok()) return image.status();
-        for (const Dispatch& d : all) {
-          HistogramOptions o;
-          o.variant = d.variant;
-          o.source = d.source;
-          o.bins = d.bins;
-          if (!ResolveHistogramOptions(desc, o).ok()) continue;  // e.g. luma of 1 channel
-          if (absl::StatusOr<HistogramResult> r = Run(*image, o); !r.ok()) return r.status();
-        }
+      const ImageDesc desc = WarmUpShape(type, channels);
+      absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
+      if (!image.ok()) return image.status();
+      for (const Dispatch& d : all) {
+        HistogramOptions o;
+        o.variant = d.variant;
+        o.source = d.source;
+        o.bins = d.bins;
+        if (!ResolveHistogramOptions(desc, o).ok()) continue;  // e.g. luma of 1 channel
+        if (absl::StatusOr<HistogramResult> r = Run(*image, o); !r.ok()) return r.status();
       }
     }
   }

@@ -33,24 +33,59 @@ GlTexture NewPackedTexture(Context& ctx, const ImageDesc& desc) {
   return NewRgba32uiTexture(ctx, PackedTexelsPerRow(desc), desc.height);
 }
 
-}  // namespace
+// The side a texture of n texels is allocated with: every texture's sides are never a power of
+// two (one or two spare texels or rows, never read) where the texture limit allows. llvmpipe
+// compiles a variant of a program per power-of-two-ness of each bound texture's sides, and keeps
+// only so many compiled variants (it evicts the least recently used past a total instruction
+// count): with one shape class for every texture, each program is compiled once, at the warm-up,
+// whatever the shapes of the images it later reads.
+int TextureSide(const Context& ctx, int n) {
+  int m = n;
+  while ((m & (m - 1)) == 0) ++m;  // 1 -> 3, 2 -> 3, 4 -> 5, ...
+  return m <= ctx.limits().max_texture_size ? m : n;
+}
 
-// Sides never a power of two (one or two spare texels or rows, never read): llvmpipe compiles a
-// variant of a program per power-of-two-ness of each bound image's sides, and keeps only so many
-// compiled variants (it evicts the least recently used past a total instruction count), so a
-// single shape class for every packed image keeps the programs that read them compiled once, warm
-// after the warm-up.
-GlTexture NewRgba32uiTexture(Context& ctx, int width, int height) {
-  const int max = ctx.limits().max_texture_size;
-  // n, or the next number past it that is not a power of two if that is at most `max`.
-  const auto not_power_of_two = [max](int n) {
-    int m = n;
-    while ((m & (m - 1)) == 0) ++m;  // 1 -> 3, 2 -> 3, 4 -> 5, ...
-    return m <= max ? m : n;
-  };
+// A width x height texture of the image's format (sides from TextureSide).
+GlTexture NewPlainTexture(const ImageDesc& desc, int width, int height) {
   GlTexture t = GlTexture::Create();
   glBindTexture(GL_TEXTURE_2D, t.get());
-  glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, not_power_of_two(width), not_power_of_two(height));
+  glTexStorage2D(GL_TEXTURE_2D, 1, GlFormatFor(desc).internal_format, width, height);
+  // Integer textures are incomplete with linear filtering; the kernels use texelFetch anyway.
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+  glBindTexture(GL_TEXTURE_2D, 0);
+  return t;
+}
+
+// Level 0 of `texture`, `rows` rows of `row` bytes each from its first texel: glGetTexImage reads
+// the whole texture, spare texels and rows included (texel_bytes each), and the rows are then
+// moved down in place and the rest cut off.
+std::vector<uint8_t> ReadTextureRows(GLuint texture, GLenum format, GLenum type,
+                                     size_t texel_bytes, size_t row, int rows) {
+  GLint width = 0, height = 0;
+  glBindTexture(GL_TEXTURE_2D, texture);
+  glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, GL_TEXTURE_WIDTH, &width);
+  glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, GL_TEXTURE_HEIGHT, &height);
+  const size_t texture_row = size_t(width) * texel_bytes;
+  std::vector<uint8_t> all(texture_row * size_t(height));
+  glMemoryBarrier(GL_TEXTURE_UPDATE_BARRIER_BIT);
+  glGetTexImage(GL_TEXTURE_2D, 0, format, type, all.data());
+  glBindTexture(GL_TEXTURE_2D, 0);
+  if (row != texture_row) {
+    for (int y = 1; y < rows; ++y) {
+      std::memmove(all.data() + row * size_t(y), all.data() + texture_row * size_t(y), row);
+    }
+  }
+  all.resize(row * size_t(rows));
+  return all;
+}
+
+}  // namespace
+
+GlTexture NewRgba32uiTexture(Context& ctx, int width, int height) {
+  GlTexture t = GlTexture::Create();
+  glBindTexture(GL_TEXTURE_2D, t.get());
+  glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32UI, TextureSide(ctx, width), TextureSide(ctx, height));
   glBindTexture(GL_TEXTURE_2D, 0);
   return t;
 }
@@ -107,13 +142,9 @@ absl::StatusOr<Image> Image::Allocate(Context& ctx, const ImageDesc& desc) {
   (void)ctx.CheckGlError("before allocating an image");
   Image image;
   image.desc_ = desc;
-  image.texture_ = GlTexture::Create();
-  glBindTexture(GL_TEXTURE_2D, image.texture_.get());
-  glTexStorage2D(GL_TEXTURE_2D, 1, GlFormatFor(desc).internal_format, desc.width, desc.height);
-  // Integer textures are incomplete with linear filtering; the kernels use texelFetch anyway.
-  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
-  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
-  glBindTexture(GL_TEXTURE_2D, 0);
+  image.plain_width_ = TextureSide(ctx, desc.width);
+  image.plain_height_ = TextureSide(ctx, desc.height);
+  image.texture_ = NewPlainTexture(desc, image.plain_width_, image.plain_height_);
   if (absl::Status s = ctx.CheckGlError(StrCat("allocating a ", DescribeImage(desc), " image"));
       !s.ok()) {
     return s;
@@ -126,6 +157,8 @@ absl::StatusOr<Image> Image::AllocatePacked(Context& ctx, const ImageDesc& desc)
   (void)ctx.CheckGlError("before allocating an image");
   Image image;
   image.desc_ = desc;
+  image.plain_width_ = TextureSide(ctx, desc.width);
+  image.plain_height_ = TextureSide(ctx, desc.height);
   image.packed_ = NewPackedTexture(ctx, desc);
   if (absl::Status s = ctx.CheckGlError(
           StrCat("allocating the packed form of a ", DescribeImage(desc), " image"));
@@ -145,11 +178,8 @@ void Image::MakePlainFromPacked() const {
   const GlFormat f = GlFormatFor(desc_);
   const size_t packed_row = size_t(PackedTexelsPerRow(desc_)) * 16;
   const std::vector<uint8_t> packed = PackedRows();
-  GlTexture plain = GlTexture::Create();
+  GlTexture plain = NewPlainTexture(desc_, plain_width_, plain_height_);
   glBindTexture(GL_TEXTURE_2D, plain.get());
-  glTexStorage2D(GL_TEXTURE_2D, 1, f.internal_format, desc_.width, desc_.height);
-  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
-  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
   for (int y = 0; y < desc_.height; ++y) {
     glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y, desc_.width, 1, f.format, f.type,
                     packed.data() + packed_row * size_t(y));
@@ -280,38 +310,18 @@ HostImage Image::Download() const {
     // Only the packed form exists: its rows, each cut to the image's own row.
     return {desc_, ReadPackedRows(desc_.row_bytes())};
   }
-  HostImage host = HostImage::Zeros(desc_);
   const GlFormat f = GlFormatFor(desc_);
-  glMemoryBarrier(GL_TEXTURE_UPDATE_BARRIER_BIT);
-  glBindTexture(GL_TEXTURE_2D, texture());
-  glGetTexImage(GL_TEXTURE_2D, 0, f.format, f.type, host.data.data());
-  glBindTexture(GL_TEXTURE_2D, 0);
-  return host;
+  const size_t texel_bytes = size_t(desc_.channels) * size_t(BytesPerSample(desc_.type));
+  return {desc_, ReadTextureRows(texture(), f.format, f.type, texel_bytes, desc_.row_bytes(),
+                                 desc_.height)};
 }
 
 std::vector<uint8_t> Image::PackedRows() const {
   return ReadPackedRows(size_t(PackedTexelsPerRow(desc_)) * 16);
 }
 
-// glGetTexImage reads the whole texture, spare texels and rows included; the rows are then moved
-// down in place to `row` bytes each (at most the texture's), and the rest cut off.
 std::vector<uint8_t> Image::ReadPackedRows(size_t row) const {
-  GLint width = 0, height = 0;
-  glBindTexture(GL_TEXTURE_2D, packed_.get());
-  glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, GL_TEXTURE_WIDTH, &width);
-  glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, GL_TEXTURE_HEIGHT, &height);
-  const size_t texture_row = size_t(width) * 16;
-  std::vector<uint8_t> all(texture_row * size_t(height));
-  glMemoryBarrier(GL_TEXTURE_UPDATE_BARRIER_BIT);
-  glGetTexImage(GL_TEXTURE_2D, 0, GL_RGBA_INTEGER, GL_UNSIGNED_INT, all.data());
-  glBindTexture(GL_TEXTURE_2D, 0);
-  if (row != texture_row) {
-    for (int y = 1; y < desc_.height; ++y) {
-      std::memmove(all.data() + row * size_t(y), all.data() + texture_row * size_t(y), row);
-    }
-  }
-  all.resize(row * size_t(desc_.height));
-  return all;
+  return ReadTextureRows(packed_.get(), GL_RGBA_INTEGER, GL_UNSIGNED_INT, 16, row, desc_.height);
 }
 
 void Image::Bind(GLuint unit) const {
@@ -319,24 +329,8 @@ void Image::Bind(GLuint unit) const {
   glBindTexture(GL_TEXTURE_2D, texture());
 }
 
-std::vector<ImageDesc> WarmUpShapes(SampleType type, int channels, int min_width, int min_height) {
-  auto pow2 = [](int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
-  auto next_pow2 = [](int v) {
-    int p = 1;
-    while (p < v) p *= 2;
-    return p;
-  };
-  const int pot_w = std::max(2, next_pow2(min_width));
-  int npot_w = std::max(3, min_width);
-  while (pow2(npot_w)) ++npot_w;
-  const int pot_h = std::max(2, next_pow2(min_height));
-  int npot_h = std::max(3, min_height);
-  while (pow2(npot_h)) ++npot_h;
-  std::vector<ImageDesc> shapes;
-  for (int w : {pot_w, npot_w}) {
-    for (int h : {pot_h, npot_h}) shapes.push_back({w, h, channels, type});
-  }
-  return shapes;
+ImageDesc WarmUpShape(SampleType type, int channels, int min_width, int min_height) {
+  return {std::max(3, min_width), std::max(3, min_height), channels, type};
 }
 
 std::string ImageDefines(const ImageDesc& d) {

@@ -67,12 +67,13 @@ struct HostImage {
 inline int PackedTexelsPerRow(const ImageDesc& desc) { return int((desc.row_bytes() + 15) / 16); }
 
 // A width x height RGBA32UI texture (a packed form, or a kernel's side image in that layout),
-// allocated with sides that are never a power of two where the texture limit allows (gpu/image.cc
-// says why). REQUIRES: ctx's thread.
+// allocated with sides that are never a power of two where the texture limit allows, as every
+// texture of an Image is (gpu/image.cc says why). REQUIRES: ctx's thread.
 GlTexture NewRgba32uiTexture(Context& ctx, int width, int height);
 
 // An image on the GPU: a 2D texture of a sized integer (8/16-bit) or float format, read by the
-// kernels with texelFetch from texture unit 0. Move-only. REQUIRES: the context's thread.
+// kernels with texelFetch from texture unit 0 (allocated a texel or a row larger where a side
+// would be a power of two: see image.cc). Move-only. REQUIRES: the context's thread.
 //
 // An image may also hold a packed form: the same bytes in an RGBA32UI texture
 // (PackedTexelsPerRow(desc) x height, allocated a texel or a row larger where a side would be a
@@ -136,17 +137,18 @@ class Image {
   std::vector<uint8_t> ReadPackedRows(size_t row) const;
 
   ImageDesc desc_;
+  // The plain texture's sides: desc_'s, or a texel or a row more where a side would be a power of
+  // two (image.cc, TextureSide).
+  int plain_width_ = 0, plain_height_ = 0;
   mutable GlTexture texture_;  // empty while only the packed form exists (AllocatePacked)
   mutable GlTexture packed_;
 };
 
-// Image shapes that together meet every compiled variant a driver may make of a program for images
-// of this type and channel count, at least min_width x min_height: llvmpipe compiles a variant per
-// power-of-two-ness of each bound texture's sides, so the shapes take both kinds of width and of
-// height (packed forms are allocated with sides that never are, so they add no kind of their own).
-// The kernels' WarmUp() runs every program on each.
-std::vector<ImageDesc> WarmUpShapes(SampleType type, int channels, int min_width = 1,
-                                    int min_height = 1);
+// The image the kernels' WarmUp() runs every program on for this type and channel count, at
+// least min_width x min_height. One shape meets every compiled variant a driver makes of a
+// program for any shape: llvmpipe compiles a variant per power-of-two-ness of each bound
+// texture's sides, and no texture of an Image has a side that is one.
+ImageDesc WarmUpShape(SampleType type, int channels, int min_width = 1, int min_height = 1);
 
 // "#define" lines telling the shader prelude how to read this image: FMT_UINT or FMT_FLOAT,
 // CHANNELS, SAMPLE_BITS.

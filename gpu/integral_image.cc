@@ -108,13 +108,12 @@ absl::Status IntegralImageKernel::WarmUp() {
   auto sink = [](const IntegralBand&) { return absl::OkStatus(); };
   for (SampleType type : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
     for (int channels = 1; channels <= 4; ++channels) {
-      for (const ImageDesc& desc : WarmUpShapes(type, channels, kWidth, kHeight)) {
-        absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
-        if (!image.ok()) return image.status();
-        // squared = true runs the sum table's programs, then the squared table's.
-        absl::StatusOr<IntegralImageResult> r = Run(*image, {.squared = true}, sink);
-        if (!r.ok()) return r.status();
-      }
+      const ImageDesc desc = WarmUpShape(type, channels, kWidth, kHeight);
+      absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
+      if (!image.ok()) return image.status();
+      // squared = true runs the sum table's programs, then the squared table's.
+      absl::StatusOr<IntegralImageResult> r = Run(*image, {.squared = true}, sink);
+      if (!r.ok()) return r.status();
     }
   }
   return absl::OkStatus();
