@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   flags.AddInt("warm-up", &warm_up, 0, 1,
                "1: before reporting SERVING, build and run once every GPU program `auto` can "
                "pick, so no call pays for a shader compile (seconds with a shader cache on disk; "
-               "on llvmpipe without one, a minute or two); 0: programs are built on first use; "
+               "on 2 llvmpipe cores without one, about a minute); 0: programs are built on first use; "
                "$GLIMPSE_WARM_UP sets the default");
   if (std::string err = flags.Parse(argc, argv); !err.empty()) {
     std::fprintf(stderr, "glimpse-server: %s\n", err.c_str());
