@@ -63,9 +63,9 @@ TEST(ImageTest, RoundTripsEveryFormatAndChannelCount) {
 std::vector<uint8_t> ReadPacked(const Image& img) { return img.PackedRows(); }
 
 // The packed texture's sides, which llvmpipe's compiled variants depend on.
-std::pair<int, int> PackedSides(const Image& img) {
+std::pair<int, int> TextureSides(GLuint texture) {
   GLint w = 0, h = 0;
-  glBindTexture(GL_TEXTURE_2D, img.packed_texture());
+  glBindTexture(GL_TEXTURE_2D, texture);
   glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, GL_TEXTURE_WIDTH, &w);
   glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, GL_TEXTURE_HEIGHT, &h);
   glBindTexture(GL_TEXTURE_2D, 0);
@@ -99,12 +99,19 @@ TEST(ImageTest, PackedFormHoldsEveryRowPaddedToWholeTexels) {
         ASSERT_TRUE(img->EnsurePacked(ctx).ok());
         EXPECT_EQ(ReadPacked(*img), PaddedRows(host)) << DescribeImage(d);
         EXPECT_EQ(img->gpu_bytes(), d.bytes() + PaddedRows(host).size());
-        // One shape class for every packed form: no side a power of two.
-        const auto [pw, ph] = PackedSides(*img);
+        // One shape class for every texture, packed form and plain alike: no side a power of
+        // two (w = 1 and 16, h = 4 are), and reads cut the spare texels off.
+        const auto [pw, ph] = TextureSides(img->packed_texture());
         EXPECT_FALSE(PowerOfTwo(pw)) << DescribeImage(d) << ": " << pw;
         EXPECT_FALSE(PowerOfTwo(ph)) << DescribeImage(d) << ": " << ph;
         EXPECT_GE(pw, PackedTexelsPerRow(d));
         EXPECT_GE(ph, d.height);
+        const auto [tw, th] = TextureSides(img->texture());
+        EXPECT_FALSE(PowerOfTwo(tw)) << DescribeImage(d) << ": " << tw;
+        EXPECT_FALSE(PowerOfTwo(th)) << DescribeImage(d) << ": " << th;
+        EXPECT_GE(tw, d.width);
+        EXPECT_GE(th, d.height);
+        EXPECT_EQ(img->Download().data, host.data) << DescribeImage(d);
 
         // Contents replaced from a buffer: the packed form follows.
         const HostImage next = testing::RandomImage(d, rng);
