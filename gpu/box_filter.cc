@@ -252,7 +252,7 @@ absl::Status BoxFilterKernel::Prepare(SampleType type) {
   return IntegralImageKernel(ctx_).Prepare(type);
 }
 
-absl::Status BoxFilterKernel::WarmUp() {
+absl::Status BoxFilterKernel::WarmUp(WarmUpShare& share) {
   // Radii on both sides of every boundary of the auto rule, and those whose sums need wide
   // (double) accumulators: rx <= kAutoFusedStripsMaxRx (one fused program per rx up to 7, then
   // one per byte of a texel where the window's edge falls, all met by rx 8-23), ry past 127
@@ -278,6 +278,7 @@ absl::Status BoxFilterKernel::WarmUp() {
                                            : "");
         if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
         seen.push_back(key);
+        if (!share.Claim()) continue;
         absl::StatusOr<BoxFilterResult> r = Run(*image, o);
         if (!r.ok()) return r.status();
       }

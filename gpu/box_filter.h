@@ -22,6 +22,7 @@
 #include "gpu/context.h"
 #include "gpu/gl_handles.h"
 #include "gpu/image.h"
+#include "gpu/warm_up.h"
 
 namespace glimpse::gpu {
 
@@ -108,7 +109,11 @@ class BoxFilterKernel {
   // x 1-4 channels, and for rx 8-32 one per channel count and edge byte) and their side-image
   // programs: about 75 s on a 2-core machine without Mesa's shader cache, under a second with it
   // warm (bench/results/box_filter_llvmpipe.md).
-  absl::Status WarmUp();
+  absl::Status WarmUp(WarmUpShare& share);  // the units `share` claims (gpu/warm_up.h)
+  absl::Status WarmUp() {
+    WarmUpShare all;
+    return WarmUp(all);
+  }
   absl::StatusOr<BoxFilterResult> Run(const Image& image, const BoxFilterOptions& options);
 
  private:

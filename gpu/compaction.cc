@@ -247,10 +247,11 @@ absl::Status CompactionKernel::Prepare(SampleType type) {
   return absl::OkStatus();
 }
 
-absl::Status CompactionKernel::WarmUp() {
+absl::Status CompactionKernel::WarmUp(WarmUpShare& share) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   for (SampleType type : kSampleTypes) {
     for (int channels = 1; channels <= 4; ++channels) {
+      if (!share.Claim()) continue;
       // Every pixel passes, so a list run dispatches every pass down to the gather.
       const ImageDesc desc = WarmUpShape(type, channels);
       absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));

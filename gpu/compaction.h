@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "gpu/context.h"
 #include "gpu/image.h"
+#include "gpu/warm_up.h"
 
 namespace glimpse::gpu {
 
@@ -97,7 +98,11 @@ class CompactionKernel {
   // context's device, for every sample type, channel count, source and count_only (the programs'
   // defines), so that no later kAuto call builds a program or pays for the driver's compile at its
   // first dispatch.
-  absl::Status WarmUp();
+  absl::Status WarmUp(WarmUpShare& share);  // the units `share` claims (gpu/warm_up.h)
+  absl::Status WarmUp() {
+    WarmUpShare all;
+    return WarmUp(all);
+  }
   absl::StatusOr<CompactionResult> Run(const Image& image, const CompactionOptions& options);
 
   // Lowers the bytes the kernel puts in one buffer binding below the device's limit, so tests can

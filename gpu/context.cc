@@ -85,6 +85,30 @@ int LoadOnce(int* loaded, Load load) {
 }
 int g_egl_client_loaded = 0, g_egl_display_loaded = 0, g_gl_loaded = 0;
 
+// EGL displays are per process: eglGetPlatformDisplay returns the same one for every context on a
+// device, and eglTerminate ends it for all of them. Contexts count their display's users here
+// (under the mutex, with the eglInitialize or eglTerminate) so only the last one terminates it.
+class DisplayUsers {
+ public:
+  static EGLBoolean Initialize(EGLDisplay display, EGLint* major, EGLint* minor) {
+    std::lock_guard lock(mu_);
+    if (!eglInitialize(display, major, minor)) return EGL_FALSE;
+    ++users_[display];
+    return EGL_TRUE;
+  }
+  static void Terminate(EGLDisplay display) {
+    std::lock_guard lock(mu_);
+    auto it = users_.find(display);
+    if (it == users_.end() || --it->second > 0) return;
+    users_.erase(it);
+    eglTerminate(display);
+  }
+
+ private:
+  static inline std::mutex mu_;
+  static inline std::map<EGLDisplay, int> users_;
+};
+
 // Picks the EGL display per options.device; fills info->platform.
 absl::StatusOr<EGLDisplay> OpenDisplay(const ContextOptions& options, DeviceInfo* info) {
   // Before a display exists glad only has EGL 1.0: fetch the extension entry points by hand.
@@ -209,7 +233,7 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
   if (!display.ok()) return display.status();
   if (*display == EGL_NO_DISPLAY) return EglFailure(StrCat("eglGetPlatformDisplay(", info.platform, ")"));
   EGLint major = 0, minor = 0;
-  if (!eglInitialize(*display, &major, &minor)) return EglFailure("eglInitialize");
+  if (!DisplayUsers::Initialize(*display, &major, &minor)) return EglFailure("eglInitialize");
   ctx->display_ = *display;
   if (LoadOnce(&g_egl_display_loaded, [&] { return gladLoaderLoadEGL(*display); }) == 0) {
     return absl::UnavailableError("glad could not load EGL");
@@ -256,8 +280,9 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
   // Pixel rows of any width are tightly packed.
   glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
   glPixelStorei(GL_PACK_ALIGNMENT, 1);
-  spdlog::info("GL context: {} | {} | {} (EGL {} {}, {})", info.vendor, info.renderer,
-               info.version, info.egl_vendor, info.egl_version, info.platform);
+  spdlog::log(options.log_renderer ? spdlog::level::info : spdlog::level::debug,
+              "GL context: {} | {} | {} (EGL {} {}, {})", info.vendor, info.renderer,
+              info.version, info.egl_vendor, info.egl_version, info.platform);
   return ctx;
 }
 
@@ -266,7 +291,7 @@ Context::~Context() {
   if (display_ != nullptr) {
     eglMakeCurrent(display_, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
     if (context_ != nullptr) eglDestroyContext(display_, context_);
-    eglTerminate(display_);
+    DisplayUsers::Terminate(display_);
   }
 }
 

@@ -22,6 +22,8 @@ struct ContextOptions {
   std::string device = "auto";
   // Routes GL debug messages (errors, performance warnings) to the log.
   bool debug_output = true;
+  // Logs the renderer at info level (else debug), as the serving context does.
+  bool log_renderer = true;
 };
 
 struct DeviceLimits {
@@ -43,7 +45,8 @@ struct DeviceInfo {
   DeviceLimits limits;
 };
 
-// One EGL display + GL context, current on the thread that created it.
+// One EGL display + GL context, current on the thread that created it. Contexts on the same
+// display may live on several threads at once: the display is terminated with the last of them.
 // REQUIRES: every method, and the destructor, run on the creating thread.
 class Context {
  public:

@@ -301,7 +301,7 @@ absl::Status HistogramKernel::Prepare(SampleType type) {
   return sum.ok() ? absl::OkStatus() : sum.status();
 }
 
-absl::Status HistogramKernel::WarmUp() {
+absl::Status HistogramKernel::WarmUp(WarmUpShare& share) {
   // The programs kAuto can pick (see ResolveHistogramVariant; the test sweeps kAuto to catch any
   // drift): global atomics; on GPUs shared per thread; on CPU renderers private rows, whose row
   // count (32, 16 or 8) follows the counters (up to 256, 512, 1024), and for 8-bit images
@@ -340,6 +340,7 @@ absl::Status HistogramKernel::WarmUp() {
         o.source = d.source;
         o.bins = d.bins;
         if (!ResolveHistogramOptions(desc, o).ok()) continue;  // e.g. luma of 1 channel
+        if (!share.Claim()) continue;
         if (absl::StatusOr<HistogramResult> r = Run(*image, o); !r.ok()) return r.status();
       }
     }

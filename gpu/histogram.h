@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "gpu/context.h"
 #include "gpu/image.h"
+#include "gpu/warm_up.h"
 
 namespace glimpse::gpu {
 
@@ -87,7 +88,11 @@ class HistogramKernel {
   // Builds and dispatches, on tiny images, every program kAuto can pick on this device (each
   // sample type, channel count and source that compiles differently), so that no later kAuto
   // call compiles anything: drivers compile machine code on a program's first dispatch.
-  absl::Status WarmUp();
+  absl::Status WarmUp(WarmUpShare& share);  // the units `share` claims (gpu/warm_up.h)
+  absl::Status WarmUp() {
+    WarmUpShare all;
+    return WarmUp(all);
+  }
   absl::StatusOr<HistogramResult> Run(const Image& image, const HistogramOptions& options);
 
  private:

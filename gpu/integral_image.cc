@@ -101,13 +101,14 @@ absl::Status IntegralImageKernel::Prepare(SampleType type) {
   return absl::OkStatus();
 }
 
-absl::Status IntegralImageKernel::WarmUp() {
+absl::Status IntegralImageKernel::WarmUp(WarmUpShare& share) {
   // Wide and tall enough that the work-efficient scans dispatch their block-sum and add passes
   // (more than one 512-pixel row block and one 64-row column block).
   constexpr int kWidth = kRowBlock + 1, kHeight = kColBlock + 1;
   auto sink = [](const IntegralBand&) { return absl::OkStatus(); };
   for (SampleType type : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
     for (int channels = 1; channels <= 4; ++channels) {
+      if (!share.Claim()) continue;
       const ImageDesc desc = WarmUpShape(type, channels, kWidth, kHeight);
       absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
       if (!image.ok()) return image.status();

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "gpu/context.h"
 #include "gpu/image.h"
+#include "gpu/warm_up.h"
 
 namespace glimpse::gpu {
 
@@ -91,7 +92,11 @@ class IntegralImageKernel {
   // context's device, for every sample type, channel count and `squared` (the programs' defines),
   // so that no later kAuto call builds a program or pays for the driver's compile at its first
   // dispatch. (force_two_word, a testing option, is not warmed.)
-  absl::Status WarmUp();
+  absl::Status WarmUp(WarmUpShare& share);  // the units `share` claims (gpu/warm_up.h)
+  absl::Status WarmUp() {
+    WarmUpShare all;
+    return WarmUp(all);
+  }
   // Streams the table(s) to `sink` in row bands, top to bottom (sum table first, then the squared
   // table if asked), so results larger than memory limits/one SSBO binding never exist whole.
   // A sink error stops the run and is returned.

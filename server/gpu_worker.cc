@@ -145,15 +145,21 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
     return;
   }
   if (options_.warm_up) {
+    const int threads = options_.warm_up_threads > 0 ? options_.warm_up_threads
+                                                     : AutoWarmUpThreads(device_);
     const SteadyClock::time_point t0 = SteadyClock::now();
-    if (absl::Status s = kernels->WarmUp(); !s.ok()) {
+    if (absl::Status s = WarmUpSideBySide(*kernels, gpu::ContextOptions{.device = options_.device},
+                                          threads);
+        !s.ok()) {
       kernels.reset();
       started->set_value(s);
       return;
     }
     warm_up_ = SteadyClock::now() - t0;
-    spdlog::info("warm-up: built and ran {} GPU programs in {:.1f} s (every one `auto` can pick)",
-                 (*ctx)->programs_built(), std::chrono::duration<double>(warm_up_).count());
+    spdlog::info(
+        "warm-up: built and ran {} GPU programs in {:.1f} s with {} context(s) (every one `auto` "
+        "can pick)",
+        (*ctx)->programs_built(), std::chrono::duration<double>(warm_up_).count(), threads);
   }
   programs_built_.store((*ctx)->programs_built(), std::memory_order_relaxed);
   started->set_value(absl::OkStatus());  // `started` is gone after this line

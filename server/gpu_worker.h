@@ -53,6 +53,9 @@ struct WorkerOptions {
   // program `auto` can pick on this device: no call pays for a shader compile. Seconds with a
   // shader cache on disk; on llvmpipe without one, minutes.
   bool warm_up = true;
+  // Contexts that compile the warm-up side by side, the serving one included (0: auto, see
+  // AutoWarmUpThreads in server/kernels.h).
+  int warm_up_threads = 0;
 };
 
 struct WorkerStats {

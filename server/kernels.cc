@@ -1,7 +1,19 @@
 #include "server/kernels.h"
 
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <iterator>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "gpu/str.h"
 #include "spdlog/spdlog.h"
@@ -19,38 +31,94 @@ namespace {
 struct AnalysisEntry {
   std::string_view name;
   absl::Status (*prepare)(Kernels& k, gpu::SampleType type);
-  absl::Status (*warm_up)(Kernels& k);
+  absl::Status (*warm_up)(Kernels& k, gpu::WarmUpShare& share);
   std::vector<std::string> (*variants)();
 };
 constexpr AnalysisEntry kAnalyses[] = {
     {HistogramAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.histogram.Prepare(t); },
-     [](Kernels& k) { return k.histogram.WarmUp(); },
+     [](Kernels& k, gpu::WarmUpShare& s) { return k.histogram.WarmUp(s); },
      [] {
        return VariantNames<gpu::HistogramVariant>(gpu::HistogramVariantName,
                                                   gpu::ParseHistogramVariant);
      }},
     {IntegralImageAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.integral_image.Prepare(t); },
-     [](Kernels& k) { return k.integral_image.WarmUp(); },
+     [](Kernels& k, gpu::WarmUpShare& s) { return k.integral_image.WarmUp(s); },
      [] {
        return VariantNames<gpu::IntegralImageVariant>(gpu::IntegralImageVariantName,
                                                  gpu::ParseIntegralImageVariant);
      }},
     {CompactionAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.compaction.Prepare(t); },
-     [](Kernels& k) { return k.compaction.WarmUp(); },
+     [](Kernels& k, gpu::WarmUpShare& s) { return k.compaction.WarmUp(s); },
      [] {
        return VariantNames<gpu::CompactionVariant>(gpu::CompactionVariantName, gpu::ParseCompactionVariant);
      }},
     {BoxFilterAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.box_filter.Prepare(t); },
-     [](Kernels& k) { return k.box_filter.WarmUp(); },
+     [](Kernels& k, gpu::WarmUpShare& s) { return k.box_filter.WarmUp(s); },
      [] {
        return VariantNames<gpu::BoxFilterVariant>(gpu::BoxFilterVariantName,
                                                   gpu::ParseBoxFilterVariant);
      }},
 };
+
+absl::Status WarmUpAll(Kernels& kernels, gpu::WarmUpShare& share, bool log) {
+  // Last in the table first: llvmpipe keeps a bounded set of compiled variants and culls the least
+  // recently used past it, and the box filter's unrolled programs are by far the largest; warmed
+  // last, the small and most used programs (histogram, compaction) are the ones that stay. The
+  // costliest units come first, too, which keeps helpers claiming units busy to the end.
+  for (auto it = std::rbegin(kAnalyses); it != std::rend(kAnalyses); ++it) {
+    const AnalysisEntry& a = *it;
+    const size_t built_before = kernels.ctx.programs_built();
+    const auto t0 = std::chrono::steady_clock::now();
+    if (absl::Status s = a.warm_up(kernels, share); !s.ok()) {
+      return Annotate(s, StrCat("warming up the ", a.name, " kernel"));
+    }
+    if (log) {
+      spdlog::info("warm-up: {} in {:.1f} s ({} programs built for it, beyond those built at "
+                   "start-up)",
+                   a.name,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                   kernels.ctx.programs_built() - built_before);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The CPUs this process may run on: its affinity mask, under its cgroup's CPU quota if any
+// (cgroup v2 cpu.max, else v1 cpu.cfs_quota_us), as a container's CPU limit sets it.
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = sched_getaffinity(0, sizeof(set), &set) == 0
+                 ? CPU_COUNT(&set)
+                 : static_cast<int>(std::thread::hardware_concurrency());
+  double quota = -1, period = 0;
+  if (std::ifstream v2("/sys/fs/cgroup/cpu.max"); v2) {
+    std::string q;
+    if (v2 >> q >> period && q != "max") quota = std::atof(q.c_str());
+  } else {
+    std::ifstream("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") >> quota;
+    std::ifstream("/sys/fs/cgroup/cpu/cpu.cfs_period_us") >> period;
+  }
+  if (quota > 0 && period > 0) cpus = std::min(cpus, static_cast<int>(std::ceil(quota / period)));
+  return std::max(cpus, 1);
+}
+
+// Mesa reads MESA_SHADER_CACHE_DISABLE (MESA_GLSL_CACHE_DISABLE in older releases) as a boolean:
+// any value but 0, n, no, f or false turns its disk cache off.
+bool MesaShaderCacheDisabled() {
+  for (const char* name : {"MESA_SHADER_CACHE_DISABLE", "MESA_GLSL_CACHE_DISABLE"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) continue;
+    std::string v(value);
+    for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (v != "0" && v != "n" && v != "no" && v != "f" && v != "false") return true;
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -68,21 +136,57 @@ absl::Status Kernels::Prepare() {
 }
 
 absl::Status Kernels::WarmUp() {
-  // Last in the table first: llvmpipe keeps a bounded set of compiled variants and culls the least
-  // recently used past it, and the box filter's unrolled programs are by far the largest; warmed
-  // last, the small and most used programs (histogram, compaction) are the ones that stay.
-  for (auto it = std::rbegin(kAnalyses); it != std::rend(kAnalyses); ++it) {
-    const AnalysisEntry& a = *it;
-    const size_t built_before = ctx.programs_built();
+  gpu::WarmUpShare all;
+  return WarmUpAll(*this, all, /*log=*/true);
+}
+
+absl::Status Kernels::WarmUp(gpu::WarmUpShare& share) {
+  return WarmUpAll(*this, share, /*log=*/false);
+}
+
+int AutoWarmUpThreads(const gpu::DeviceInfo& device) {
+  if (!device.software || MesaShaderCacheDisabled()) return 1;
+  return std::min(UsableCpus(), kMaxWarmUpThreads);
+}
+
+absl::Status WarmUpSideBySide(Kernels& kernels, gpu::ContextOptions options, int threads) {
+  if (threads > 1) {
+    options.log_renderer = false;
+    std::atomic<int> next_unit{0};
+    std::atomic<int> helper_units{0};
     const auto t0 = std::chrono::steady_clock::now();
-    if (absl::Status s = a.warm_up(*this); !s.ok()) {
-      return Annotate(s, StrCat("warming up the ", a.name, " kernel"));
-    }
-    spdlog::info("warm-up: {} built and ran {} programs in {:.1f} s", a.name,
-                 ctx.programs_built() - built_before,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    absl::Status mine_status;
+    gpu::WarmUpShare mine(&next_unit);
+    {
+      std::vector<std::jthread> helpers;
+      for (int i = 1; i < threads; ++i) {
+        helpers.emplace_back([&options, &next_unit, &helper_units, i] {
+          // Everything GL a helper makes lives and dies on its own thread.
+          absl::StatusOr<std::unique_ptr<gpu::Context>> ctx = gpu::Context::Create(options);
+          absl::Status s = ctx.status();
+          if (s.ok()) {
+            Kernels k(**ctx);
+            gpu::WarmUpShare share(&next_unit);
+            s = k.Prepare();
+            if (s.ok()) s = k.WarmUp(share);
+            helper_units += share.units_claimed();
+          }
+          if (!s.ok()) {
+            spdlog::warn("warm-up helper {} stopped, its units are built in the serving context: {}",
+                         i, MessageOf(s));
+          }
+        });
+      }
+      mine_status = kernels.WarmUp(mine);
+    }  // joins the helpers
+    if (!mine_status.ok()) return mine_status;
+    spdlog::info("warm-up: {} contexts side by side in {:.1f} s ({} units here, {} in helpers); "
+                 "the driver's shader cache brings the helpers' code to this context",
+                 threads,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                 mine.units_claimed(), helper_units.load());
   }
-  return absl::OkStatus();
+  return kernels.WarmUp();
 }
 
 std::vector<std::string> Kernels::Available() {

@@ -12,6 +12,7 @@
 #include "gpu/context.h"
 #include "gpu/histogram.h"
 #include "gpu/integral_image.h"
+#include "gpu/warm_up.h"
 
 namespace glimpse::server {
 
@@ -33,6 +34,8 @@ struct Kernels {
   // Builds and runs once every program `auto` can pick on this device (WorkerOptions::warm_up);
   // logs each analysis's share of the time.
   absl::Status WarmUp();
+  // The units of that warm-up which `share` claims (gpu/warm_up.h); logs nothing.
+  absl::Status WarmUp(gpu::WarmUpShare& share);
   // The names an analysis's `variant` field takes, "auto" first; empty for an unknown analysis.
   static std::vector<std::string> Variants(std::string_view analysis);
 
@@ -42,6 +45,19 @@ struct Kernels {
   gpu::CompactionKernel compaction;
   gpu::BoxFilterKernel box_filter;
 };
+
+// How many contexts compile the start-up warm-up side by side, the serving one included, when
+// WorkerOptions::warm_up_threads is 0 (auto): on CPU renderers whose shader cache on disk is on,
+// the CPUs this process may use (its affinity and cgroup CPU quota), at most kMaxWarmUpThreads;
+// else 1. Only Mesa's disk cache carries a helper's compiled code to the serving context.
+inline constexpr int kMaxWarmUpThreads = 8;
+int AutoWarmUpThreads(const gpu::DeviceInfo& device);
+
+// Kernels::WarmUp() of the serving context `kernels`, after `threads` - 1 helper threads, each
+// with a context of its own on `options.device`, have compiled their shares of it beside this
+// context's own share: the serving context then finds their code in the driver's shader cache.
+// A helper that fails only logs it (its units are then built here). REQUIRES: kernels' thread.
+absl::Status WarmUpSideBySide(Kernels& kernels, gpu::ContextOptions options, int threads);
 
 }  // namespace glimpse::server
 

@@ -9,6 +9,7 @@
 
 #include "server/flags.h"
 #include "server/host_memory.h"
+#include "server/kernels.h"
 #include "server/server.h"
 #include "server/status_util.h"
 
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   int64_t warm_up = warm_up_env == "1";
+  int64_t warm_up_threads = defaults.worker.warm_up_threads;
   constexpr int64_t kBig = int64_t{1} << 50;
 
   glimpse::server::FlagSet flags(
@@ -112,8 +114,13 @@ int main(int argc, char** argv) {
   flags.AddInt("warm-up", &warm_up, 0, 1,
                "1: before reporting SERVING, build and run once every GPU program `auto` can "
                "pick, so no call pays for a shader compile (seconds with a shader cache on disk; "
-               "on 2 llvmpipe cores without one, about a minute); 0: programs are built on first use; "
-               "$GLIMPSE_WARM_UP sets the default");
+               "on 2 llvmpipe cores with an empty one, about 40 s); 0: programs are built on first "
+               "use; $GLIMPSE_WARM_UP sets the default");
+  flags.AddInt("warm-up-threads", &warm_up_threads, 0, glimpse::server::kMaxWarmUpThreads,
+               "contexts that compile the warm-up side by side, each on a thread of its own; the "
+               "serving context gets the others' code from the driver's shader cache on disk, so "
+               "this helps only where that cache is writable (0 = auto: on llvmpipe with Mesa's "
+               "cache on, the CPUs this process may use, at most 8; else 1)");
   if (std::string err = flags.Parse(argc, argv); !err.empty()) {
     std::fprintf(stderr, "glimpse-server: %s\n", err.c_str());
     return 2;
@@ -145,6 +152,7 @@ int main(int argc, char** argv) {
   o.worker.image_ttl = std::chrono::seconds(image_ttl_s);
   o.worker.result_buffer_bytes = uint64_t(result_buffer_bytes);
   o.worker.warm_up = warm_up != 0;
+  o.worker.warm_up_threads = int(warm_up_threads);
   o.limits.max_image_pixels = uint64_t(max_image_pixels);
   o.limits.max_upload_bytes = uint64_t(max_upload_bytes);
   o.limits.max_message_bytes = uint64_t(max_message_bytes);

@@ -1,11 +1,15 @@
 // The start-up warm-up: once the server reports SERVING, no call of any analysis, on any format,
-// channel count or image shape, builds a GPU program (so none pays for a shader compile).
+// channel count or image shape, builds a GPU program (so none pays for a shader compile); it runs
+// with a helper context beside the serving one, as it does by default on llvmpipe.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 
+#include "server/kernels.h"
 #include "tests/gpu_test_env.h"
 #include "tests/service/service_test_util.h"
 
@@ -31,7 +35,9 @@ grpc::Status Drain(Reader& reader, Message& m) {
 }
 
 TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUp) {
-  std::unique_ptr<TestServer> ts = TestServer::Start({}, /*warm_up=*/true);
+  server::ServerOptions options;
+  options.worker.warm_up_threads = 2;
+  std::unique_ptr<TestServer> ts = TestServer::Start(options, /*warm_up=*/true);
   GLIMPSE_REQUIRE_SERVER(ts);
   v1::ImageAnalytics::Stub& stub = *ts->stub;
   {
@@ -108,6 +114,34 @@ TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUp) {
         EXPECT_EQ(ProgramsBuilt(stub), built);
       }
     }
+  }
+}
+
+// The default number of warm-up contexts: one where helpers cannot help (a GPU, whose driver is
+// not Mesa's; Mesa's disk cache turned off), else the usable CPUs, at most kMaxWarmUpThreads.
+TEST(WarmUpTest, AutoThreadsFollowTheDeviceAndMesasCache) {
+  const char* saved = std::getenv("MESA_SHADER_CACHE_DISABLE");
+  const std::string restore = saved ? saved : "";
+  gpu::DeviceInfo gpu_device, cpu_device;
+  cpu_device.software = true;
+  ::unsetenv("MESA_SHADER_CACHE_DISABLE");
+  EXPECT_EQ(server::AutoWarmUpThreads(gpu_device), 1);
+  const int cpus = server::AutoWarmUpThreads(cpu_device);
+  EXPECT_GE(cpus, 1);
+  EXPECT_LE(cpus, server::kMaxWarmUpThreads);
+  EXPECT_LE(cpus, int(std::thread::hardware_concurrency()));
+  for (const char* off : {"true", "1", "yes", "TRUE"}) {
+    ::setenv("MESA_SHADER_CACHE_DISABLE", off, 1);
+    EXPECT_EQ(server::AutoWarmUpThreads(cpu_device), 1) << off;
+  }
+  for (const char* on : {"false", "0", "no", "F"}) {
+    ::setenv("MESA_SHADER_CACHE_DISABLE", on, 1);
+    EXPECT_EQ(server::AutoWarmUpThreads(cpu_device), cpus) << on;
+  }
+  if (saved != nullptr) {
+    ::setenv("MESA_SHADER_CACHE_DISABLE", restore.c_str(), 1);
+  } else {
+    ::unsetenv("MESA_SHADER_CACHE_DISABLE");
   }
 }
 
