@@ -2,9 +2,12 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <future>
 #include <string>
 
 #include "server/flags.h"
@@ -176,16 +179,30 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  absl::StatusOr<std::unique_ptr<glimpse::server::GlimpseServer>> server =
-      glimpse::server::GlimpseServer::Start(o);
+  // Start-up (the warm-up above all) can take a minute on a CPU renderer. A SIGTERM or SIGINT
+  // meanwhile ends the process at once, as an orchestrator stopping a starting pod expects, rather
+  // than once it is up; a SIGHUP meanwhile re-reads the tokens once it is.
+  std::future<absl::StatusOr<std::unique_ptr<glimpse::server::GlimpseServer>>> starting =
+      std::async(std::launch::async, [&o] { return glimpse::server::GlimpseServer::Start(o); });
+  bool reload_when_up = false;
+  while (starting.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    const timespec poll{0, 100'000'000};
+    const int early = sigtimedwait(&signals, nullptr, &poll);
+    if (early == SIGINT || early == SIGTERM) {
+      spdlog::info("{} received while starting: exiting", early == SIGINT ? "SIGINT" : "SIGTERM");
+      spdlog::default_logger()->flush();
+      std::_Exit(0);
+    }
+    reload_when_up = reload_when_up || early == SIGHUP;
+  }
+  absl::StatusOr<std::unique_ptr<glimpse::server::GlimpseServer>> server = starting.get();
   if (!server.ok()) {
     spdlog::error("cannot start: {}", glimpse::server::MessageOf(server.status()));
     return 1;
   }
   spdlog::info("serving; SIGTERM or SIGINT stops it (grace {} s){}", shutdown_grace_s,
                tokens.empty() ? "" : "; SIGHUP re-reads --tokens");
-  int sig = 0;
-  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+  auto reload = [&] {
     if (tokens.empty()) {
       spdlog::info("SIGHUP received: nothing to reload (no --tokens)");
     } else if (absl::Status s = (*server)->ReloadTokens(); s.ok()) {
@@ -195,7 +212,10 @@ int main(int argc, char** argv) {
       spdlog::error("SIGHUP received: keeping the tokens in use: {}",
                     glimpse::server::MessageOf(s));
     }
-  }
+  };
+  if (reload_when_up) reload();
+  int sig = 0;
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) reload();
   spdlog::info("{} received: no new calls; finishing queued ones (up to {} s)",
                sig == SIGINT ? "SIGINT" : "SIGTERM", shutdown_grace_s);
   (*server)->Shutdown(std::chrono::seconds(shutdown_grace_s));

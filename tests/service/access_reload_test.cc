@@ -2,9 +2,11 @@
 // refuses the old token and accepts the new at once while calls admitted before it finish; a bad
 // file keeps the tokens in use; SIGHUP does the reload in the glimpse-server process; and storing
 // past a tenant's share evicts that tenant's own least recently used images, never another's.
+// Also the glimpse-server process's other signals: SIGTERM during the start-up warm-up.
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <random>
 #include <thread>
@@ -225,6 +227,34 @@ TEST(ServerProcessTest, StartUpSaysWhetherAccessControlIsOnAndRefusesABadTokenFi
   v1::ServerInfo info;
   EXPECT_EQ(InfoCode(*anyone, &info), grpc::StatusCode::OK);
   EXPECT_FALSE(info.access_control());
+}
+
+// A server still warming up (with Mesa's shader cache off, a minute or more on llvmpipe) ends at
+// SIGTERM rather than once its warm-up is over, as an orchestrator stopping a starting pod expects.
+TEST(ServerProcessTest, SigtermWhileWarmingUpExitsWithoutWaitingForIt) {
+  TempDir dir;
+  const char* saved = std::getenv("MESA_SHADER_CACHE_DISABLE");
+  const std::string restore = saved ? saved : "";
+  ::setenv("MESA_SHADER_CACHE_DISABLE", "true", 1);
+  Child server = ServerProcess({"--listen=127.0.0.1:0", "--warm-up=1"}, dir.File("server.log"));
+  if (saved != nullptr) {
+    ::setenv("MESA_SHADER_CACHE_DISABLE", restore.c_str(), 1);
+  } else {
+    ::unsetenv("MESA_SHADER_CACHE_DISABLE");
+  }
+  if (!Eventually([&] { return dir.Read("server.log").find("GL context") != std::string::npos; },
+                  600)) {
+    if (RequireGpuContext()) FAIL() << "no context: " << dir.Read("server.log");
+    GTEST_SKIP() << "no server (no EGL context?): " << dir.Read("server.log");
+  }
+  server.Signal(SIGTERM);
+  EXPECT_EQ(server.Exited(200), 0) << "still running 10 s after SIGTERM";
+  const std::string log = dir.Read("server.log");
+  if (log.find("serving;") != std::string::npos) {
+    GTEST_SKIP() << "the warm-up ended before the signal (a fast device): " << log;
+  }
+  EXPECT_NE(log.find("SIGTERM received while starting: exiting"), std::string::npos) << log;
+  EXPECT_EQ(log.find("GPU programs in"), std::string::npos) << log;
 }
 #endif  // GLIMPSE_SERVER_BINARY
 
