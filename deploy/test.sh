@@ -51,7 +51,8 @@ case "${GLIMPSE_SANITIZE:-0}" in
   thread)
     build=build-tsan
     flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLIMPSE_TSAN=ON -DGLIMPSE_WERROR=ON)
-    # gpu/ runs on one thread (the context's owner): only the service has threads to race.
+    # Each GL context runs on one thread (its owner); the service tests hold the threads that
+    # share state, the start-up warm-up's helper contexts included.
     export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:second_deadlock_stack=1"
     labels=(-L service)
     targets=(service_tests glimpse glimpse-server)
