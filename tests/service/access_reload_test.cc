@@ -233,15 +233,8 @@ TEST(ServerProcessTest, StartUpSaysWhetherAccessControlIsOnAndRefusesABadTokenFi
 // SIGTERM rather than once its warm-up is over, as an orchestrator stopping a starting pod expects.
 TEST(ServerProcessTest, SigtermWhileWarmingUpExitsWithoutWaitingForIt) {
   TempDir dir;
-  const char* saved = std::getenv("MESA_SHADER_CACHE_DISABLE");
-  const std::string restore = saved ? saved : "";
-  ::setenv("MESA_SHADER_CACHE_DISABLE", "true", 1);
+  const ScopedEnv no_cache("MESA_SHADER_CACHE_DISABLE", "true");  // the child's environment
   Child server = ServerProcess({"--listen=127.0.0.1:0", "--warm-up=1"}, dir.File("server.log"));
-  if (saved != nullptr) {
-    ::setenv("MESA_SHADER_CACHE_DISABLE", restore.c_str(), 1);
-  } else {
-    ::unsetenv("MESA_SHADER_CACHE_DISABLE");
-  }
   if (!Eventually([&] { return dir.Read("server.log").find("GL context") != std::string::npos; },
                   600)) {
     if (RequireGpuContext()) FAIL() << "no context: " << dir.Read("server.log");

@@ -11,6 +11,7 @@
 
 #include "server/kernels.h"
 #include "tests/gpu_test_env.h"
+#include "tests/service/process_util.h"
 #include "tests/service/service_test_util.h"
 
 namespace glimpse::testing {
@@ -120,28 +121,21 @@ TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUp) {
 // The default number of warm-up contexts: one where helpers cannot help (a GPU, whose driver is
 // not Mesa's; Mesa's disk cache turned off), else the usable CPUs, at most kMaxWarmUpThreads.
 TEST(WarmUpTest, AutoThreadsFollowTheDeviceAndMesasCache) {
-  const char* saved = std::getenv("MESA_SHADER_CACHE_DISABLE");
-  const std::string restore = saved ? saved : "";
+  ScopedEnv cache("MESA_SHADER_CACHE_DISABLE", nullptr);
   gpu::DeviceInfo gpu_device, cpu_device;
   cpu_device.software = true;
-  ::unsetenv("MESA_SHADER_CACHE_DISABLE");
   EXPECT_EQ(server::AutoWarmUpThreads(gpu_device), 1);
   const int cpus = server::AutoWarmUpThreads(cpu_device);
   EXPECT_GE(cpus, 1);
   EXPECT_LE(cpus, server::kMaxWarmUpThreads);
   EXPECT_LE(cpus, int(std::thread::hardware_concurrency()));
   for (const char* off : {"true", "1", "yes", "TRUE"}) {
-    ::setenv("MESA_SHADER_CACHE_DISABLE", off, 1);
+    cache.Set(off);
     EXPECT_EQ(server::AutoWarmUpThreads(cpu_device), 1) << off;
   }
   for (const char* on : {"false", "0", "no", "F"}) {
-    ::setenv("MESA_SHADER_CACHE_DISABLE", on, 1);
+    cache.Set(on);
     EXPECT_EQ(server::AutoWarmUpThreads(cpu_device), cpus) << on;
-  }
-  if (saved != nullptr) {
-    ::setenv("MESA_SHADER_CACHE_DISABLE", restore.c_str(), 1);
-  } else {
-    ::unsetenv("MESA_SHADER_CACHE_DISABLE");
   }
 }
 
