@@ -6,6 +6,7 @@
 #include <glad/gl.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 namespace glimpse::gpu {
@@ -111,6 +112,20 @@ class Buffer {
     glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, static_cast<GLintptr>(offset),
                        static_cast<GLsizeiptr>(size), out);
     glBindBuffer(GL_SHADER_STORAGE_BUFFER, 0);
+  }
+  // Maps `size` bytes at `offset` for reading (waits for the GPU), passes their address to `use`
+  // and unmaps them. False where the driver could not map them (a GL error says why).
+  template <typename F>
+  bool ReadMapped(size_t offset, size_t size, F&& use) const {
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, get());
+    const void* p = glMapBufferRange(GL_SHADER_STORAGE_BUFFER, static_cast<GLintptr>(offset),
+                                     static_cast<GLsizeiptr>(size), GL_MAP_READ_BIT);
+    if (p != nullptr) {
+      use(static_cast<const uint8_t*>(p));
+      glUnmapBuffer(GL_SHADER_STORAGE_BUFFER);
+    }
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, 0);
+    return p != nullptr;
   }
 
  private:

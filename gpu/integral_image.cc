@@ -54,6 +54,12 @@ std::optional<IntegralImageVariant> ParseIntegralImageVariant(std::string_view n
   return std::nullopt;
 }
 
+bool SumTableFitsUint32(const ImageDesc& desc) {
+  if (desc.type != SampleType::kUint8 && desc.type != SampleType::kUint16) return false;
+  const uint64_t max_sample = desc.type == SampleType::kUint8 ? 255 : 65535;
+  return max_sample * uint64_t(desc.width) * uint64_t(desc.height) <= UINT32_MAX;
+}
+
 IntegralElement IntegralElementFor(SampleType type) {
   return type == SampleType::kFloat32 ? IntegralElement::kFloat64 : IntegralElement::kUint64;
 }
@@ -97,6 +103,12 @@ absl::Status IntegralImageKernel::Prepare(SampleType type) {
         if (!ws.ok()) return ws.status();
       }
     }
+    if (type != SampleType::kFloat32) {
+      absl::StatusOr<Workspace> ws = MakeWorkspace(*probe, 0, 0, 1, 1,
+                                                   IntegralImageVariant::kPackedStrips, false,
+                                                   false, /*narrow=*/true);
+      if (!ws.ok()) return ws.status();
+    }
   }
   return absl::OkStatus();
 }
@@ -112,9 +124,15 @@ absl::Status IntegralImageKernel::WarmUp(WarmUpShare& share) {
       const ImageDesc desc = WarmUpShape(type, channels, kWidth, kHeight);
       absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
       if (!image.ok()) return image.status();
-      // squared = true runs the sum table's programs, then the squared table's.
-      absl::StatusOr<IntegralImageResult> r = Run(*image, {.squared = true}, sink);
-      if (!r.ok()) return r.status();
+      // squared = true runs the sum table's programs, then the squared table's. Where the sum
+      // table of this small integer image was kept in 4-byte elements (narrow_sums), the 8-byte
+      // one runs once more.
+      for (bool narrow : {true, false}) {
+        absl::StatusOr<IntegralImageResult> r =
+            Run(*image, {.squared = narrow, .narrow_sums = narrow}, sink);
+        if (!r.ok()) return r.status();
+        if (!r->narrow_sums) break;
+      }
     }
   }
   return absl::OkStatus();
@@ -154,8 +172,11 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
   for (bool squared : {false, true}) {
     if (squared && !options.squared) break;
     if (!squared && !options.sum_table) continue;
-    absl::StatusOr<Workspace> ws =
-        MakeWorkspace(image, 0, 0, desc.width, rows_max, variant, squared, options.force_two_word);
+    const bool narrow = !squared && variant == IntegralImageVariant::kPackedStrips &&
+                        options.narrow_sums && !options.force_two_word && SumTableFitsUint32(desc);
+    result.narrow_sums = result.narrow_sums || narrow;
+    absl::StatusOr<Workspace> ws = MakeWorkspace(image, 0, 0, desc.width, rows_max, variant,
+                                                 squared, options.force_two_word, narrow);
     if (!ws.ok()) return ws.status();
     const size_t table_bytes = size_t(rows_max) * size_t(row_bytes);
     if (!table_ || table_.bytes() < table_bytes) {
@@ -171,7 +192,20 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
       result.gpu_ns += timer.StopAndRead();
       glUseProgram(0);
       const size_t bytes = size_t(rows) * size_t(row_bytes);
-      ws->table->Read(0, bytes, host.data());
+      if (narrow) {
+        const size_t elems = bytes / kElem;
+        const bool mapped = ws->table->ReadMapped(0, elems * 4, [&](const uint8_t* src) {
+          for (size_t i = 0; i < elems; ++i) {
+            uint32_t v;
+            std::memcpy(&v, src + 4 * i, 4);
+            const uint64_t wide = v;
+            std::memcpy(host.data() + kElem * i, &wide, kElem);
+          }
+        });
+        if (!mapped) return ctx_.CheckGlError("integral image (mapping the band's 4-byte sums)");
+      } else {
+        ws->table->Read(0, bytes, host.data());
+      }
       if (absl::Status s = ctx_.CheckGlError("integral image"); !s.ok()) return s;
       IntegralBand band{squared, y0, rows, std::span<const uint8_t>(host.data(), bytes)};
       if (absl::Status s = sink(band); !s.ok()) return s;

@@ -47,6 +47,12 @@ struct IntegralImageOptions {
   // Uses the two-word (uvec2 with carry) 64-bit arithmetic even where GL_ARB_gpu_shader_int64
   // exists, so that the fallback path is tested.
   bool force_two_word = false;
+  // Lets the packed strips keep a sum table in 4-byte elements on the device (32-bit adds, half
+  // the bytes to store), widened to 8 bytes as each band is read back, where no element can reach
+  // 2^32: the largest element is a channel's sum over the whole image, at most 255 (uint8) or
+  // 65535 (uint16) times width x height (for uint8, images up to 16,843,009 pixels). Results
+  // are the same either way; false keeps 8-byte elements (to compare the two).
+  bool narrow_sums = true;
 };
 
 // Element type of the tables: uint64 for uint8/uint16 inputs (exact), double for float32 inputs.
@@ -65,7 +71,11 @@ struct IntegralImageResult {
   IntegralImageVariant variant = IntegralImageVariant::kAuto;  // the variant that ran
   uint64_t gpu_ns = 0;                               // GPU time of the dispatches (all bands)
   IntegralElement element = IntegralElement::kUint64;
+  bool narrow_sums = false;  // the sum table was kept in 4-byte elements on the device
 };
+
+// Whether every element of an integer image's sum table is below 2^32 (see narrow_sums).
+bool SumTableFitsUint32(const ImageDesc& desc);
 
 // Checks the options (band_bytes >= 0, a known variant); errors name the field and value.
 absl::Status ValidateIntegralImageOptions(const IntegralImageOptions& options);
@@ -113,8 +123,10 @@ class IntegralImageKernel {
  private:
   struct Workspace;
   absl::Status RunBand(const Workspace& ws, int band_y0, int rows, bool first_band);
+  // narrow: 4-byte sums (packed strips only; REQUIRES the table's elements below 2^32).
   absl::StatusOr<Workspace> MakeWorkspace(const Image& image, int x0, int y0, int w, int rows_max,
-                                          IntegralImageVariant variant, bool squared, bool two_word);
+                                          IntegralImageVariant variant, bool squared, bool two_word,
+                                          bool narrow = false);
 
   Context& ctx_;
   // The band table of the last Run, kept for the next (at most one band: the binding limit), so

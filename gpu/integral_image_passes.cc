@@ -61,7 +61,7 @@ int PackedStripSamples(const ImageDesc& desc) {
 
 absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspace(
     const Image& image, int x0, int y0, int w, int rows_max, IntegralImageVariant variant,
-    bool squared, bool two_word) {
+    bool squared, bool two_word, bool narrow) {
   const ImageDesc& desc = image.desc();
   Workspace ws;
   ws.image = &image;
@@ -95,7 +95,14 @@ absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspac
     ws.strip_samples = PackedStripSamples(desc);
     const std::string strip = StrCat(tex, "#define NS ", ws.strip_samples, "\n");
     if (s = program("integral_packed_offsets", strip, &ws.packed_offsets); !s.ok()) return s;
-    if (s = program("integral_packed_strips", strip, &ws.packed_strips); !s.ok()) return s;
+    // Only the strips go narrow: the offsets and carries stay 8-byte elements (their values are
+    // table elements too, so below 2^32 where the table's are).
+    ws.narrow = narrow;
+    if (s = program("integral_packed_strips", narrow ? StrCat(strip, "#define ACC_U32 1\n") : strip,
+                    &ws.packed_strips);
+        !s.ok()) {
+      return s;
+    }
   } else {
     const std::string block =
         StrCat("#define BLOCK ", kRowBlock, "\n#define CBLOCK ", kColBlock, "\n");

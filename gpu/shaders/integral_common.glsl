@@ -1,7 +1,9 @@
 // Shared by the integral-image shaders: the 8-byte table element and its arithmetic.
 // Defines from the C++ side: ACC_DOUBLE (float images: double sums), SQUARED (sum v*v),
-// FORCE_TWO_WORD (64-bit integers as two 32-bit words with a carry, even with int64), CHANNELS.
-// Tables are stored as uvec2 (little-endian 8 bytes: lo word, hi word) whatever the arithmetic.
+// FORCE_TWO_WORD (64-bit integers as two 32-bit words with a carry, even with int64), ACC_U32
+// (32-bit sums, where the C++ side has proved every table element below 2^32), CHANNELS.
+// Offsets and carries are stored as uvec2 (little-endian 8 bytes: lo word, hi word) whatever the
+// arithmetic; so are tables, but for ACC_U32 tables (4-byte elements, widened on the host).
 
 #if defined(ACC_DOUBLE)
 #define ACC double
@@ -12,6 +14,12 @@ ACC acc_add(ACC a, ACC b) {
 }
 ACC acc_load(uvec2 e) { return packDouble2x32(e); }
 uvec2 acc_store(ACC a) { return unpackDouble2x32(a); }
+#elif defined(ACC_U32)
+#define ACC uint
+ACC acc_zero() { return 0u; }
+ACC acc_add(ACC a, ACC b) { return a + b; }
+ACC acc_load(uvec2 e) { return e.x; }
+uvec2 acc_store(ACC a) { return uvec2(a, 0u); }
 #elif defined(HAVE_INT64) && !defined(FORCE_TWO_WORD)
 #define ACC uint64_t
 ACC acc_zero() { return 0ul; }
@@ -53,6 +61,8 @@ ACC acc_sample(uint v) {
 #endif
 #if defined(ACC_DOUBLE)
   return double(v);
+#elif defined(ACC_U32)
+  return v;
 #elif defined(HAVE_INT64) && !defined(FORCE_TWO_WORD)
   return uint64_t(v);
 #else

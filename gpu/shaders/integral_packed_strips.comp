@@ -3,13 +3,25 @@
 // the samples to the strip's row offset (pass 1) and that running sum to the row above, and
 // writes the row. Where rows are a whole number of 4-element groups (u_vec4_rows) it writes four
 // elements per store: CPU renderers run every storage access as a loop over the SIMD lanes, so
-// 32 bytes per access instead of 8 is what makes this pass fast there.
+// four elements per access instead of one is what makes this pass fast there. With ACC_U32 the
+// elements are 4 bytes: half the bytes to store, and 32-bit adds.
 #include "integral_common.glsl"
 #include "integral_packed_common.glsl"
 
 layout(local_size_x = 8) in;
+#if defined(ACC_U32)
+// 4-byte table elements (the C++ side widens them to 8 bytes when it reads the band back).
+layout(std430, binding = 0) writeonly buffer Table { uint table[]; };
+uint table_elem(ACC a) { return a; }
+#else
 layout(std430, binding = 0) writeonly buffer Table { uvec2 table[]; };
-#if defined(ACC_DOUBLE)
+uvec2 table_elem(ACC a) { return acc_store(a); }
+#endif
+#if defined(ACC_U32)
+layout(std430, binding = 0) writeonly buffer Table4 { uvec4 table4[]; };
+#define VEC4_STORES 1
+#define ACC4 uvec4
+#elif defined(ACC_DOUBLE)
 layout(std430, binding = 0) writeonly buffer Table4 { dvec4 table4[]; };
 #define VEC4_STORES 1
 #define ACC4 dvec4
@@ -63,7 +75,7 @@ void main() {
       // rows); the loops over texels and samples are unrolled.
       for (int q = 0; q < NS / 4; ++q) {
         for (int k = 0; k < 4; ++k) {
-          if (4 * q + k < n) table[row + uint(4 * q + k)] = acc_store(prev[4 * q + k]);
+          if (4 * q + k < n) table[row + uint(4 * q + k)] = table_elem(prev[4 * q + k]);
         }
       }
 #if defined(VEC4_STORES)

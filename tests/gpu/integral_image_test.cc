@@ -23,7 +23,8 @@ constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, Sample
 
 std::string Describe(const ImageDesc& d, const IntegralImageOptions& o) {
   return StrCat(DescribeImage(d), ", variant ", IntegralImageVariantName(o.variant), ", band_bytes ",
-                o.band_bytes, o.force_two_word ? ", two-word" : "");
+                o.band_bytes, o.force_two_word ? ", two-word" : "",
+                o.narrow_sums ? "" : ", 8-byte sums");
 }
 
 // The stated bound of gpu/integral_image.h for one table: |gpu - exact| <= 1.01 (W + H + 16)
@@ -104,6 +105,9 @@ TEST(IntegralImageTest, MatchesReferenceEveryFormatChannelCountAndVariant) {
         for (IntegralImageVariant v : kVariants) {
           CheckAgainstReference(kernel, ctx, host, {.squared = true, .variant = v});
         }
+        CheckAgainstReference(
+            kernel, ctx, host,
+            {.variant = IntegralImageVariant::kPackedStrips, .narrow_sums = false});
       }
     }
   }
@@ -269,6 +273,70 @@ TEST(IntegralImageTest, SixteenBitSumsPast2To32AreExact) {
   }
 }
 
+// The largest element of a sum table is a channel's sum over the whole image: 4-byte sums only
+// where max_sample * width * height < 2^32 (2^32 - 1 = 255 * 257 * 65537 = 65535 * 65537).
+TEST(IntegralImageTest, SumTablesFitFourBytesUpToTheBound) {
+  EXPECT_TRUE(SumTableFitsUint32({65537, 257, 1, SampleType::kUint8}));
+  EXPECT_TRUE(SumTableFitsUint32({257, 65537, 4, SampleType::kUint8}));
+  EXPECT_FALSE(SumTableFitsUint32({65538, 257, 1, SampleType::kUint8}));
+  EXPECT_FALSE(SumTableFitsUint32({4100, 4200, 1, SampleType::kUint8}));
+  EXPECT_TRUE(SumTableFitsUint32({3200, 2400, 4, SampleType::kUint8}));
+  EXPECT_TRUE(SumTableFitsUint32({65537, 1, 2, SampleType::kUint16}));
+  EXPECT_FALSE(SumTableFitsUint32({65538, 1, 2, SampleType::kUint16}));
+  EXPECT_FALSE(SumTableFitsUint32({1, 1, 1, SampleType::kFloat32}));
+}
+
+// All-65535 16-bit images on both sides of the bound: 256 x 256 keeps 4-byte sums on the device
+// and its last element is 65535 * 65536 = 2^32 - 2^16; 256 x 257 reaches past 2^32 and keeps
+// 8-byte sums. Every element equals 65535 (x+1)(y+1), in one band and in bands of 7 rows (the
+// carries between bands), 1 and 3 channels; the squared table never goes narrow.
+TEST(IntegralImageTest, NarrowSumsOnlyWhereNoElementReaches2To32) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  IntegralImageKernel kernel(ctx);
+  for (int c : {1, 3}) {
+    for (int h : {256, 257}) {
+      ImageDesc d{256, h, c, SampleType::kUint16};
+      HostImage host = HostImage::Zeros(d);
+      std::fill(host.data.begin(), host.data.end(), 0xff);
+      absl::StatusOr<Image> img = Image::Upload(ctx, host);
+      ASSERT_TRUE(img.ok()) << img.status();
+      for (int64_t band : {int64_t{0}, int64_t{7} * d.width * c * 8}) {
+        for (bool squared : {false, true}) {
+          const IntegralImageOptions o{.squared = squared,
+                                       .sum_table = !squared,
+                                       .variant = IntegralImageVariant::kPackedStrips,
+                                       .band_bytes = band};
+          absl::StatusOr<IntegralTables> t = ComputeIntegralImage(kernel, *img, o);
+          ASSERT_TRUE(t.ok()) << Describe(d, o) << ": " << t.status();
+          EXPECT_EQ(t->info.narrow_sums, !squared && h == 256) << Describe(d, o);
+          const std::vector<uint64_t>& table = squared ? t->sq_u : t->sum_u;
+          const uint64_t k = squared ? 65535ull * 65535ull : 65535;
+          ASSERT_EQ(table.size(), size_t(d.width) * h * c) << Describe(d, o);
+          int bad = 0;
+          for (int y = 0; y < h && bad < 3; ++y) {
+            for (int x = 0; x < d.width && bad < 3; ++x) {
+              for (int ch = 0; ch < c; ++ch) {
+                const uint64_t v = table[(size_t(y) * d.width + x) * c + ch];
+                if (v != k * uint64_t(x + 1) * uint64_t(y + 1)) {
+                  ADD_FAILURE() << Describe(d, o) << (squared ? " squared" : "") << " at (" << x
+                                << ", " << y << ", " << ch << "): " << v;
+                  ++bad;
+                }
+              }
+            }
+          }
+        }
+      }
+      if (h == 256) {
+        absl::StatusOr<IntegralTables> t = ComputeIntegralImage(
+            kernel, *img, {.variant = IntegralImageVariant::kPackedStrips});
+        ASSERT_TRUE(t.ok());
+        EXPECT_EQ(t->sum_u.back(), (uint64_t{1} << 32) - (uint64_t{1} << 16));
+      }
+    }
+  }
+}
+
 // Checks the rows of `band` listed in `rows` (and its first and last) against k (x+1)(y+1).
 absl::Status CheckClosedFormRows(const IntegralBand& band, int width, uint64_t k,
                                  const std::vector<int>& rows, int* checked) {
@@ -395,12 +463,16 @@ TEST(IntegralImageTest, WarmUpLeavesNothingForAutoToBuild) {
         absl::StatusOr<Image> img = Image::Upload(ctx, testing::RandomImage(d, rng));
         ASSERT_TRUE(img.ok()) << img.status();
         for (bool squared : {false, true}) {
-          for (int64_t band : {int64_t{0}, int64_t{w} * c * 8 * 2}) {
-            absl::StatusOr<IntegralTables> r =
-                ComputeIntegralImage(kernel, *img, {.squared = squared, .band_bytes = band});
-            ASSERT_TRUE(r.ok()) << r.status();
-            EXPECT_EQ(ctx.programs_built(), built)
-                << DescribeImage(d) << (squared ? " squared" : "") << " built a program";
+          // narrow_sums = false: what an image too large for 4-byte sums runs.
+          for (bool narrow : {true, false}) {
+            for (int64_t band : {int64_t{0}, int64_t{w} * c * 8 * 2}) {
+              const IntegralImageOptions o{
+                  .squared = squared, .band_bytes = band, .narrow_sums = narrow};
+              absl::StatusOr<IntegralTables> r = ComputeIntegralImage(kernel, *img, o);
+              ASSERT_TRUE(r.ok()) << r.status();
+              EXPECT_EQ(ctx.programs_built(), built)
+                  << Describe(d, o) << (squared ? " squared" : "") << " built a program";
+            }
           }
         }
       }
