@@ -103,7 +103,7 @@ absl::Status IntegralImageKernel::Prepare(SampleType type) {
         if (!ws.ok()) return ws.status();
       }
     }
-    if (type != SampleType::kFloat32) {
+    if (type == SampleType::kUint8) {
       absl::StatusOr<Workspace> ws = MakeWorkspace(*probe, 0, 0, 1, 1,
                                                    IntegralImageVariant::kPackedStrips, false,
                                                    false, /*narrow=*/true);
@@ -125,8 +125,8 @@ absl::Status IntegralImageKernel::WarmUp(WarmUpShare& share) {
       absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
       if (!image.ok()) return image.status();
       // squared = true runs the sum table's programs, then the squared table's. Where the sum
-      // table of this small integer image was kept in 4-byte elements (narrow_sums), the 8-byte
-      // one runs once more.
+      // table of this small image was kept in 4-byte elements (narrow_sums: 8-bit images), the
+      // 8-byte one runs once more.
       for (bool narrow : {true, false}) {
         absl::StatusOr<IntegralImageResult> r =
             Run(*image, {.squared = narrow, .narrow_sums = narrow}, sink);
@@ -173,7 +173,8 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
     if (squared && !options.squared) break;
     if (!squared && !options.sum_table) continue;
     const bool narrow = !squared && variant == IntegralImageVariant::kPackedStrips &&
-                        options.narrow_sums && !options.force_two_word && SumTableFitsUint32(desc);
+                        options.narrow_sums && !options.force_two_word &&
+                        desc.type == SampleType::kUint8 && SumTableFitsUint32(desc);
     result.narrow_sums = result.narrow_sums || narrow;
     absl::StatusOr<Workspace> ws = MakeWorkspace(image, 0, 0, desc.width, rows_max, variant,
                                                  squared, options.force_two_word, narrow);

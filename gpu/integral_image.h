@@ -47,11 +47,11 @@ struct IntegralImageOptions {
   // Uses the two-word (uvec2 with carry) 64-bit arithmetic even where GL_ARB_gpu_shader_int64
   // exists, so that the fallback path is tested.
   bool force_two_word = false;
-  // Lets the packed strips keep a sum table in 4-byte elements on the device (32-bit adds, half
-  // the bytes to store), widened to 8 bytes as each band is read back, where no element can reach
-  // 2^32: the largest element is a channel's sum over the whole image, at most 255 (uint8) or
-  // 65535 (uint16) times width x height (for uint8, images up to 16,843,009 pixels). Results
-  // are the same either way; false keeps 8-byte elements (to compare the two).
+  // Lets the packed strips keep the sum table of an 8-bit image in 4-byte elements on the device
+  // (32-bit adds, half the bytes to store), widened to 8 bytes as each band is read back, where
+  // no element can reach 2^32 (SumTableFitsUint32: images up to 16,843,009 pixels). Results are
+  // the same either way; false keeps 8-byte elements (to compare the two). Not for 16-bit images:
+  // only those up to 65537 pixels would qualify, not worth the warm-up's four more programs.
   bool narrow_sums = true;
 };
 
@@ -74,7 +74,8 @@ struct IntegralImageResult {
   bool narrow_sums = false;  // the sum table was kept in 4-byte elements on the device
 };
 
-// Whether every element of an integer image's sum table is below 2^32 (see narrow_sums).
+// Whether every element of an integer image's sum table is below 2^32: its largest element is a
+// channel's sum over the whole image, at most 255 (uint8) or 65535 (uint16) times width x height.
 bool SumTableFitsUint32(const ImageDesc& desc);
 
 // Checks the options (band_bytes >= 0, a known variant); errors name the field and value.
