@@ -168,7 +168,6 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
   IntegralImageResult result;
   result.variant = variant;
   result.element = IntegralElementFor(desc.type);
-  std::vector<uint8_t> host(size_t(rows_max) * size_t(row_bytes));
   for (bool squared : {false, true}) {
     if (squared && !options.squared) break;
     if (!squared && !options.sum_table) continue;
@@ -192,27 +191,52 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
       if (absl::Status s = RunBand(*ws, y0, rows, y0 == 0); !s.ok()) return s;
       result.gpu_ns += timer.StopAndRead();
       glUseProgram(0);
-      const size_t bytes = size_t(rows) * size_t(row_bytes);
-      if (narrow) {
-        const size_t elems = bytes / kElem;
-        const bool mapped = ws->table->ReadMapped(0, elems * 4, [&](const uint8_t* src) {
-          for (size_t i = 0; i < elems; ++i) {
-            uint32_t v;
-            std::memcpy(&v, src + 4 * i, 4);
-            const uint64_t wide = v;
-            std::memcpy(host.data() + kElem * i, &wide, kElem);
-          }
-        });
-        if (!mapped) return ctx_.CheckGlError("integral image (mapping the band's 4-byte sums)");
-      } else {
-        ws->table->Read(0, bytes, host.data());
+      if (absl::Status s = DeliverBand(*ws->table, squared, y0, rows, size_t(row_bytes), narrow,
+                                       sink);
+          !s.ok()) {
+        return s;
       }
-      if (absl::Status s = ctx_.CheckGlError("integral image"); !s.ok()) return s;
-      IntegralBand band{squared, y0, rows, std::span<const uint8_t>(host.data(), bytes)};
-      if (absl::Status s = sink(band); !s.ok()) return s;
     }
   }
   return result;
+}
+
+absl::Status IntegralImageKernel::DeliverBand(
+    const Buffer& table, bool squared, int y0, int rows, size_t row_bytes, bool narrow,
+    const std::function<absl::Status(const IntegralBand&)>& sink) {
+  const size_t device_row_bytes = narrow ? row_bytes / 2 : row_bytes;
+  const int piece_rows = int(std::max<size_t>(1, kSinkPieceBytes / row_bytes));
+  if (narrow && staging_.size() < size_t(std::min(piece_rows, rows)) * row_bytes) {
+    staging_.resize(size_t(std::min(piece_rows, rows)) * row_bytes);
+  }
+  absl::Status status;
+  const bool mapped =
+      table.ReadMapped(0, size_t(rows) * device_row_bytes, [&](const uint8_t* device) {
+        for (int r = 0; r < rows && status.ok(); r += piece_rows) {
+          const int n = std::min(piece_rows, rows - r);
+          const uint8_t* src = device + size_t(r) * device_row_bytes;
+          std::span<const uint8_t> bytes(src, size_t(n) * row_bytes);
+          if (narrow) {
+            const size_t elems = size_t(n) * row_bytes / kElem;
+            for (size_t i = 0; i < elems; ++i) {
+              uint32_t v;
+              std::memcpy(&v, src + 4 * i, 4);
+              const uint64_t wide = v;
+              std::memcpy(staging_.data() + kElem * i, &wide, kElem);
+            }
+            bytes = std::span<const uint8_t>(staging_.data(), elems * kElem);
+          }
+          status = sink(IntegralBand{squared, y0 + r, n, bytes});
+        }
+      });
+  if (!mapped) {
+    absl::Status gl = ctx_.CheckGlError("integral image (mapping a band of the table)");
+    return gl.ok() ? absl::InternalError("integral image: the driver could not map a band of the "
+                                         "table for reading")
+                   : gl;
+  }
+  if (absl::Status s = ctx_.CheckGlError("integral image"); !s.ok()) return s;
+  return status;
 }
 
 absl::Status IntegralImageKernel::ComputeOnDevice(const Image& image, int x0, int y0, int w, int h,

@@ -96,6 +96,8 @@ IntegralImageVariant ResolveIntegralImageVariant(const DeviceInfo& device, const
 // REQUIRES: ctx's thread; images were made in ctx.
 class IntegralImageKernel {
  public:
+  // Most bytes of table rows the sink receives at once (at least one row).
+  static constexpr size_t kSinkPieceBytes = size_t{1} << 20;
   explicit IntegralImageKernel(Context& ctx) : ctx_(ctx) {}
   // Compiles every program the kernel may use for images of this sample type.
   absl::Status Prepare(SampleType type);
@@ -110,7 +112,9 @@ class IntegralImageKernel {
   }
   // Streams the table(s) to `sink` in row bands, top to bottom (sum table first, then the squared
   // table if asked), so results larger than memory limits/one SSBO binding never exist whole.
-  // A sink error stops the run and is returned.
+  // A band's bytes are valid during the sink's call only (they are the device's table, mapped,
+  // or a small reused host buffer: bands of at most kSinkPieceBytes, or one row). A sink error
+  // stops the run and is returned.
   absl::StatusOr<IntegralImageResult> Run(const Image& image, const IntegralImageOptions& options,
                                      const std::function<absl::Status(const IntegralBand&)>& sink);
 
@@ -124,6 +128,11 @@ class IntegralImageKernel {
  private:
   struct Workspace;
   absl::Status RunBand(const Workspace& ws, int band_y0, int rows, bool first_band);
+  // Maps the band's `rows` rows of `table` and hands them to `sink` a piece at a time, widening
+  // 4-byte sums (narrow) to 8-byte elements through staging_.
+  absl::Status DeliverBand(const Buffer& table, bool squared, int y0, int rows, size_t row_bytes,
+                           bool narrow,
+                           const std::function<absl::Status(const IntegralBand&)>& sink);
   // narrow: 4-byte sums (packed strips only; REQUIRES the table's elements below 2^32).
   absl::StatusOr<Workspace> MakeWorkspace(const Image& image, int x0, int y0, int w, int rows_max,
                                           IntegralImageVariant variant, bool squared, bool two_word,
@@ -134,6 +143,9 @@ class IntegralImageKernel {
   // that repeat calls write into memory that is already mapped: on CPU renderers a fresh buffer
   // faults in every page during the dispatch.
   Buffer table_;
+  // Where a piece of a band of 4-byte sums is widened for the sink: small enough to stay in the
+  // CPU's cache, kept so that calls do not fault in fresh pages for it.
+  std::vector<uint8_t> staging_;
 };
 
 // Convenience for tests/bench: collects whole tables (uint64 for integer images, double for
