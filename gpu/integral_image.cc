@@ -215,18 +215,17 @@ absl::Status IntegralImageKernel::DeliverBand(
         for (int r = 0; r < rows && status.ok(); r += piece_rows) {
           const int n = std::min(piece_rows, rows - r);
           const uint8_t* src = device + size_t(r) * device_row_bytes;
-          std::span<const uint8_t> bytes(src, size_t(n) * row_bytes);
+          const size_t bytes = size_t(n) * row_bytes;
           if (narrow) {
-            const size_t elems = size_t(n) * row_bytes / kElem;
-            for (size_t i = 0; i < elems; ++i) {
+            for (size_t i = 0; i < bytes / kElem; ++i) {
               uint32_t v;
               std::memcpy(&v, src + 4 * i, 4);
               const uint64_t wide = v;
               std::memcpy(staging_.data() + kElem * i, &wide, kElem);
             }
-            bytes = std::span<const uint8_t>(staging_.data(), elems * kElem);
+            src = staging_.data();
           }
-          status = sink(IntegralBand{squared, y0 + r, n, bytes});
+          status = sink(IntegralBand{squared, y0 + r, n, std::span<const uint8_t>(src, bytes)});
         }
       });
   if (!mapped) {

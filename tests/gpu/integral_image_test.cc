@@ -317,7 +317,8 @@ absl::Status CheckClosedFormRows(const IntegralBand& band, int width, uint64_t k
 // All-255 8-bit images on both sides of the bound: 4104 x 4104 keeps 4-byte sums on the device
 // and its last element is 255 * 4104^2 = 2^32 - 49216; one row more reaches past 2^32 and keeps
 // 8-byte sums. Every element of every band (three bands of at most 2048 rows, so the carries
-// between them too) equals 255 (x+1)(y+1). 16-bit images and squared tables keep 8-byte sums.
+// between them too, handed to the sink in order in pieces of at most 1 MiB) equals 255 (x+1)(y+1).
+// 16-bit images and squared tables keep 8-byte sums.
 TEST(IntegralImageTest, NarrowSumsOnlyWhereNoElementReaches2To32) {
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   IntegralImageKernel kernel(ctx);
@@ -329,9 +330,14 @@ TEST(IntegralImageTest, NarrowSumsOnlyWhereNoElementReaches2To32) {
     ASSERT_TRUE(img.ok()) << img.status();
     std::vector<int> every_row(static_cast<size_t>(h));
     std::iota(every_row.begin(), every_row.end(), 0);
-    int checked = 0;
+    int checked = 0, next_y = 0;
     uint64_t last = 0;
     auto sink = [&](const IntegralBand& b) {
+      // Pieces of at most kSinkPieceBytes, in order, each row once.
+      EXPECT_EQ(b.y0, next_y);
+      EXPECT_LE(b.bytes.size(), IntegralImageKernel::kSinkPieceBytes);
+      EXPECT_EQ(b.bytes.size(), size_t(b.rows) * size_t(d.width) * 8);
+      next_y = b.y0 + b.rows;
       std::memcpy(&last, b.bytes.data() + b.bytes.size() - 8, 8);
       return CheckClosedFormRows(b, d.width, 255, every_row, &checked);
     };
@@ -340,6 +346,7 @@ TEST(IntegralImageTest, NarrowSumsOnlyWhereNoElementReaches2To32) {
     ASSERT_TRUE(r.ok()) << Describe(d, o) << ": " << r.status();
     EXPECT_EQ(r->narrow_sums, h == 4104) << Describe(d, o);
     EXPECT_GE(checked, h) << Describe(d, o);
+    EXPECT_EQ(next_y, h);
     EXPECT_EQ(last, 255ull * 4104 * uint64_t(h));
   }
   for (const ImageDesc& d : {ImageDesc{256, 256, 1, SampleType::kUint16},
