@@ -22,6 +22,39 @@ constexpr IntegralImageVariant kConcreteVariants[] = {
     IntegralImageVariant::kScanTransposeScan, IntegralImageVariant::kStripScan,
     IntegralImageVariant::kPackedStrips};
 
+// The exact table rows from their elements mod 2^32 (`lo`, n rows of `row_elems` 4-byte elements,
+// C channels interleaved) into `out` (8-byte elements). Exact where every row's first element and
+// every step along a row (a column's sum down to the row) is below 2^32 (RowStepsFitUint32): the
+// first element is then its own value, and each next one the last plus the step, which is the
+// difference of their low words mod 2^32.
+template <int C>
+void DecodeRows(const uint8_t* lo, int n, size_t row_elems, uint8_t* out) {
+  for (size_t r = 0; r < size_t(n); ++r) {
+    uint32_t prev[C] = {};
+    uint64_t acc[C] = {};
+    const uint8_t* in = lo + 4 * r * row_elems;
+    uint8_t* to = out + kElem * r * row_elems;
+    for (size_t x = 0; x < row_elems; x += C) {
+      for (int c = 0; c < C; ++c) {
+        uint32_t v;
+        std::memcpy(&v, in + 4 * (x + c), 4);
+        acc[c] += uint32_t(v - prev[c]);
+        prev[c] = v;
+        std::memcpy(to + kElem * (x + c), &acc[c], kElem);
+      }
+    }
+  }
+}
+
+void DecodeRows(const uint8_t* lo, int n, size_t row_elems, int channels, uint8_t* out) {
+  switch (channels) {
+    case 1: return DecodeRows<1>(lo, n, row_elems, out);
+    case 2: return DecodeRows<2>(lo, n, row_elems, out);
+    case 3: return DecodeRows<3>(lo, n, row_elems, out);
+    default: return DecodeRows<4>(lo, n, row_elems, out);
+  }
+}
+
 bool ValidSampleType(SampleType t) {
   return t == SampleType::kUint8 || t == SampleType::kUint16 || t == SampleType::kFloat32;
 }
@@ -54,10 +87,11 @@ std::optional<IntegralImageVariant> ParseIntegralImageVariant(std::string_view n
   return std::nullopt;
 }
 
-bool SumTableFitsUint32(const ImageDesc& desc) {
+bool RowStepsFitUint32(const ImageDesc& desc, bool squared) {
   if (desc.type != SampleType::kUint8 && desc.type != SampleType::kUint16) return false;
   const uint64_t max_sample = desc.type == SampleType::kUint8 ? 255 : 65535;
-  return max_sample * uint64_t(desc.width) * uint64_t(desc.height) <= UINT32_MAX;
+  const uint64_t max_value = squared ? max_sample * max_sample : max_sample;
+  return max_value * uint64_t(desc.height) <= UINT32_MAX;
 }
 
 IntegralElement IntegralElementFor(SampleType type) {
@@ -103,9 +137,10 @@ absl::Status IntegralImageKernel::Prepare(SampleType type) {
         if (!ws.ok()) return ws.status();
       }
     }
-    if (type == SampleType::kUint8) {
+    for (bool squared : {false, true}) {
+      if (type != SampleType::kUint8) break;
       absl::StatusOr<Workspace> ws = MakeWorkspace(*probe, 0, 0, 1, 1,
-                                                   IntegralImageVariant::kPackedStrips, false,
+                                                   IntegralImageVariant::kPackedStrips, squared,
                                                    false, /*narrow=*/true);
       if (!ws.ok()) return ws.status();
     }
@@ -124,12 +159,12 @@ absl::Status IntegralImageKernel::WarmUp(WarmUpShare& share) {
       const ImageDesc desc = WarmUpShape(type, channels, kWidth, kHeight);
       absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
       if (!image.ok()) return image.status();
-      // squared = true runs the sum table's programs, then the squared table's. Where the sum
-      // table of this small image was kept in 4-byte elements (narrow_sums: 8-bit images), the
-      // 8-byte one runs once more.
+      // squared = true runs the sum table's programs, then the squared table's. Where they were
+      // kept in 4-byte elements (narrow_sums: 8-bit images), the 8-byte ones run once more (the
+      // fallback where an image is too tall for them).
       for (bool narrow : {true, false}) {
         absl::StatusOr<IntegralImageResult> r =
-            Run(*image, {.squared = narrow, .narrow_sums = narrow}, sink);
+            Run(*image, {.squared = true, .narrow_sums = narrow}, sink);
         if (!r.ok()) return r.status();
         if (!r->narrow_sums) break;
       }
@@ -171,9 +206,9 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
   for (bool squared : {false, true}) {
     if (squared && !options.squared) break;
     if (!squared && !options.sum_table) continue;
-    const bool narrow = !squared && variant == IntegralImageVariant::kPackedStrips &&
-                        options.narrow_sums && !options.force_two_word &&
-                        desc.type == SampleType::kUint8 && SumTableFitsUint32(desc);
+    const bool narrow = variant == IntegralImageVariant::kPackedStrips && options.narrow_sums &&
+                        !options.force_two_word && desc.type == SampleType::kUint8 &&
+                        RowStepsFitUint32(desc, squared);
     result.narrow_sums = result.narrow_sums || narrow;
     absl::StatusOr<Workspace> ws = MakeWorkspace(image, 0, 0, desc.width, rows_max, variant,
                                                  squared, options.force_two_word, narrow);
@@ -191,8 +226,8 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
       if (absl::Status s = RunBand(*ws, y0, rows, y0 == 0); !s.ok()) return s;
       result.gpu_ns += timer.StopAndRead();
       glUseProgram(0);
-      if (absl::Status s = DeliverBand(*ws->table, squared, y0, rows, size_t(row_bytes), narrow,
-                                       sink);
+      if (absl::Status s = DeliverBand(*ws->table, squared, y0, rows, desc.channels,
+                                       size_t(row_bytes), narrow, sink);
           !s.ok()) {
         return s;
       }
@@ -202,8 +237,8 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
 }
 
 absl::Status IntegralImageKernel::DeliverBand(
-    const Buffer& table, bool squared, int y0, int rows, size_t row_bytes, bool narrow,
-    const std::function<absl::Status(const IntegralBand&)>& sink) {
+    const Buffer& table, bool squared, int y0, int rows, int channels, size_t row_bytes,
+    bool narrow, const std::function<absl::Status(const IntegralBand&)>& sink) {
   const size_t device_row_bytes = narrow ? row_bytes / 2 : row_bytes;
   const int piece_rows = int(std::max<size_t>(1, kSinkPieceBytes / row_bytes));
   if (narrow && staging_.size() < size_t(std::min(piece_rows, rows)) * row_bytes) {
@@ -217,12 +252,7 @@ absl::Status IntegralImageKernel::DeliverBand(
           const uint8_t* src = device + size_t(r) * device_row_bytes;
           const size_t bytes = size_t(n) * row_bytes;
           if (narrow) {
-            for (size_t i = 0; i < bytes / kElem; ++i) {
-              uint32_t v;
-              std::memcpy(&v, src + 4 * i, 4);
-              const uint64_t wide = v;
-              std::memcpy(staging_.data() + kElem * i, &wide, kElem);
-            }
+            DecodeRows(src, n, row_bytes / kElem, channels, staging_.data());
             src = staging_.data();
           }
           status = sink(IntegralBand{squared, y0 + r, n, std::span<const uint8_t>(src, bytes)});

@@ -47,11 +47,13 @@ struct IntegralImageOptions {
   // Uses the two-word (uvec2 with carry) 64-bit arithmetic even where GL_ARB_gpu_shader_int64
   // exists, so that the fallback path is tested.
   bool force_two_word = false;
-  // Lets the packed strips keep the sum table of an 8-bit image in 4-byte elements on the device
-  // (32-bit adds, half the bytes to store), widened to 8 bytes as each band is read back, where
-  // no element can reach 2^32 (SumTableFitsUint32: images up to 16,843,009 pixels). Results are
-  // the same either way; false keeps 8-byte elements (to compare the two). Not for 16-bit images:
-  // only those up to 65537 pixels would qualify, not worth the warm-up's four more programs.
+  // Lets the packed strips keep the tables of an 8-bit image in 4-byte elements on the device
+  // (32-bit adds, half the bytes to store): each element mod 2^32. As a band is read back, each
+  // row is rebuilt exactly from them (RowStepsFitUint32): its first element is below 2^32, and
+  // each next one is the last plus a step below 2^32, the difference of their low words. Results
+  // are the same either way; false keeps 8-byte elements (to compare the two). Not for 16-bit
+  // images (their squared tables never qualify, and their sum tables were not worth the
+  // warm-up's four more programs).
   bool narrow_sums = true;
 };
 
@@ -71,12 +73,14 @@ struct IntegralImageResult {
   IntegralImageVariant variant = IntegralImageVariant::kAuto;  // the variant that ran
   uint64_t gpu_ns = 0;                               // GPU time of the dispatches (all bands)
   IntegralElement element = IntegralElement::kUint64;
-  bool narrow_sums = false;  // the sum table was kept in 4-byte elements on the device
+  bool narrow_sums = false;  // a table was kept in 4-byte elements on the device
 };
 
-// Whether every element of an integer image's sum table is below 2^32: its largest element is a
-// channel's sum over the whole image, at most 255 (uint8) or 65535 (uint16) times width x height.
-bool SumTableFitsUint32(const ImageDesc& desc);
+// Whether a table of an integer image (the squared table if `squared`) can be rebuilt exactly
+// from its elements mod 2^32, row by row: a row's first element and each step along it are sums
+// down one column, at most the largest sample (or its square) times the height, and must be
+// below 2^32. For 8-bit images: 255 x height and 65025 x height, so every height up to 66051.
+bool RowStepsFitUint32(const ImageDesc& desc, bool squared);
 
 // Checks the options (band_bytes >= 0, a known variant); errors name the field and value.
 absl::Status ValidateIntegralImageOptions(const IntegralImageOptions& options);
@@ -128,12 +132,12 @@ class IntegralImageKernel {
  private:
   struct Workspace;
   absl::Status RunBand(const Workspace& ws, int band_y0, int rows, bool first_band);
-  // Maps the band's `rows` rows of `table` and hands them to `sink` a piece at a time, widening
-  // 4-byte sums (narrow) to 8-byte elements through staging_.
-  absl::Status DeliverBand(const Buffer& table, bool squared, int y0, int rows, size_t row_bytes,
-                           bool narrow,
+  // Maps the band's `rows` rows of `table` and hands them to `sink` a piece at a time, rebuilding
+  // 4-byte sums (narrow) into 8-byte elements through staging_.
+  absl::Status DeliverBand(const Buffer& table, bool squared, int y0, int rows, int channels,
+                           size_t row_bytes, bool narrow,
                            const std::function<absl::Status(const IntegralBand&)>& sink);
-  // narrow: 4-byte sums (packed strips only; REQUIRES the table's elements below 2^32).
+  // narrow: 4-byte sums, each element mod 2^32 (packed strips only; REQUIRES RowStepsFitUint32).
   absl::StatusOr<Workspace> MakeWorkspace(const Image& image, int x0, int y0, int w, int rows_max,
                                           IntegralImageVariant variant, bool squared, bool two_word,
                                           bool narrow = false);
@@ -143,7 +147,7 @@ class IntegralImageKernel {
   // that repeat calls write into memory that is already mapped: on CPU renderers a fresh buffer
   // faults in every page during the dispatch.
   Buffer table_;
-  // Where a piece of a band of 4-byte sums is widened for the sink: small enough to stay in the
+  // Where a piece of a band of 4-byte sums is rebuilt for the sink: small enough to stay in the
   // CPU's cache, kept so that calls do not fault in fresh pages for it.
   std::vector<uint8_t> staging_;
 };

@@ -1,9 +1,9 @@
 // Shared by the integral-image shaders: the 8-byte table element and its arithmetic.
 // Defines from the C++ side: ACC_DOUBLE (float images: double sums), SQUARED (sum v*v),
 // FORCE_TWO_WORD (64-bit integers as two 32-bit words with a carry, even with int64), ACC_U32
-// (32-bit sums, where the C++ side has proved every table element below 2^32), CHANNELS.
-// Offsets and carries are stored as uvec2 (little-endian 8 bytes: lo word, hi word) whatever the
-// arithmetic; so are tables, but for ACC_U32 tables (4-byte elements, widened on the host).
+// (32-bit sums that wrap: every element mod 2^32, which the C++ side rebuilds exactly row by row),
+// CHANNELS. Offsets and carries are stored as uvec2 (little-endian 8 bytes: lo word, hi word)
+// whatever the arithmetic; so are tables, but for ACC_U32 tables (4-byte elements).
 
 #if defined(ACC_DOUBLE)
 #define ACC double

@@ -10,7 +10,7 @@
 
 layout(local_size_x = 8) in;
 #if defined(ACC_U32)
-// 4-byte table elements (the C++ side widens them to 8 bytes when it reads the band back).
+// 4-byte table elements, each mod 2^32 (the C++ side rebuilds the 8-byte rows as it reads them).
 layout(std430, binding = 0) writeonly buffer Table { uint table[]; };
 uint table_elem(ACC a) { return a; }
 #else

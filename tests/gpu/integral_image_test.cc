@@ -108,7 +108,7 @@ TEST(IntegralImageTest, MatchesReferenceEveryFormatChannelCountAndVariant) {
         }
         CheckAgainstReference(
             kernel, ctx, host,
-            {.variant = IntegralImageVariant::kPackedStrips, .narrow_sums = false});
+            {.squared = true, .variant = IntegralImageVariant::kPackedStrips, .narrow_sums = false});
       }
     }
   }
@@ -274,17 +274,18 @@ TEST(IntegralImageTest, SixteenBitSumsPast2To32AreExact) {
   }
 }
 
-// The largest element of a sum table is a channel's sum over the whole image: 4-byte sums only
-// where max_sample * width * height < 2^32 (2^32 - 1 = 255 * 257 * 65537 = 65535 * 65537).
-TEST(IntegralImageTest, SumTablesFitFourBytesUpToTheBound) {
-  EXPECT_TRUE(SumTableFitsUint32({65537, 257, 1, SampleType::kUint8}));
-  EXPECT_TRUE(SumTableFitsUint32({257, 65537, 4, SampleType::kUint8}));
-  EXPECT_FALSE(SumTableFitsUint32({65538, 257, 1, SampleType::kUint8}));
-  EXPECT_FALSE(SumTableFitsUint32({4100, 4200, 1, SampleType::kUint8}));
-  EXPECT_TRUE(SumTableFitsUint32({3200, 2400, 4, SampleType::kUint8}));
-  EXPECT_TRUE(SumTableFitsUint32({65537, 1, 2, SampleType::kUint16}));
-  EXPECT_FALSE(SumTableFitsUint32({65538, 1, 2, SampleType::kUint16}));
-  EXPECT_FALSE(SumTableFitsUint32({1, 1, 1, SampleType::kFloat32}));
+// A row's first element and each step along it are a column's sum down to the row: below 2^32
+// while the largest sample (or its square) times the height is (2^32 - 1 = 65535 x 65537).
+TEST(IntegralImageTest, RowStepsFitFourBytesUpToTheBound) {
+  EXPECT_TRUE(RowStepsFitUint32({16384, 16384, 4, SampleType::kUint8}, false));
+  EXPECT_TRUE(RowStepsFitUint32({16384, 16384, 4, SampleType::kUint8}, true));
+  EXPECT_TRUE(RowStepsFitUint32({1, 66051, 1, SampleType::kUint8}, true));
+  EXPECT_FALSE(RowStepsFitUint32({1, 66052, 1, SampleType::kUint8}, true));
+  EXPECT_TRUE(RowStepsFitUint32({3, 65537, 2, SampleType::kUint16}, false));
+  EXPECT_FALSE(RowStepsFitUint32({3, 65538, 2, SampleType::kUint16}, false));
+  EXPECT_TRUE(RowStepsFitUint32({5, 1, 1, SampleType::kUint16}, true));
+  EXPECT_FALSE(RowStepsFitUint32({5, 2, 1, SampleType::kUint16}, true));
+  EXPECT_FALSE(RowStepsFitUint32({1, 1, 1, SampleType::kFloat32}, false));
 }
 
 // Checks the rows of `band` listed in `rows` (and its first and last) against k (x+1)(y+1).
@@ -314,55 +315,73 @@ absl::Status CheckClosedFormRows(const IntegralBand& band, int width, uint64_t k
   return absl::OkStatus();
 }
 
-// All-255 8-bit images on both sides of the bound: 4104 x 4104 keeps 4-byte sums on the device
-// and its last element is 255 * 4104^2 = 2^32 - 49216; one row more reaches past 2^32 and keeps
-// 8-byte sums. Every element of every band (three bands of at most 2048 rows, so the carries
-// between them too, handed to the sink in order in pieces of at most 1 MiB) equals 255 (x+1)(y+1).
-// 16-bit images and squared tables keep 8-byte sums.
-TEST(IntegralImageTest, NarrowSumsOnlyWhereNoElementReaches2To32) {
+// All-255 8-bit 4104 x 4105: the sums pass 2^32 (255 x 4104 x 4105), the squared sums pass it
+// 257 times, and both are kept in 4-byte elements on the device, each mod 2^32. Every element of
+// every band of both tables (three bands of at most 2048 rows, so the carries between them too,
+// handed to the sink in order in pieces of at most 1 MiB) equals k (x+1)(y+1). 16-bit images,
+// and narrow_sums = false, keep 8-byte sums.
+TEST(IntegralImageTest, FourByteSumsPast2To32AreRebuiltExactly) {
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   IntegralImageKernel kernel(ctx);
-  for (int h : {4104, 4105}) {
-    ImageDesc d{4104, h, 1, SampleType::kUint8};
-    HostImage host = HostImage::Zeros(d);
-    std::fill(host.data.begin(), host.data.end(), 255);
-    absl::StatusOr<Image> img = Image::Upload(ctx, host);
-    ASSERT_TRUE(img.ok()) << img.status();
-    std::vector<int> every_row(static_cast<size_t>(h));
-    std::iota(every_row.begin(), every_row.end(), 0);
-    int checked = 0, next_y = 0;
-    uint64_t last = 0;
-    auto sink = [&](const IntegralBand& b) {
-      // Pieces of at most kSinkPieceBytes, in order, each row once.
-      EXPECT_EQ(b.y0, next_y);
-      EXPECT_LE(b.bytes.size(), IntegralImageKernel::kSinkPieceBytes);
-      EXPECT_EQ(b.bytes.size(), size_t(b.rows) * size_t(d.width) * 8);
-      next_y = b.y0 + b.rows;
-      std::memcpy(&last, b.bytes.data() + b.bytes.size() - 8, 8);
-      return CheckClosedFormRows(b, d.width, 255, every_row, &checked);
-    };
-    const IntegralImageOptions o{.variant = IntegralImageVariant::kPackedStrips};
-    absl::StatusOr<IntegralImageResult> r = kernel.Run(*img, o, sink);
-    ASSERT_TRUE(r.ok()) << Describe(d, o) << ": " << r.status();
-    EXPECT_EQ(r->narrow_sums, h == 4104) << Describe(d, o);
-    EXPECT_GE(checked, h) << Describe(d, o);
-    EXPECT_EQ(next_y, h);
-    EXPECT_EQ(last, 255ull * 4104 * uint64_t(h));
-  }
-  for (const ImageDesc& d : {ImageDesc{256, 256, 1, SampleType::kUint16},
-                             ImageDesc{33, 17, 3, SampleType::kUint8}}) {
-    absl::StatusOr<Image> img = Image::Upload(ctx, HostImage::Zeros(d));
-    ASSERT_TRUE(img.ok());
-    auto sink = [](const IntegralBand&) { return absl::OkStatus(); };
-    const bool eight_bit = d.type == SampleType::kUint8;
-    absl::StatusOr<IntegralImageResult> r =
-        kernel.Run(*img,
-                   {.squared = eight_bit,
-                    .sum_table = !eight_bit,
-                    .variant = IntegralImageVariant::kPackedStrips},
-                   sink);
-    ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_FALSE(r->narrow_sums) << DescribeImage(d);
+  const ImageDesc d{4104, 4105, 1, SampleType::kUint8};
+  HostImage host = HostImage::Zeros(d);
+  std::fill(host.data.begin(), host.data.end(), 255);
+  absl::StatusOr<Image> img = Image::Upload(ctx, host);
+  ASSERT_TRUE(img.ok()) << img.status();
+  std::vector<int> every_row(static_cast<size_t>(d.height));
+  std::iota(every_row.begin(), every_row.end(), 0);
+  int checked = 0, next_y = 0;
+  bool in_squared = false;
+  uint64_t last[2] = {};
+  auto sink = [&](const IntegralBand& b) {
+    // Pieces of at most kSinkPieceBytes, in order, each row once; the sum table first.
+    if (b.squared != in_squared) {
+      EXPECT_EQ(next_y, d.height);
+      in_squared = b.squared;
+      next_y = 0;
+    }
+    EXPECT_EQ(b.y0, next_y);
+    EXPECT_LE(b.bytes.size(), IntegralImageKernel::kSinkPieceBytes);
+    EXPECT_EQ(b.bytes.size(), size_t(b.rows) * size_t(d.width) * 8);
+    next_y = b.y0 + b.rows;
+    std::memcpy(&last[b.squared], b.bytes.data() + b.bytes.size() - 8, 8);
+    return CheckClosedFormRows(b, d.width, b.squared ? 255 * 255 : 255, every_row, &checked);
+  };
+  const IntegralImageOptions o{.squared = true, .variant = IntegralImageVariant::kPackedStrips};
+  absl::StatusOr<IntegralImageResult> r = kernel.Run(*img, o, sink);
+  ASSERT_TRUE(r.ok()) << Describe(d, o) << ": " << r.status();
+  EXPECT_TRUE(r->narrow_sums) << Describe(d, o);
+  EXPECT_TRUE(in_squared);
+  EXPECT_EQ(next_y, d.height);
+  EXPECT_GE(checked, 2 * d.height);
+  EXPECT_EQ(last[0], 255ull * 4104 * 4105);
+  EXPECT_EQ(last[1], 65025ull * 4104 * 4105);
+
+  auto none = [](const IntegralBand&) { return absl::OkStatus(); };
+  absl::StatusOr<IntegralImageResult> wide = kernel.Run(
+      *img, {.variant = IntegralImageVariant::kPackedStrips, .narrow_sums = false}, none);
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_FALSE(wide->narrow_sums);
+  const ImageDesc d16{256, 256, 1, SampleType::kUint16};
+  absl::StatusOr<Image> img16 = Image::Upload(ctx, HostImage::Zeros(d16));
+  ASSERT_TRUE(img16.ok());
+  absl::StatusOr<IntegralImageResult> r16 =
+      kernel.Run(*img16, {.variant = IntegralImageVariant::kPackedStrips}, none);
+  ASSERT_TRUE(r16.ok()) << r16.status();
+  EXPECT_FALSE(r16->narrow_sums);
+}
+
+// Random samples in 1 to 4 channels at an awkward size past one 2048-row band: the rebuilt rows
+// (4-byte sums, each channel's steps apart) equal the CPU reference, sum and squared tables.
+TEST(IntegralImageTest, FourByteSumsMatchReferenceOnRandomImages) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  IntegralImageKernel kernel(ctx);
+  for (int c = 1; c <= 4; ++c) {
+    const ImageDesc d{c == 3 ? 1031 : 517, 2051, c, SampleType::kUint8};
+    CheckAgainstReference(kernel, ctx, testing::RandomImage(d, rng),
+                          {.squared = true, .variant = IntegralImageVariant::kPackedStrips});
   }
 }
 
