@@ -52,8 +52,8 @@ struct IntegralImageOptions {
   // row is rebuilt exactly from them (RowStepsFitUint32): its first element is below 2^32, and
   // each next one is the last plus a step below 2^32, the difference of their low words. Results
   // are the same either way; false keeps 8-byte elements (to compare the two). Not for 16-bit
-  // images (their squared tables never qualify, and their sum tables were not worth the
-  // warm-up's four more programs).
+  // images: their squared tables qualify only one row high, and their sum tables were not worth
+  // four more programs in every cold start's warm-up.
   bool narrow_sums = true;
 };
 
