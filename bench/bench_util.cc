@@ -86,17 +86,22 @@ gpu::Image UploadOrExit(gpu::Context& ctx, const gpu::HostImage& host) {
   return std::move(*image);
 }
 
+Timing Summarize(std::vector<double> t) {
+  Timing r;
+  r.runs = int(t.size());
+  if (t.empty()) return r;
+  std::sort(t.begin(), t.end());
+  r.min_ms = t.front();
+  r.median_ms = t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
+  return r;
+}
+
 Timing Measure(const std::function<double()>& fn, int warmup, int runs) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> t;
   t.reserve(size_t(runs));
   for (int i = 0; i < runs; ++i) t.push_back(fn());
-  std::sort(t.begin(), t.end());
-  Timing r;
-  r.runs = runs;
-  r.min_ms = t.front();
-  r.median_ms = t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
-  return r;
+  return Summarize(std::move(t));
 }
 
 double WallMs(const std::function<void()>& fn) {

@@ -68,6 +68,9 @@ struct Timing {
   int runs = 0;
 };
 
+// The median and minimum of `ms` (milliseconds; zeros when empty).
+Timing Summarize(std::vector<double> ms);
+
 // Runs `fn` `warmup` times, then `runs` times, and returns the median and minimum of what `fn`
 // returned (milliseconds).
 Timing Measure(const std::function<double()>& fn, int warmup, int runs);

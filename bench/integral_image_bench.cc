@@ -119,21 +119,20 @@ int Main(int argc, char** argv) {
                 std::memcpy(out.data() + at, b.bytes.data(), b.bytes.size());
                 return absl::OkStatus();
               };
-              double wall_ms = 0;
-              std::vector<double> walls;
+              std::vector<double> walls;  // the whole Run of every timed run, warm-ups left out
+              int calls = 0;
               Timing t = Measure(
                   [&] {
                     double gpu_ms = 0;
-                    walls.push_back(WallMs([&] {
+                    const double wall = WallMs([&] {
                       auto r = kernel.Run(image, o, sink);
                       gpu_ms = r.ok() ? double(r->gpu_ns) / 1e6 : 0.0;
-                    }));
+                    });
+                    if (calls++ >= args.warmup) walls.push_back(wall);
                     return gpu_ms;
                   },
                   args.warmup, n);
-              walls.erase(walls.begin(), walls.begin() + std::min<size_t>(walls.size(), args.warmup));
-              std::sort(walls.begin(), walls.end());
-              if (!walls.empty()) wall_ms = walls[walls.size() / 2];
+              const double wall_ms = Summarize(walls).median_ms;
               std::string name(gpu::IntegralImageVariantName(v));
               if (v == gpu::IntegralImageVariant::kAuto) {
                 name = StrCat("auto=", gpu::IntegralImageVariantName(check->info.variant));

@@ -137,8 +137,8 @@ absl::Status IntegralImageKernel::Prepare(SampleType type) {
         if (!ws.ok()) return ws.status();
       }
     }
-    for (bool squared : {false, true}) {
-      if (type != SampleType::kUint8) break;
+    for (bool squared : {false, true}) {  // 4-byte sums: 8-bit images only
+      if (type != SampleType::kUint8) continue;
       absl::StatusOr<Workspace> ws = MakeWorkspace(*probe, 0, 0, 1, 1,
                                                    IntegralImageVariant::kPackedStrips, squared,
                                                    false, /*narrow=*/true);
@@ -241,9 +241,8 @@ absl::Status IntegralImageKernel::DeliverBand(
     bool narrow, const std::function<absl::Status(const IntegralBand&)>& sink) {
   const size_t device_row_bytes = narrow ? row_bytes / 2 : row_bytes;
   const int piece_rows = int(std::max<size_t>(1, kSinkPieceBytes / row_bytes));
-  if (narrow && staging_.size() < size_t(std::min(piece_rows, rows)) * row_bytes) {
-    staging_.resize(size_t(std::min(piece_rows, rows)) * row_bytes);
-  }
+  const size_t piece_bytes = size_t(std::min(piece_rows, rows)) * row_bytes;
+  if (narrow && staging_.size() < piece_bytes) staging_.resize(piece_bytes);
   absl::Status status;
   const bool mapped =
       table.ReadMapped(0, size_t(rows) * device_row_bytes, [&](const uint8_t* device) {

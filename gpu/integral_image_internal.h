@@ -35,7 +35,6 @@ struct IntegralImageKernel::Workspace {
   // Programs (0 where the variant does not use them).
   GLuint strip_prefix = 0, strip_cols = 0, packed_offsets = 0, packed_strips = 0;
   int strip_samples = 0;  // packed strips: sample columns per invocation
-  bool narrow = false;    // packed strips: 4-byte table elements
   GLuint rows_naive = 0, cols_naive = 0, rows_scan_tex = 0, rows_scan_buf = 0, cols_scan = 0,
          block_sums = 0, add_rows = 0, add_cols = 0, transpose = 0;
   int tile = 32;

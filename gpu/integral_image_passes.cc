@@ -97,7 +97,6 @@ absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspac
     if (s = program("integral_packed_offsets", strip, &ws.packed_offsets); !s.ok()) return s;
     // Only the strips go narrow: the offsets pass keeps 64-bit sums, of which the strips use the
     // low words, and the carries hold the low words too: everything mod 2^32, consistently.
-    ws.narrow = narrow;
     if (s = program("integral_packed_strips", narrow ? StrCat(strip, "#define ACC_U32 1\n") : strip,
                     &ws.packed_strips);
         !s.ok()) {

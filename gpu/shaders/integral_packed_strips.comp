@@ -12,16 +12,14 @@ layout(local_size_x = 8) in;
 #if defined(ACC_U32)
 // 4-byte table elements, each mod 2^32 (the C++ side rebuilds the 8-byte rows as it reads them).
 layout(std430, binding = 0) writeonly buffer Table { uint table[]; };
+layout(std430, binding = 0) writeonly buffer Table4 { uvec4 table4[]; };
 uint table_elem(ACC a) { return a; }
+#define VEC4_STORES 1
+#define ACC4 uvec4
 #else
 layout(std430, binding = 0) writeonly buffer Table { uvec2 table[]; };
 uvec2 table_elem(ACC a) { return acc_store(a); }
-#endif
-#if defined(ACC_U32)
-layout(std430, binding = 0) writeonly buffer Table4 { uvec4 table4[]; };
-#define VEC4_STORES 1
-#define ACC4 uvec4
-#elif defined(ACC_DOUBLE)
+#if defined(ACC_DOUBLE)
 layout(std430, binding = 0) writeonly buffer Table4 { dvec4 table4[]; };
 #define VEC4_STORES 1
 #define ACC4 dvec4
@@ -29,6 +27,7 @@ layout(std430, binding = 0) writeonly buffer Table4 { dvec4 table4[]; };
 layout(std430, binding = 0) writeonly buffer Table4 { u64vec4 table4[]; };
 #define VEC4_STORES 1
 #define ACC4 u64vec4
+#endif
 #endif
 layout(std430, binding = 1) readonly buffer CarryIn { uvec2 carry_in[]; };
 layout(std430, binding = 2) writeonly buffer CarryOut { uvec2 carry_out[]; };
