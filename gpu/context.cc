@@ -7,12 +7,14 @@
 #include <charconv>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "gpu/str.h"
+#include "gpu/driver_threads.h"
 #include "gpu/embedded_shaders.h"
+#include "gpu/str.h"
 
 namespace glimpse::gpu {
 namespace {
@@ -88,25 +90,64 @@ int g_egl_client_loaded = 0, g_egl_display_loaded = 0, g_gl_loaded = 0;
 // EGL displays are per process: eglGetPlatformDisplay returns the same one for every context on a
 // device, and eglTerminate ends it for all of them. Contexts count their display's users here
 // (under the mutex, with the eglInitialize or eglTerminate) so only the last one terminates it.
+// A CPU renderer starts its worker threads while the display's first context is made: they are
+// noted then, and pinned once that context shows the renderer is a CPU one.
 class DisplayUsers {
  public:
   static EGLBoolean Initialize(EGLDisplay display, EGLint* major, EGLint* minor) {
     std::lock_guard lock(mu_);
     if (!eglInitialize(display, major, minor)) return EGL_FALSE;
-    ++users_[display];
+    ++users_[display].users;
     return EGL_TRUE;
+  }
+  // Notes the threads the driver started while the display's first context was made (kept from
+  // the first context that saw any).
+  static void NoteDriverThreads(EGLDisplay display, std::vector<pid_t> threads) {
+    std::lock_guard lock(mu_);
+    auto it = users_.find(display);
+    if (it != users_.end() && it->second.driver_threads.empty()) {
+      it->second.driver_threads = std::move(threads);
+    }
   }
   static void Terminate(EGLDisplay display) {
     std::lock_guard lock(mu_);
     auto it = users_.find(display);
-    if (it == users_.end() || --it->second > 0) return;
+    if (it == users_.end() || --it->second.users > 0) return;
     users_.erase(it);
     eglTerminate(display);
   }
+  // Pins the display's driver threads one per CPU, the first time it is asked (logged then at
+  // `level`); returns them.
+  static std::vector<PinnedThread> PinDriverThreads(EGLDisplay display,
+                                                    spdlog::level::level_enum level) {
+    std::lock_guard lock(mu_);
+    auto it = users_.find(display);
+    if (it == users_.end()) return {};
+    Display& d = it->second;
+    if (!d.pin_tried) {
+      d.pin_tried = true;
+      d.pinned = PinOnePerCpu(d.driver_threads);
+      std::string where;
+      for (const PinnedThread& t : d.pinned) {
+        StrAppend(&where, where.empty() ? "" : ", ", "thread ", t.tid, " on CPU ", t.cpu);
+      }
+      spdlog::log(level, "CPU renderer: {} worker threads, {}", d.driver_threads.size(),
+                  where.empty() ? "left to the scheduler (fewer than this process's CPUs, or one "
+                                  "CPU)"
+                                : "pinned one per CPU: " + where);
+    }
+    return d.pinned;
+  }
 
  private:
+  struct Display {
+    int users = 0;
+    std::vector<pid_t> driver_threads;  // started while its first context was made
+    bool pin_tried = false;
+    std::vector<PinnedThread> pinned;
+  };
   static inline std::mutex mu_;
-  static inline std::map<EGLDisplay, int> users_;
+  static inline std::map<EGLDisplay, Display> users_;
 };
 
 // Picks the EGL display per options.device; fills info->platform.
@@ -229,6 +270,9 @@ absl::StatusOr<std::string> ExpandIncludes(std::string_view name, int file) {
 absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& options) {
   std::unique_ptr<Context> ctx(new Context());
   DeviceInfo& info = ctx->info_;
+  // The driver starts its threads somewhere between opening the display and the first context
+  // made current (llvmpipe: in eglCreateContext or eglMakeCurrent).
+  std::optional<DriverThreadCapture> capture(std::in_place);
   absl::StatusOr<EGLDisplay> display = OpenDisplay(options, &info);
   if (!display.ok()) return display.status();
   if (*display == EGL_NO_DISPLAY) return EglFailure(StrCat("eglGetPlatformDisplay(", info.platform, ")"));
@@ -264,6 +308,8 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
       }) == 0) {
     return absl::UnavailableError("glad could not load OpenGL 4.3 entry points");
   }
+  DisplayUsers::NoteDriverThreads(*display, capture->Started());
+  capture.reset();
   info.vendor = GlString(GL_VENDOR);
   info.renderer = GlString(GL_RENDERER);
   info.version = GlString(GL_VERSION);
@@ -283,6 +329,10 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
   spdlog::log(options.log_renderer ? spdlog::level::info : spdlog::level::debug,
               "GL context: {} | {} | {} (EGL {} {}, {})", info.vendor, info.renderer,
               info.version, info.egl_vendor, info.egl_version, info.platform);
+  if (info.software && options.pin_driver_threads) {
+    ctx->pinned_threads_ = DisplayUsers::PinDriverThreads(
+        *display, options.log_renderer ? spdlog::level::info : spdlog::level::debug);
+  }
   return ctx;
 }
 

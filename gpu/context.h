@@ -10,8 +10,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "gpu/driver_threads.h"
 #include "gpu/gl_handles.h"
 
 namespace glimpse::gpu {
@@ -24,6 +26,10 @@ struct ContextOptions {
   bool debug_output = true;
   // Logs the renderer at info level (else debug), as the serving context does.
   bool log_renderer = true;
+  // On CPU renderers, pins the renderer's worker threads one per CPU of the process's affinity
+  // mask (gpu/driver_threads.h): unpinned, the scheduler at times runs two of them on one CPU for
+  // whole runs of calls, at half speed. Once pinned, they stay so while the display lives.
+  bool pin_driver_threads = true;
 };
 
 struct DeviceLimits {
@@ -57,6 +63,9 @@ class Context {
 
   const DeviceInfo& info() const { return info_; }
   const DeviceLimits& limits() const { return info_.limits; }
+  // The CPU renderer's worker threads and the CPU each is pinned to (ContextOptions::
+  // pin_driver_threads); empty on GPUs, with one CPU, or when pinning is off.
+  const std::vector<PinnedThread>& pinned_threads() const { return pinned_threads_; }
 
   // The program built from gpu/shaders/<name>.comp with `defines` ("#define X 1\n" lines) and the
   // shared prelude prepended; compiled once, then cached. Errors carry the GLSL info log.
@@ -78,6 +87,7 @@ class Context {
   DeviceInfo info_;
   void* display_ = nullptr;  // EGLDisplay
   void* context_ = nullptr;  // EGLContext
+  std::vector<PinnedThread> pinned_threads_;
   std::map<std::string, GlProgram, std::less<>> programs_;
 };
 

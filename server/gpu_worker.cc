@@ -13,6 +13,12 @@ namespace glimpse::server {
 
 using SteadyClock = std::chrono::steady_clock;
 
+namespace {
+gpu::ContextOptions ContextOptionsFor(const WorkerOptions& o) {
+  return {.device = o.device, .pin_driver_threads = o.pin_driver_threads};
+}
+}  // namespace
+
 GpuWorker::GpuWorker(const WorkerOptions& options)
     : options_(options),
       store_(options.store_bytes, options.image_ttl, options.tenant_store_bytes),
@@ -131,7 +137,7 @@ bool GpuWorker::TakeRunnableLocked(Queued* out, Lease* lease,
 
 void GpuWorker::Loop(std::promise<absl::Status>* started) {
   absl::StatusOr<std::unique_ptr<gpu::Context>> ctx =
-      gpu::Context::Create(gpu::ContextOptions{.device = options_.device});
+      gpu::Context::Create(ContextOptionsFor(options_));
   if (!ctx.ok()) {
     started->set_value(
         Annotate(ctx.status(), StrCat("opening the GL context (--device=", options_.device, ")")));
@@ -148,7 +154,7 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
     const int threads = options_.warm_up_threads > 0 ? options_.warm_up_threads
                                                      : AutoWarmUpThreads(device_);
     const SteadyClock::time_point t0 = SteadyClock::now();
-    if (absl::Status s = WarmUpSideBySide(*kernels, gpu::ContextOptions{.device = options_.device},
+    if (absl::Status s = WarmUpSideBySide(*kernels, ContextOptionsFor(options_),
                                           threads);
         !s.ok()) {
       kernels.reset();

@@ -44,6 +44,7 @@ struct Job {
 
 struct WorkerOptions {
   std::string device = "auto";  // gpu::ContextOptions::device
+  bool pin_driver_threads = true;  // gpu::ContextOptions::pin_driver_threads
   int max_queue = 64;
   uint64_t store_bytes = uint64_t{2} << 30;
   uint64_t tenant_store_bytes = 0;  // each tenant's share of store_bytes; 0 = no share

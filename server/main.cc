@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   }
   int64_t warm_up = warm_up_env == "1";
   int64_t warm_up_threads = defaults.worker.warm_up_threads;
+  int64_t pin_driver_threads = defaults.worker.pin_driver_threads;
   constexpr int64_t kBig = int64_t{1} << 50;
 
   glimpse::server::FlagSet flags(
@@ -124,6 +125,11 @@ int main(int argc, char** argv) {
                "serving context gets the others' code from the driver's shader cache on disk, so "
                "this helps only where that cache is writable (0 = auto: on llvmpipe with Mesa's "
                "cache on, the CPUs this process may use, at most 8; else 1)");
+  flags.AddInt("pin-driver-threads", &pin_driver_threads, 0, 1,
+               "1: on CPU renderers (llvmpipe), pin the renderer's worker threads one per CPU "
+               "this process may run on, so that no two of them share a CPU while another idles "
+               "(the scheduler otherwise does so at times, halving the speed of whole runs of "
+               "calls); 0: leave them to the scheduler");
   if (std::string err = flags.Parse(argc, argv); !err.empty()) {
     std::fprintf(stderr, "glimpse-server: %s\n", err.c_str());
     return 2;
@@ -156,6 +162,7 @@ int main(int argc, char** argv) {
   o.worker.result_buffer_bytes = uint64_t(result_buffer_bytes);
   o.worker.warm_up = warm_up != 0;
   o.worker.warm_up_threads = int(warm_up_threads);
+  o.worker.pin_driver_threads = pin_driver_threads != 0;
   o.limits.max_image_pixels = uint64_t(max_image_pixels);
   o.limits.max_upload_bytes = uint64_t(max_upload_bytes);
   o.limits.max_message_bytes = uint64_t(max_message_bytes);

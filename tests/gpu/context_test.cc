@@ -1,10 +1,20 @@
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "gpu/context.h"
+#include "gpu/driver_threads.h"
 #include "gpu/image.h"
 #include "tests/gpu_test_env.h"
 
@@ -42,6 +52,133 @@ TEST(ContextTest, UnknownDeviceIsRefusedByName) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("gpu-please"), std::string::npos);
+}
+
+std::string OwnName() {
+  char name[64] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+int MaskCpus() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  return sched_getaffinity(0, sizeof(mask), &mask) == 0 ? CPU_COUNT(&mask) : 0;
+}
+
+// Threads that wait until released, each reporting its tid.
+class WaitingThreads {
+ public:
+  explicit WaitingThreads(int n) {
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([this] {
+        std::unique_lock lock(mu_);
+        tids_.push_back(gettid());
+        cv_.notify_all();
+        cv_.wait(lock, [this] { return released_; });
+      });
+    }
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return tids_.size() == size_t(n); });
+    std::sort(tids_.begin(), tids_.end());
+  }
+  ~WaitingThreads() {
+    {
+      std::lock_guard lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  std::vector<pid_t> tids() {
+    std::lock_guard lock(mu_);
+    return tids_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<pid_t> tids_;
+  bool released_ = false;
+  std::vector<std::thread> threads_;
+};
+
+TEST(DriverThreadsTest, CaptureFindsTheThreadsStartedWithinIt) {
+  const std::string own = OwnName();
+  ASSERT_NE(own, kDriverThreadName);
+  WaitingThreads before(1);
+  std::vector<pid_t> started, inside;
+  {
+    DriverThreadCapture capture;
+    EXPECT_EQ(OwnName(), kDriverThreadName);
+    WaitingThreads during(2);
+    inside = during.tids();
+    started = capture.Started();
+  }
+  EXPECT_EQ(OwnName(), own);  // given back
+  EXPECT_EQ(started, inside);  // not the thread started before, nor the calling one
+}
+
+TEST(DriverThreadsTest, PinsOneThreadPerCpuRoundRobin) {
+  const int cpus = MaskCpus();
+  if (cpus < 2) GTEST_SKIP() << "one CPU in this process's affinity mask: nothing to spread";
+  WaitingThreads waiting(cpus + 1);
+  const std::vector<pid_t> tids = waiting.tids();
+  const std::vector<PinnedThread> pinned = PinOnePerCpu(tids);
+  ASSERT_EQ(pinned.size(), tids.size());
+  std::vector<int> seen;
+  for (size_t i = 0; i < pinned.size(); ++i) {
+    EXPECT_EQ(pinned[i].tid, tids[i]);
+    EXPECT_EQ(ThreadCpus(tids[i]), std::to_string(pinned[i].cpu));  // as /proc shows it
+    if (i < size_t(cpus)) seen.push_back(pinned[i].cpu);
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end()) << "two threads on one CPU";
+  EXPECT_EQ(pinned[size_t(cpus)].cpu, pinned[0].cpu);  // round robin past the last CPU
+}
+
+TEST(DriverThreadsTest, FewerThreadsThanCpusStayFree) {
+  const int cpus = MaskCpus();
+  if (cpus < 2) GTEST_SKIP() << "one CPU in this process's affinity mask: nothing to spread";
+  WaitingThreads waiting(cpus - 1);
+  EXPECT_TRUE(PinOnePerCpu(waiting.tids()).empty());
+  for (pid_t tid : waiting.tids()) EXPECT_EQ(ThreadCpus(tid), ThreadCpus(gettid()));
+}
+
+TEST(DriverThreadsTest, CpuRendererWorkersArePinnedOnePerCpu) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  if (!ctx.info().software) GTEST_SKIP() << "not a CPU renderer: " << ctx.info().renderer;
+  const int cpus = MaskCpus();
+  if (cpus < 2) GTEST_SKIP() << "one CPU in this process's affinity mask: nothing to spread";
+  const std::vector<PinnedThread>& pinned = ctx.pinned_threads();
+  // llvmpipe starts LP_NUM_THREADS workers when it is set (none for 0: it runs dispatches on the
+  // calling thread); they are pinned when there is one for every CPU.
+  if (const char* n = std::getenv("LP_NUM_THREADS"); n != nullptr) {
+    const int workers = std::max(0, std::atoi(n));
+    EXPECT_EQ(pinned.size(), workers >= cpus ? size_t(workers) : 0);
+  }
+  if (pinned.empty()) GTEST_SKIP() << "fewer llvmpipe workers than CPUs (LP_NUM_THREADS): unpinned";
+  std::vector<int> seen;
+  for (const PinnedThread& t : pinned) {
+    std::string name;
+    std::ifstream("/proc/self/task/" + std::to_string(t.tid) + "/comm") >> name;
+    EXPECT_EQ(name, kDriverThreadName) << "thread " << t.tid;
+    EXPECT_EQ(ThreadCpus(t.tid), std::to_string(t.cpu)) << "thread " << t.tid;
+    if (seen.size() < size_t(cpus)) seen.push_back(t.cpu);
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end()) << "two workers on one CPU";
+  // A second context on the same display (on a thread of its own, as contexts are) finds them
+  // pinned already.
+  std::vector<pid_t> second_tids;
+  std::thread([&] {
+    auto second = Context::Create({.log_renderer = false});
+    ASSERT_TRUE(second.ok()) << second.status();
+    for (const PinnedThread& t : (*second)->pinned_threads()) second_tids.push_back(t.tid);
+  }).join();
+  std::vector<pid_t> tids;
+  for (const PinnedThread& t : pinned) tids.push_back(t.tid);
+  EXPECT_EQ(second_tids, tids);
 }
 
 TEST(ImageTest, RoundTripsEveryFormatAndChannelCount) {

@@ -1,0 +1,94 @@
+#include "gpu/driver_threads.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string_view>
+
+namespace glimpse::gpu {
+namespace {
+
+std::vector<pid_t> ProcessThreads() {
+  std::vector<pid_t> tids;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return tids;
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9') tids.push_back(pid_t(std::atol(e->d_name)));
+  }
+  closedir(dir);
+  std::sort(tids.begin(), tids.end());
+  return tids;
+}
+
+std::string ThreadName(pid_t tid) {
+  std::string name;
+  std::ifstream("/proc/self/task/" + std::to_string(tid) + "/comm") >> name;
+  return name;
+}
+
+}  // namespace
+
+DriverThreadCapture::DriverThreadCapture() : before_(ProcessThreads()) {
+  char name[64] = {};
+  if (pthread_getname_np(pthread_self(), name, sizeof(name)) == 0) {
+    name_ = name;
+    renamed_ = pthread_setname_np(pthread_self(), kDriverThreadName) == 0;
+  }
+}
+
+DriverThreadCapture::~DriverThreadCapture() {
+  if (renamed_) pthread_setname_np(pthread_self(), name_.c_str());
+}
+
+std::vector<pid_t> DriverThreadCapture::Started() const {
+  std::vector<pid_t> started;
+  if (!renamed_) return started;
+  const pid_t self = gettid();
+  for (pid_t tid : ProcessThreads()) {
+    if (tid != self && !std::binary_search(before_.begin(), before_.end(), tid) &&
+        ThreadName(tid) == kDriverThreadName) {
+      started.push_back(tid);
+    }
+  }
+  return started;
+}
+
+std::vector<PinnedThread> PinOnePerCpu(const std::vector<pid_t>& threads) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return {};
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &mask)) cpus.push_back(cpu);
+  }
+  // Fewer threads than CPUs: pinned, they could not move to CPUs that other work leaves idle.
+  if (cpus.size() < 2 || threads.size() < cpus.size()) return {};
+  std::vector<PinnedThread> pinned;
+  for (size_t i = 0; i < threads.size(); ++i) {
+    const int cpu = cpus[i % cpus.size()];
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(threads[i], sizeof(one), &one) == 0) pinned.push_back({threads[i], cpu});
+  }
+  return pinned;
+}
+
+std::string ThreadCpus(pid_t tid) {
+  std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    constexpr std::string_view kKey = "Cpus_allowed_list:";
+    if (line.rfind(kKey, 0) == 0) {
+      const size_t start = line.find_first_not_of(" \t", kKey.size());
+      return start == std::string::npos ? "" : line.substr(start);
+    }
+  }
+  return "";
+}
+
+}  // namespace glimpse::gpu
