@@ -1,6 +1,7 @@
 #include "gpu/box_filter_llvmpipe.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "gpu/str.h"
 
@@ -109,6 +110,38 @@ RowStrips SplitStrips(const ImageDesc& d, const StripPlan& p) {
   r.right0 = r.count;
   while (r.right0 > r.left && (r.right0 - 1) * p.strip + p.hi() > full) --r.right0;
   return r;
+}
+
+// Where the side image's texels come from. The side image holds, per row, the strips at the
+// row's ends, each with the plan's texels in the order it reads them; each such texel is a texel
+// of the row extended past its ends: copied when wholly inside the row, in runs (`copies`), else
+// built byte by byte (`bytes`, box_filter_fused_edges.comp).
+struct SidePlan {
+  struct Run {
+    int side = 0, row = 0, texels = 0;  // side image texel, row texel, how many
+  };
+  std::vector<Run> copies;
+  std::vector<int32_t> bytes;  // pairs: side image texel, texel of the extended row
+};
+SidePlan PlanSide(const ImageDesc& d, const StripPlan& p, const RowStrips& r) {
+  const int full = int(d.row_bytes() / 16);
+  SidePlan side;
+  int e = 0;
+  for (int k = 0; k < r.edges(); ++k) {
+    const int strip = k < r.left ? k : r.right0 + k - r.left;
+    for (int t = 0; t < p.texels; ++t, ++e) {
+      const int tx = strip * p.strip + (t < p.split ? p.dx_a + t : p.dx_b + t - p.split);
+      if (tx < 0 || tx >= full) {
+        side.bytes.insert(side.bytes.end(), {e, tx});
+      } else if (!side.copies.empty() && side.copies.back().side + side.copies.back().texels == e &&
+                 side.copies.back().row + side.copies.back().texels == tx) {
+        ++side.copies.back().texels;
+      } else {
+        side.copies.push_back({e, tx, 1});
+      }
+    }
+  }
+  return side;
 }
 
 // Loop iterations of one invocation (every loop whose trip count is not a compile-time constant)
@@ -246,25 +279,28 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
   if (o.fused_rows > 0) rows_interior = rows_edges = std::min(o.fused_rows, band);
 
   Buffer cut = Buffer::Create(4);
+  const SidePlan side = PlanSide(d, plan, strips);
+  const Buffer side_bytes =
+      side.bytes.empty() ? Buffer() : Buffer::Create(side.bytes.size() * 4, side.bytes.data());
   GpuTimer timer;
-  // The side image: every row at once.
-  glUseProgram(*edges_program);
-  image.BindPacked(0);
-  glBindImageTexture(1, scratch.edges.get(), 0, GL_FALSE, 0, GL_WRITE_ONLY, GL_RGBA32UI);
-  const GLuint e = *edges_program;
-  glUniform2i(glGetUniformLocation(e, "u_size"), d.width, d.height);
-  SetInt(e, "u_border", ShaderBorder(o.border));
-  glUniform1ui(glGetUniformLocation(e, "u_const"), GLuint(border_value));
-  SetInt(e, "u_full_texels", int(d.row_bytes() / 16));
-  SetInt(e, "u_n", plan.texels);
-  SetInt(e, "u_strip", plan.strip);
-  SetInt(e, "u_split", plan.split);
-  SetInt(e, "u_dx_a", plan.dx_a);
-  SetInt(e, "u_dx_b", plan.dx_b);
-  SetInt(e, "u_left", strips.left);
-  SetInt(e, "u_right0", strips.right0);
-  SetInt(e, "u_count", strips.edges());
-  glDispatchCompute(GLuint(CeilDiv(edge_w, 8)), GLuint(CeilDiv(d.height, 8)), 1);
+  // The side image, every row at once: the texels inside the row copied, the others built.
+  for (const SidePlan::Run& run : side.copies) {
+    glCopyImageSubData(image.packed_texture(), GL_TEXTURE_2D, 0, run.row, 0, 0,
+                       scratch.edges.get(), GL_TEXTURE_2D, 0, run.side, 0, 0, run.texels, d.height,
+                       1);
+  }
+  if (!side.bytes.empty()) {
+    glUseProgram(*edges_program);
+    image.BindPacked(0);
+    glBindImageTexture(1, scratch.edges.get(), 0, GL_FALSE, 0, GL_WRITE_ONLY, GL_RGBA32UI);
+    side_bytes.BindBase(2);
+    const GLuint e = *edges_program;
+    glUniform2i(glGetUniformLocation(e, "u_size"), d.width, d.height);
+    SetInt(e, "u_border", ShaderBorder(o.border));
+    glUniform1ui(glGetUniformLocation(e, "u_const"), GLuint(border_value));
+    SetInt(e, "u_count", int(side.bytes.size() / 2));
+    glDispatchCompute(GLuint(CeilDiv(d.height, 8)), 1, 1);
+  }
   glMemoryBarrier(GL_SHADER_IMAGE_ACCESS_BARRIER_BIT);
 
   for (;;) {
