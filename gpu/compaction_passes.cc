@@ -373,8 +373,10 @@ absl::StatusOr<CompactionResult> CompactionKernel::Run(const Image& image,
     for (int64_t done = 0; done < keep;) {
       const int64_t n = std::min(chunk_entries, keep - done);
       const int64_t words = CeilDiv(n * pixel_bytes, 4);
-      if (xy_chunk.bytes() < size_t(n) * 8) {
-        xy_chunk = Buffer::Create(size_t(n) * 8);
+      // Whole words' entries of (x, y): pixels of 1 or 2 bytes write them 4 or 2 at a time.
+      const size_t xy_bytes = size_t(CeilDiv(n, 4)) * 4 * 8;
+      if (xy_chunk.bytes() < xy_bytes) {
+        xy_chunk = Buffer::Create(xy_bytes);
         values_chunk = Buffer::Create(size_t(words) * 4);
       }
       clock.Start();
@@ -384,7 +386,9 @@ absl::StatusOr<CompactionResult> CompactionKernel::Run(const Image& image,
       const GLuint g = *gather;
       SetUint(g, "u_count", uint64_t(n));
       SetUint(g, "u_words", uint64_t(words));
-      DispatchFlat(g, limits, CeilDiv(std::max(n, words), kThreads));
+      // One invocation per word where a word holds whole pixels, else one per entry or word.
+      const bool whole = pixel_bytes == 1 || pixel_bytes == 2 || pixel_bytes == 4;
+      DispatchFlat(g, limits, CeilDiv(whole ? words : std::max(n, words), kThreads));
       glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
       clock.Stop();
       const size_t returned = result.returned();

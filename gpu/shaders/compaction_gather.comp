@@ -1,16 +1,70 @@
-// The output for a chunk of the ordered list of pixel keys ((y << 16) | x): invocation i writes
-// the (x, y) of entry i and word i of the packed values (all channels of each pixel, the image's
-// sample type, little-endian: 4 uint8, 2 uint16 or 1 float32 sample per word). Defines: FMT_UINT
-// | FMT_FLOAT, SAMPLE_BITS, CHANNELS.
+// The output for a chunk of the ordered list of pixel keys ((y << 16) | x): the (x, y) of every
+// entry and the packed values (all channels of each pixel, the image's sample type,
+// little-endian: 4 uint8, 2 uint16 or 1 float32 sample per word). Defines: FMT_UINT | FMT_FLOAT,
+// SAMPLE_BITS, CHANNELS.
 #include "compaction_block_scan.glsl"
 
 layout(std430, binding = 1) readonly buffer Indices { uint indices[]; };  // bound at the chunk
-layout(std430, binding = 5) writeonly buffer Xy { uint xy[]; };
 layout(std430, binding = 6) writeonly buffer Values { uint values[]; };
 uniform uint u_count;  // entries in the chunk
 uniform uint u_words;  // words of values
 
 ivec2 position(uint key) { return ivec2(key & 0xFFFFu, key >> 16); }
+
+#define PIXEL_BITS (CHANNELS * SAMPLE_BITS)
+#if PIXEL_BITS == 8 || PIXEL_BITS == 16 || PIXEL_BITS == 32
+// A pixel's samples fit a word a whole number of times: invocation i writes word i of the values,
+// the PER_WORD entries it packs, and their (x, y), each key read once and the (x, y) stored as
+// vectors (on llvmpipe every storage access is a loop over the SIMD lanes: 8 accesses for four
+// 1-byte pixels instead of 21). Past the chunk's last entry the word and the xy buffer (which
+// holds whole words' entries) repeat it; the caller reads only the chunk's entries.
+#define PER_WORD (32 / PIXEL_BITS)
+#if PER_WORD == 1
+layout(std430, binding = 5) writeonly buffer Xy { uvec2 xy[]; };
+#else
+layout(std430, binding = 5) writeonly buffer Xy { uvec4 xy[]; };
+#endif
+
+void main() {
+  uint i = flat_group_index() * kThreads + gl_LocalInvocationIndex;
+  if (i >= u_words) return;
+  uint last = u_count - 1u;
+  uvec2 p[PER_WORD];
+  uint word = 0u;
+  for (int k = 0; k < PER_WORD; ++k) {
+    uint entry = i * uint(PER_WORD) + uint(k);
+    ivec2 q = position(indices[min(entry, last)]);
+    p[k] = uvec2(q);
+#if defined(FMT_UINT)
+    uvec4 t = load_texel(q);
+#else
+    uvec4 t = floatBitsToUint(load_texel(q));
+#endif
+    uint bits = 0u;
+    for (int c = 0; c < CHANNELS; ++c) {
+#if SAMPLE_BITS < 32
+      bits |= (t[c] & ((1u << uint(SAMPLE_BITS)) - 1u)) << uint(c * SAMPLE_BITS);
+#else
+      bits = t[c];
+#endif
+    }
+    word |= bits << uint(k * PIXEL_BITS);
+  }
+  values[i] = word;
+#if PER_WORD == 4
+  xy[2u * i] = uvec4(p[0], p[1]);
+  xy[2u * i + 1u] = uvec4(p[2], p[3]);
+#elif PER_WORD == 2
+  xy[i] = uvec4(p[0], p[1]);
+#else
+  xy[i] = p[0];
+#endif
+}
+
+#else
+// Pixels of 3, 6, 8, 12 or 16 bytes: invocation i writes the (x, y) of entry i and word i of the
+// values.
+layout(std430, binding = 5) writeonly buffer Xy { uint xy[]; };
 
 void main() {
   uint i = flat_group_index() * kThreads + gl_LocalInvocationIndex;
@@ -51,3 +105,4 @@ void main() {
   }
   values[i] = word;
 }
+#endif

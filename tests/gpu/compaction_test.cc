@@ -329,7 +329,7 @@ TEST(CompactionTest, BandsAndChunksSplitLargeResultsAcrossBindings) {
   for (int64_t limit : {int64_t{1024}, int64_t{4096} + 12}) {
     kernel.SetBindingLimitForTesting(limit);
     for (SampleType t : kTypes) {
-      for (int ch : {3, 1}) {
+      for (int ch = 1; ch <= 4; ++ch) {  // pixels of 1-16 bytes, whole words or not
         const ImageDesc d{37, 211, ch, t};
         HostImage host = SelectiveImage(d, 0, 0.7, rng);
         auto image = Image::Upload(ctx, host);
