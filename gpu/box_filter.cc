@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -289,6 +290,44 @@ absl::Status BoxFilterKernel::WarmUp(WarmUpShare& share) {
 
 absl::StatusOr<BoxFilterResult> BoxFilterKernel::Run(const Image& image,
                                                      const BoxFilterOptions& options) {
+  return Filter(image, options, nullptr);
+}
+
+absl::StatusOr<BoxFilterResult> BoxFilterKernel::Stream(const Image& image,
+                                                        const BoxFilterOptions& options,
+                                                        const BoxFilterSink& sink) {
+  return Filter(image, options, &sink);
+}
+
+absl::Status BoxFilterKernel::DeliverRows(const Buffer& rows, const ImageDesc& d, int y0,
+                                          int count, const BoxFilterSink& sink) {
+  const size_t stride = size_t(PackedTexelsPerRow(d)) * 16, row = d.row_bytes();
+  const int piece_rows = int(std::max<size_t>(1, kSinkPieceBytes / row));
+  if (stride != row) staging_.resize(size_t(std::min(piece_rows, count)) * row);
+  absl::Status status;
+  const bool mapped = rows.ReadMapped(0, size_t(count) * stride, [&](const uint8_t* device) {
+    for (int r = 0; r < count && status.ok(); r += piece_rows) {
+      const int n = std::min(piece_rows, count - r);
+      const uint8_t* src = device + size_t(r) * stride;
+      if (stride != row) {  // rows padded to whole texels: cut them
+        for (int i = 0; i < n; ++i) std::memcpy(&staging_[size_t(i) * row], src + i * stride, row);
+        src = staging_.data();
+      }
+      status = sink(BoxFilterRows{y0 + r, n, std::span<const uint8_t>(src, size_t(n) * row)});
+    }
+  });
+  if (!mapped) {
+    absl::Status gl = ctx_.CheckGlError("box filter (mapping the output rows)");
+    return gl.ok() ? absl::InternalError("box filter: the driver could not map the output rows "
+                                         "for reading")
+                   : gl;
+  }
+  return status;
+}
+
+absl::StatusOr<BoxFilterResult> BoxFilterKernel::Filter(const Image& image,
+                                                        const BoxFilterOptions& options,
+                                                        const BoxFilterSink* sink) {
   const ImageDesc& d = image.desc();
   if (absl::Status s = ValidateImageDesc(d, ctx_.limits()); !s.ok()) return s;
   absl::StatusOr<BoxFilterOptions> resolved = ResolveBoxFilterOptions(d, options);
@@ -299,16 +338,33 @@ absl::StatusOr<BoxFilterResult> BoxFilterKernel::Run(const Image& image,
   if (o.tile_bytes > 0) limit = std::min(limit, o.tile_bytes);
   if (variant == BoxFilterVariant::kFusedStrips) {
     if (absl::Status s = box_filter_internal::FusedStripsSupports(d, o); !s.ok()) return s;
-    absl::StatusOr<Image> out = Image::AllocatePacked(ctx_, d);
-    if (!out.ok()) return out.status();
     BoxFilterResult result;
     result.variant = variant;
-    if (absl::Status s = box_filter_internal::RunFusedStrips(ctx_, image, o, limit,
-                                                             fused_scratch_, *out, &result.gpu_ns);
+    absl::StatusOr<Image> out;
+    if (sink == nullptr) {
+      // The output is written once, into the result's packed form (its plain texture made only
+      // if a kernel reads it); the copy counts as device time.
+      out = Image::AllocatePacked(ctx_, d);
+      if (!out.ok()) return out.status();
+    }
+    const box_filter_internal::FusedBandSink to_image = [&](const Buffer& rows, int y0,
+                                                            int count) {
+      GpuTimer timer;
+      absl::Status s = out->CopyPackedRowsFromBuffer(ctx_, rows, 0, y0, count);
+      result.gpu_ns += timer.StopAndRead();
+      return s;
+    };
+    const box_filter_internal::FusedBandSink to_sink = [&](const Buffer& rows, int y0,
+                                                           int count) {
+      return DeliverRows(rows, d, y0, count, *sink);
+    };
+    if (absl::Status s = box_filter_internal::RunFusedStrips(
+            ctx_, image, o, limit, fused_scratch_, sink == nullptr ? to_image : to_sink,
+            &result.gpu_ns);
         !s.ok()) {
       return s;
     }
-    result.image = *std::move(out);
+    if (sink == nullptr) result.image = *std::move(out);
     return result;
   }
   TilePlan plan = PlanTiles(variant, d, o, limit);
@@ -443,6 +499,21 @@ absl::StatusOr<BoxFilterResult> BoxFilterKernel::Run(const Image& image,
   }
   glUseProgram(0);
   if (absl::Status s = ctx_.CheckGlError("box filter"); !s.ok()) return s;
+  if (sink != nullptr) {
+    // The other variants' result is a texture: downloaded, then handed over a piece at a time.
+    const HostImage host = out->Download();
+    const size_t row = d.row_bytes();
+    const int piece_rows = int(std::max<size_t>(1, kSinkPieceBytes / row));
+    for (int y = 0; y < d.height; y += piece_rows) {
+      const int n = std::min(piece_rows, d.height - y);
+      if (absl::Status s = (*sink)(BoxFilterRows{
+              y, n, std::span<const uint8_t>(host.data.data() + size_t(y) * row, size_t(n) * row)});
+          !s.ok()) {
+        return s;
+      }
+    }
+    return result;
+  }
   result.image = std::move(*out);
   return result;
 }

@@ -15,8 +15,11 @@
 #define GLIMPSE_GPU_BOX_FILTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gpu/context.h"
@@ -78,10 +81,17 @@ struct BoxFilterOptions {
 };
 
 struct BoxFilterResult {
-  Image image;                                         // same desc as the input
+  Image image;                                         // same desc as the input (Run only)
   BoxFilterVariant variant = BoxFilterVariant::kAuto;  // the variant that ran
   uint64_t gpu_ns = 0;
 };
+
+// Rows [y0, y0 + rows) of a filtered image, each desc.row_bytes() long, tightly packed.
+struct BoxFilterRows {
+  int y0 = 0, rows = 0;
+  std::span<const uint8_t> bytes;
+};
+using BoxFilterSink = std::function<absl::Status(const BoxFilterRows&)>;
 
 // Checks the options against the image; errors name the field, the value and the limit.
 absl::StatusOr<BoxFilterOptions> ResolveBoxFilterOptions(const ImageDesc& desc,
@@ -116,9 +126,29 @@ class BoxFilterKernel {
   }
   absl::StatusOr<BoxFilterResult> Run(const Image& image, const BoxFilterOptions& options);
 
+  // Most bytes of rows a sink receives at once (at least one row).
+  static constexpr size_t kSinkPieceBytes = size_t{1} << 20;
+  // Filters `image` and hands the result's rows to `sink`, top to bottom, in pieces of at most
+  // kSinkPieceBytes (or one row), valid during the sink's call only; the result's image is
+  // empty. The fused strips hand them over straight from the device's output buffer, mapped,
+  // with no result image made (no texture to allocate and fill, no host copy of the whole
+  // image); the other variants download their result image. A sink error stops the run and is
+  // returned.
+  absl::StatusOr<BoxFilterResult> Stream(const Image& image, const BoxFilterOptions& options,
+                                         const BoxFilterSink& sink);
+
  private:
+  // The result image, or with `sink` the rows handed to it (then no image).
+  absl::StatusOr<BoxFilterResult> Filter(const Image& image, const BoxFilterOptions& options,
+                                         const BoxFilterSink* sink);
+  // Maps the band's rows of `rows` (packed layout) and hands them to `sink` a piece at a time,
+  // cut to the image's row length.
+  absl::Status DeliverRows(const Buffer& rows, const ImageDesc& desc, int y0, int count,
+                           const BoxFilterSink& sink);
+
   Context& ctx_;
   box_filter_internal::FusedStripsScratch fused_scratch_;
+  std::vector<uint8_t> staging_;  // a piece of rows cut to the image's row length
 };
 
 }  // namespace glimpse::gpu

@@ -1,6 +1,7 @@
 #include "gpu/box_filter_llvmpipe.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "gpu/str.h"
@@ -223,8 +224,8 @@ std::string FusedStripsDefines(const ImageDesc& d, const BoxFilterOptions& o) {
 }
 
 absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOptions& o,
-                            int64_t binding_bytes, FusedStripsScratch& scratch, Image& out,
-                            uint64_t* gpu_ns) {
+                            int64_t binding_bytes, FusedStripsScratch& scratch,
+                            const FusedBandSink& band_sink, uint64_t* gpu_ns) {
   const ImageDesc& d = image.desc();
   const int texels = PackedTexelsPerRow(d);
   const int64_t row_bytes = int64_t{texels} * 16;
@@ -282,7 +283,7 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
   const SidePlan side = PlanSide(d, plan, strips);
   const Buffer side_bytes =
       side.bytes.empty() ? Buffer() : Buffer::Create(side.bytes.size() * 4, side.bytes.data());
-  GpuTimer timer;
+  std::optional<GpuTimer> timer(std::in_place);
   // The side image, every row at once: the texels inside the row copied, the others built.
   for (const SidePlan::Run& run : side.copies) {
     glCopyImageSubData(image.packed_texture(), GL_TEXTURE_2D, 0, run.row, 0, 0,
@@ -303,35 +304,36 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
   }
   glMemoryBarrier(GL_SHADER_IMAGE_ACCESS_BARRIER_BIT);
 
-  for (;;) {
-    cut.Zero();
-    buf.BindBase(1);
-    cut.BindBase(2);
-    glUseProgram(p);
-    glUniform2i(glGetUniformLocation(p, "u_size"), d.width, d.height);
-    SetInt(p, "u_ry", o.ry);
-    SetInt(p, "u_border", ShaderBorder(o.border));
-    glUniform1ui(glGetUniformLocation(p, "u_const"), GLuint(border_value));
-    SetInt(p, "u_row_texels", texels);
-    SetInt(p, "u_row_bytes", int(d.row_bytes()));
-    glUniform1ui(glGetUniformLocation(p, "u_mul"), div->mul);
-    SetInt(p, "u_shift", div->shift);
-    glUniform1ui(glGetUniformLocation(p, "u_half"), div->half);
-    SetInt(p, "u_two", 2);
-    SetInt(p, "u_trail_dx", plan.dx_a);
-    SetInt(p, "u_lead_dx", plan.dx_b);
-    SetInt(p, "u_texels", plan.texels);
-    SetInt(p, "u_window_texels", plan.window_texels);
-    {
-      GLuint mask[4];
-      for (int q = 0; q < 4; ++q) {
-        const int keep = std::clamp(plan.last_bytes - 4 * q, 0, 4);
-        mask[q] = keep == 4 ? 0xFFFFFFFFu : (1u << (8 * keep)) - 1u;
+  for (int y0 = 0; y0 < d.height; y0 += band) {
+    const int h = std::min(band, d.height - y0);
+    for (;;) {
+      if (!timer) timer.emplace();
+      cut.Zero();
+      buf.BindBase(1);
+      cut.BindBase(2);
+      glUseProgram(p);
+      glUniform2i(glGetUniformLocation(p, "u_size"), d.width, d.height);
+      SetInt(p, "u_ry", o.ry);
+      SetInt(p, "u_border", ShaderBorder(o.border));
+      glUniform1ui(glGetUniformLocation(p, "u_const"), GLuint(border_value));
+      SetInt(p, "u_row_texels", texels);
+      SetInt(p, "u_row_bytes", int(d.row_bytes()));
+      glUniform1ui(glGetUniformLocation(p, "u_mul"), div->mul);
+      SetInt(p, "u_shift", div->shift);
+      glUniform1ui(glGetUniformLocation(p, "u_half"), div->half);
+      SetInt(p, "u_two", 2);
+      SetInt(p, "u_trail_dx", plan.dx_a);
+      SetInt(p, "u_lead_dx", plan.dx_b);
+      SetInt(p, "u_texels", plan.texels);
+      SetInt(p, "u_window_texels", plan.window_texels);
+      {
+        GLuint mask[4];
+        for (int q = 0; q < 4; ++q) {
+          const int keep = std::clamp(plan.last_bytes - 4 * q, 0, 4);
+          mask[q] = keep == 4 ? 0xFFFFFFFFu : (1u << (8 * keep)) - 1u;
+        }
+        glUniform4uiv(glGetUniformLocation(p, "u_last_mask"), 1, mask);
       }
-      glUniform4uiv(glGetUniformLocation(p, "u_last_mask"), 1, mask);
-    }
-    for (int y0 = 0; y0 < d.height; y0 += band) {
-      const int h = std::min(band, d.height - y0);
       SetInt(p, "u_band0", y0);
       SetInt(p, "u_band_rows", h);
       // The interior strips from the image, then the strips at the row's ends from the side image.
@@ -353,25 +355,25 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
         const int64_t invocations = int64_t{pass.strip_count} * CeilDiv(h, pass.rows);
         glDispatchCompute(GLuint(CeilDiv(invocations, 8)), 1, 1);
       }
-      if (absl::Status s = out.CopyPackedRowsFromBuffer(ctx, buf, 0, y0, h); !s.ok()) return s;
+      // An invocation cut short by the loop limit (Mesa builds other than those measured may
+      // unroll less) leaves wrong rows: run the band again with shorter runs of rows.
+      uint32_t cut_count = 0;
+      glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+      cut.Read(0, 4, &cut_count);
+      *gpu_ns += timer->StopAndRead();
+      timer.reset();
+      if (cut_count == 0) break;
+      if (rows_interior == 1 && rows_edges == 1) {
+        return absl::InternalError(StrCat("box filter (fused strips): ", cut_count,
+                                          " invocations ran out of loop "
+                                          "iterations with one row each"));
+      }
+      rows_interior = (rows_interior + 1) / 2;
+      rows_edges = (rows_edges + 1) / 2;
     }
-    // An invocation cut short by the loop limit (Mesa builds other than those measured may
-    // unroll less) leaves wrong rows: run again with shorter runs of rows.
-    uint32_t cut_count = 0;
-    glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
-    glBindBuffer(GL_SHADER_STORAGE_BUFFER, cut.get());
-    glGetBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, 4, &cut_count);
-    glBindBuffer(GL_SHADER_STORAGE_BUFFER, 0);
-    if (cut_count == 0) break;
-    if (rows_interior == 1 && rows_edges == 1) {
-      return absl::InternalError(StrCat("box filter (fused strips): ", cut_count,
-                                        " invocations ran out of loop "
-                                        "iterations with one row each"));
-    }
-    rows_interior = (rows_interior + 1) / 2;
-    rows_edges = (rows_edges + 1) / 2;
+    glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT | GL_PIXEL_BUFFER_BARRIER_BIT);
+    if (absl::Status s = band_sink(buf, y0, h); !s.ok()) return s;
   }
-  *gpu_ns += timer.StopAndRead();
   glUseProgram(0);
   return ctx.CheckGlError("box filter (fused strips)");
 }

@@ -4,6 +4,7 @@
 #define GLIMPSE_GPU_BOX_FILTER_LLVMPIPE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -33,14 +34,18 @@ absl::Status FusedStripsSupports(const ImageDesc& desc, const BoxFilterOptions& 
 // The program's defines: every image property and option that needs its own program.
 std::string FusedStripsDefines(const ImageDesc& desc, const BoxFilterOptions& options);
 
-// Filters `image` into the packed form of `out` (an image of the same desc, from
-// Image::AllocatePacked: the output is written once, its plain texture made only if used), in
-// bands of rows whose output fits `binding_bytes`, through `scratch` (grown when too small, kept
-// by the caller across calls); adds the time taken to *gpu_ns.
+// Gets each band of output rows once they are right: the buffer holding them in the packed
+// layout (PackedTexelsPerRow(desc) * 16 bytes a row) from offset 0, the band's first row and its
+// row count. An error stops the run and is returned.
+using FusedBandSink = std::function<absl::Status(const Buffer& rows, int y0, int count)>;
+
+// Filters `image` in bands of rows whose output fits `binding_bytes`, through `scratch` (grown
+// when too small, kept by the caller across calls), handing each band to `band_sink`, top to
+// bottom; adds the device time of the dispatches (not the sink's) to *gpu_ns.
 // REQUIRES: FusedStripsSupports() is OK.
 absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOptions& options,
-                            int64_t binding_bytes, FusedStripsScratch& scratch, Image& out,
-                            uint64_t* gpu_ns);
+                            int64_t binding_bytes, FusedStripsScratch& scratch,
+                            const FusedBandSink& band_sink, uint64_t* gpu_ns);
 
 // The value of the shaders' u_border for a border mode: box_filter_common.glsl's BORDER_* constants.
 inline int ShaderBorder(BorderMode m) {

@@ -4,6 +4,7 @@
 #include <climits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -81,15 +82,55 @@ absl::StatusOr<uint64_t> BoxFilterAnalysis::ResultBytes(const gpu::ImageDesc& de
     return absl::InvalidArgumentError(StrCat("encoding PNG needs a uint8 image, got ",
                                              gpu::DescribeImage(desc), "; ask for RAW pixels"));
   }
-  // The downloaded pixels and the messages made from them exist together for a moment.
+  // The downloaded pixels and the messages made from them exist together for a moment; RAW
+  // pixels not kept go from the device straight into the messages.
   switch (options.encoding) {
     case v1::PIXEL_ENCODING_RAW:
-      return 2 * desc.bytes() + Framing(desc.bytes(), 1 << 20) + kEndsBytes;
+      return (options.keep ? 2 : 1) * desc.bytes() + Framing(desc.bytes(), 1 << 20) + kEndsBytes;
     case v1::PIXEL_ENCODING_PNG:
       return desc.bytes() + 2 * PngBound(desc) + Framing(PngBound(desc), 1 << 20) + kEndsBytes;
     default:
       return kEndsBytes;
   }
+}
+
+// RAW pixels not kept: the kernel hands the rows over from the device a piece at a time, and they
+// are cut into messages as they come, with no image of the result made on the host.
+absl::Status BoxFilterAnalysis::StreamRaw(const StreamWork<Response>& work, GpuEnv& env,
+                                          const Acquired& image, const Options& options,
+                                          Lease lease) {
+  const gpu::ImageDesc& d = image.image->desc();
+  const size_t chunk = work.service->limits.chunk_bytes;
+  std::vector<v1::BoxFilterResponse> messages;
+  messages.reserve(d.bytes() / chunk + 3);
+  v1::BoxFilterHeader* h = messages.emplace_back().mutable_header();
+  *h->mutable_image() = image.info;
+  FillInfo(d, h->mutable_result());
+  h->set_encoding(options.encoding);
+  h->set_data_bytes(d.bytes());
+  absl::StatusOr<gpu::BoxFilterResult> r = env.kernels.box_filter.Stream(
+      *image.image, options.filter, [&](const gpu::BoxFilterRows& rows) {
+        std::span<const uint8_t> bytes = rows.bytes;
+        while (!bytes.empty()) {
+          if (!messages.back().has_chunk() || messages.back().chunk().size() == chunk) {
+            messages.emplace_back().mutable_chunk()->reserve(chunk);
+          }
+          std::string* out = messages.back().mutable_chunk();
+          const size_t n = std::min(chunk - out->size(), bytes.size());
+          out->append(reinterpret_cast<const char*>(bytes.data()), n);
+          bytes = bytes.subspan(n);
+        }
+        return absl::OkStatus();
+      });
+  if (!r.ok()) return r.status();
+  messages.front().mutable_header()->set_variant(std::string(gpu::BoxFilterVariantName(r->variant)));
+  work.call->record.set_gpu_ns(r->gpu_ns);
+  work.call->record.set_analysis(kName, gpu::BoxFilterVariantName(r->variant));
+  *messages.emplace_back().mutable_timing() = work.call->record.Timing();
+  lease.ShrinkTo(d.bytes() + Framing(d.bytes(), chunk) + kEndsBytes);
+  if (absl::Status s = work.call->Send(std::move(messages), std::move(lease)); !s.ok()) return s;
+  work.call->Close(absl::OkStatus());
+  return absl::OkStatus();
 }
 
 absl::Status BoxFilterAnalysis::Run(const StreamWork<Response>& work, GpuEnv& env,
@@ -98,6 +139,9 @@ absl::Status BoxFilterAnalysis::Run(const StreamWork<Response>& work, GpuEnv& en
     if (absl::Status s = env.images.Reserve(image.image->gpu_bytes(), work.call->record.tenant());
         !s.ok())
       return s;
+  }
+  if (options.encoding == v1::PIXEL_ENCODING_RAW && !options.keep) {
+    return StreamRaw(work, env, image, options, std::move(lease));
   }
   absl::StatusOr<gpu::BoxFilterResult> r = env.kernels.box_filter.Run(*image.image, options.filter);
   if (!r.ok()) return r.status();

@@ -35,6 +35,10 @@ struct BoxFilterAnalysis {
                                               uint64_t part_bytes);
   static absl::Status Run(const StreamWork<Response>& work, GpuEnv& env, const Acquired& image,
                           const Options& options, Lease lease);
+
+ private:
+  static absl::Status StreamRaw(const StreamWork<Response>& work, GpuEnv& env,
+                                const Acquired& image, const Options& options, Lease lease);
 };
 
 }  // namespace glimpse::server

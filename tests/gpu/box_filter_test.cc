@@ -54,6 +54,28 @@ double FloatTolerance(const HostImage& img, const BoxFilterOptions& o, double re
   return tol;
 }
 
+// The image's rows as Stream() hands them over, checked to come top to bottom, whole rows, in
+// pieces of at most kSinkPieceBytes (or one row).
+std::vector<uint8_t> StreamRows(BoxFilterKernel& kernel, const Image& image,
+                                const BoxFilterOptions& o, const std::string& what) {
+  std::vector<uint8_t> rows;
+  int next = 0;
+  const size_t row = image.desc().row_bytes();
+  absl::StatusOr<BoxFilterResult> r = kernel.Stream(image, o, [&](const BoxFilterRows& piece) {
+    EXPECT_EQ(piece.y0, next) << what;
+    EXPECT_GE(piece.rows, 1) << what;
+    EXPECT_EQ(piece.bytes.size(), size_t(piece.rows) * row) << what;
+    EXPECT_TRUE(piece.rows == 1 || piece.bytes.size() <= BoxFilterKernel::kSinkPieceBytes)
+        << what << ": a piece of " << piece.bytes.size() << " bytes";
+    next = piece.y0 + piece.rows;
+    rows.insert(rows.end(), piece.bytes.begin(), piece.bytes.end());
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(r.ok()) << what << ": " << r.status();
+  EXPECT_EQ(next, image.desc().height) << what;
+  return rows;
+}
+
 void Check(BoxFilterKernel& kernel, Context& ctx, const HostImage& host,
            const BoxFilterOptions& o) {
   const std::string what = Describe(host.desc, o);
@@ -70,6 +92,9 @@ void Check(BoxFilterKernel& kernel, Context& ctx, const HostImage& host,
   absl::StatusOr<HostImage> ref = reference::BoxFilter(host, o);
   ASSERT_TRUE(ref.ok()) << ref.status();
   HostImage got = gpu->image.Download();
+  if (o.variant == BoxFilterVariant::kFusedStrips) {
+    EXPECT_EQ(StreamRows(kernel, *img, o, what), got.data) << what << ": streamed rows";
+  }
   if (host.desc.type != SampleType::kFloat32) {
     if (got.data == ref->data) return;
     int bad = 0;
@@ -258,6 +283,44 @@ TEST(BoxFilterTest, FusedStripsResultReadsTheSameInEitherForm) {
                 std::vector<uint8_t>(once->data.begin() + 3 * row, once->data.begin() + 10 * row))
           << what << ": rows copied";
     }
+  }
+}
+
+// Stream() hands over the rows without a result image: straight from the fused strips' output
+// buffer (rows padded to whole texels cut to the image's own), or downloaded from the other
+// variants' result; several pieces for larger images; a sink's error stops the run.
+TEST(BoxFilterTest, StreamHandsOverTheRowsInPieces) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  BoxFilterKernel kernel(ctx);
+  // 4099 x 3 bytes a row (padded in the packed form), 4096 x 4 (not): about 1 MiB in 85 and 64
+  // rows, so 300 rows come in several pieces.
+  for (auto [w, c] : {std::pair{4099, 3}, {4096, 4}, {5, 1}}) {
+    HostImage host = testing::RandomImage({w, 300, c, SampleType::kUint8}, rng);
+    absl::StatusOr<Image> img = Image::Upload(ctx, host);
+    ASSERT_TRUE(img.ok()) << img.status();
+    for (BoxFilterVariant v : kVariants) {
+      const BoxFilterOptions o{.rx = 3, .ry = 5, .border = BorderMode::kReplicate, .variant = v};
+      const std::string what = Describe(host.desc, o);
+      absl::StatusOr<HostImage> ref = reference::BoxFilter(host, o);
+      ASSERT_TRUE(ref.ok()) << ref.status();
+      EXPECT_TRUE(StreamRows(kernel, *img, o, what) == ref->data) << what;
+    }
+    // A sink's error comes back as the run's, and the kernel goes on working.
+    int pieces = 0;
+    const BoxFilterOptions o{.rx = 1, .ry = 1, .variant = BoxFilterVariant::kFusedStrips};
+    absl::StatusOr<BoxFilterResult> stopped =
+        kernel.Stream(*img, o, [&](const BoxFilterRows&) {
+          return ++pieces == 1 ? absl::OkStatus() : absl::CancelledError("the caller went away");
+        });
+    EXPECT_EQ(stopped.status().code(),
+              host.desc.row_bytes() * 300 > BoxFilterKernel::kSinkPieceBytes
+                  ? absl::StatusCode::kCancelled
+                  : absl::StatusCode::kOk);
+    absl::StatusOr<HostImage> ref = reference::BoxFilter(host, o);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    EXPECT_TRUE(StreamRows(kernel, *img, o, "after a stopped run") == ref->data);
   }
 }
 

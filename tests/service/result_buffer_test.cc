@@ -178,7 +178,7 @@ TEST_F(ResultBufferTest, ManyConcurrentLargeStreamsShareTheBudget) {
 
 // A result that cannot fit in the whole budget is refused, naming the flag.
 TEST_F(ResultBufferTest, ResultLargerThanTheBudgetIsRefusedNamingTheFlag) {
-  HostImage img = HostImage::Zeros({1024, 1024, 4, SampleType::kUint8});  // 4 MiB, twice held
+  HostImage img = HostImage::Zeros({1024, 2100, 4, SampleType::kUint8});  // 8.2 MiB of pixels
   absl::StatusOr<std::string> id = UploadImage(*ts_->stub, img);
   ASSERT_TRUE(id.ok());
   v1::BoxFilterRequest req;

@@ -567,6 +567,7 @@ TEST_F(ServiceTest, CompactMatchesReference) {
 struct BoxStream {
   v1::BoxFilterHeader header;
   std::string data;
+  std::vector<size_t> chunks;  // each chunk's size
   v1::Timing timing;
   grpc::Status status;
 };
@@ -578,7 +579,10 @@ BoxStream ReadBox(v1::ImageAnalytics::Stub& stub, const v1::BoxFilterRequest& re
   v1::BoxFilterResponse m;
   while (reader->Read(&m)) {
     if (m.has_header()) out.header = m.header();
-    if (m.has_chunk()) out.data += m.chunk();
+    if (m.has_chunk()) {
+      out.data += m.chunk();
+      out.chunks.push_back(m.chunk().size());
+    }
     if (m.has_timing()) out.timing = m.timing();
   }
   out.status = reader->Finish();
@@ -620,6 +624,13 @@ TEST_F(ServiceTest, BoxFilterMatchesReference) {
        v1::BORDER_MODE_REFLECT101,
        gpu::BorderMode::kReflect101,
        0},
+      // Several chunks, rows of 3903 bytes (padded in the packed form on CPU renderers).
+      {{1301, 811, 3, SampleType::kUint8},
+       7,
+       4,
+       v1::BORDER_MODE_CONSTANT,
+       gpu::BorderMode::kConstant,
+       77},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(gpu::DescribeImage(c.desc));
@@ -643,6 +654,9 @@ TEST_F(ServiceTest, BoxFilterMatchesReference) {
     EXPECT_EQ(got.header.encoding(), v1::PIXEL_ENCODING_RAW);
     EXPECT_EQ(got.header.data_bytes(), got.data.size());
     EXPECT_TRUE(got.header.result().image_id().empty());
+    // Chunks of the service's chunk size, the last one the rest.
+    for (size_t i = 0; i + 1 < got.chunks.size(); ++i) EXPECT_EQ(got.chunks[i], size_t{1} << 20);
+    EXPECT_EQ(got.chunks.size(), (got.data.size() + (size_t{1} << 20) - 1) >> 20);
     if (c.desc.type != SampleType::kFloat32) {
       EXPECT_TRUE(got.data == Bytes(*ref));
       continue;
