@@ -5,7 +5,9 @@
 #define GLIMPSE_GPU_COMPACTION_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -71,9 +73,19 @@ struct CompactionResult {
   CompactionVariant variant = CompactionVariant::kAuto;  // the variant that ran
   // GPU time of the dispatches (not the read-backs, nor the atomic variants' host ordering).
   uint64_t gpu_ns = 0;
+  uint64_t streamed = 0;  // entries handed to a sink instead (CompactionKernel::Stream)
 
-  size_t returned() const { return xy.size() / 2; }
+  size_t returned() const { return xy.size() / 2 + streamed; }
 };
+
+// Entries [first, first + count) of the list: their (x, y) pairs and their values, as in
+// CompactionResult.
+struct CompactionPiece {
+  uint64_t first = 0, count = 0;
+  std::span<const uint32_t> xy;     // 2 count
+  std::span<const uint8_t> values;  // count times the pixel's bytes
+};
+using CompactionSink = std::function<absl::Status(const CompactionPiece&)>;
 
 // Checks options against the image; errors name the field, the value and the limit.
 absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc,
@@ -104,14 +116,29 @@ class CompactionKernel {
     return WarmUp(all);
   }
   absl::StatusOr<CompactionResult> Run(const Image& image, const CompactionOptions& options);
+  // Most bytes of (x, y) and values a sink receives at once (at least one entry).
+  static constexpr size_t kSinkPieceBytes = size_t{1} << 20;
+  // As Run, with the list handed to `sink` in order, a piece at a time, valid during the sink's
+  // call only: the (x, y) straight from the device's buffer, mapped. The result's xy and values
+  // stay empty (`streamed` counts the entries). A sink error stops the run and is returned.
+  absl::StatusOr<CompactionResult> Stream(const Image& image, const CompactionOptions& options,
+                                          const CompactionSink& sink);
 
   // Lowers the bytes the kernel puts in one buffer binding below the device's limit, so tests can
   // exercise the band and chunk splitting on small images. 0 restores the device limit.
   void SetBindingLimitForTesting(int64_t bytes) { binding_limit_override_ = bytes; }
 
  private:
+  absl::StatusOr<CompactionResult> Find(const Image& image, const CompactionOptions& options,
+                                        const CompactionSink* sink);
+  // Hands a gathered chunk of n entries to `sink`, a piece at a time: (x, y) from `xy`, mapped;
+  // the values read into values_staging_ first.
+  absl::Status DeliverChunk(const Buffer& xy, const Buffer& values, uint64_t first, int64_t n,
+                            int64_t pixel_bytes, const CompactionSink& sink);
+
   Context& ctx_;
   int64_t binding_limit_override_ = 0;
+  std::vector<uint8_t> values_staging_;  // a chunk's values, for a sink
 };
 
 }  // namespace glimpse::gpu

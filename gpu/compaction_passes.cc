@@ -131,8 +131,45 @@ std::vector<uint32_t> OrderBandKeys(const std::vector<uint32_t>& keys, int width
 
 }  // namespace
 
+absl::Status CompactionKernel::DeliverChunk(const Buffer& xy, const Buffer& values,
+                                            uint64_t first, int64_t n, int64_t pixel_bytes,
+                                            const CompactionSink& sink) {
+  values_staging_.resize(size_t(n * pixel_bytes));
+  values.Read(0, values_staging_.size(), values_staging_.data());
+  const int64_t piece = std::max<int64_t>(1, int64_t(kSinkPieceBytes) / (8 + pixel_bytes));
+  absl::Status status;
+  const bool mapped = xy.ReadMapped(0, size_t(n) * 8, [&](const uint8_t* device) {
+    const uint32_t* pairs = reinterpret_cast<const uint32_t*>(device);
+    for (int64_t i = 0; i < n && status.ok(); i += piece) {
+      const int64_t m = std::min(piece, n - i);
+      status = sink(CompactionPiece{
+          first + uint64_t(i), uint64_t(m), std::span<const uint32_t>(pairs + 2 * i, size_t(2 * m)),
+          std::span<const uint8_t>(values_staging_.data() + i * pixel_bytes,
+                                   size_t(m * pixel_bytes))});
+    }
+  });
+  if (!mapped) {
+    absl::Status gl = ctx_.CheckGlError("compaction (mapping the list)");
+    return gl.ok() ? absl::InternalError("compaction: the driver could not map the list for reading")
+                   : gl;
+  }
+  return status;
+}
+
 absl::StatusOr<CompactionResult> CompactionKernel::Run(const Image& image,
                                                        const CompactionOptions& options) {
+  return Find(image, options, nullptr);
+}
+
+absl::StatusOr<CompactionResult> CompactionKernel::Stream(const Image& image,
+                                                          const CompactionOptions& options,
+                                                          const CompactionSink& sink) {
+  return Find(image, options, &sink);
+}
+
+absl::StatusOr<CompactionResult> CompactionKernel::Find(const Image& image,
+                                                        const CompactionOptions& options,
+                                                        const CompactionSink* sink) {
   const ImageDesc& desc = image.desc();
   absl::StatusOr<CompactionOptions> resolved = ResolveCompactionOptions(desc, options);
   if (!resolved.ok()) return resolved.status();
@@ -392,6 +429,15 @@ absl::StatusOr<CompactionResult> CompactionKernel::Run(const Image& image,
       glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
       clock.Stop();
       const size_t returned = result.returned();
+      if (sink != nullptr) {
+        if (absl::Status s = DeliverChunk(xy_chunk, values_chunk, returned, n, pixel_bytes, *sink);
+            !s.ok()) {
+          return s;
+        }
+        result.streamed += uint64_t(n);
+        done += n;
+        continue;
+      }
       result.xy.resize(result.xy.size() + size_t(n) * 2);
       result.values.resize(result.values.size() + size_t(n * pixel_bytes));
       xy_chunk.Read(0, size_t(n) * 8, result.xy.data() + returned * 2);

@@ -57,57 +57,57 @@ absl::StatusOr<uint64_t> CompactionAnalysis::ResultBytes(const gpu::ImageDesc& d
   if (resolved->count_only) return kEndsBytes;
   const uint64_t pixels = std::min<uint64_t>(uint64_t(resolved->max_results),
                                              uint64_t(desc.width) * uint64_t(desc.height));
-  // The list read back and the messages made from it exist together for a moment.
-  return 2 * pixels * (8 + ValueBytes(desc)) + pixels / 1024 * kChunkOverhead + kEndsBytes;
+  // The list goes from the device straight into the messages.
+  return pixels * (8 + ValueBytes(desc)) + pixels / 1024 * kChunkOverhead + kEndsBytes;
 }
 
 absl::Status CompactionAnalysis::Run(const StreamWork<Response>& work, GpuEnv& env,
                                      const Acquired& image, const Options& options, Lease lease) {
   const gpu::ImageDesc desc = image.image->desc();
-  absl::StatusOr<gpu::CompactionResult> r = env.kernels.compaction.Run(*image.image, options);
-  if (!r.ok()) return r.status();
-  work.call->record.set_gpu_ns(r->gpu_ns);
-  work.call->record.set_analysis(kName, gpu::CompactionVariantName(r->variant));
   const uint64_t value_bytes = ValueBytes(desc);
   const size_t per_chunk =
       std::max<size_t>(1, work.service->limits.chunk_bytes / (8 + value_bytes));
-  const size_t returned = r->returned();
-  const uint64_t list_bytes =
-      returned * (8 + value_bytes) + (returned / per_chunk + 1) * kChunkOverhead + kEndsBytes;
-  lease.ShrinkTo(2 * list_bytes);
-  auto result = std::make_shared<gpu::CompactionResult>(*std::move(r));
-  auto info = std::make_shared<v1::ImageInfo>(image.info);
-  auto held = std::make_shared<Lease>(std::move(lease));
-  // Cutting the list into messages is host work: off the GPU thread.
-  work.service->pool.Post(
-      [call = work.call, result, info, held, desc, value_bytes, per_chunk, list_bytes] {
-        const size_t n_total = result->returned();
-        std::vector<v1::CompactResponse> messages;
-        v1::CompactHeader* h = messages.emplace_back().mutable_header();
-        *h->mutable_image() = *info;
-        h->set_total(result->total);
-        h->set_returned(n_total);
-        h->set_truncated(result->truncated);
-        h->set_value_format(ToProto(desc.type));
-        h->set_value_channels(uint32_t(desc.channels));
-        h->set_variant(std::string(gpu::CompactionVariantName(result->variant)));
-        for (size_t i = 0; i < n_total; i += per_chunk) {
-          const size_t n = std::min(per_chunk, n_total - i);
-          v1::CompactChunk* c = messages.emplace_back().mutable_chunk();
-          c->set_first(i);
-          c->set_xy(reinterpret_cast<const char*>(result->xy.data() + 2 * i), n * 8);
-          c->set_values(reinterpret_cast<const char*>(result->values.data()) + i * value_bytes,
-                        n * value_bytes);
+  // The list comes from the device a piece at a time and is cut into messages of per_chunk
+  // entries as it comes (on this thread: one copy, and no list of the whole result on the host).
+  std::vector<v1::CompactResponse> messages;
+  messages.emplace_back().mutable_header();
+  absl::StatusOr<gpu::CompactionResult> r = env.kernels.compaction.Stream(
+      *image.image, options, [&](const gpu::CompactionPiece& piece) {
+        for (uint64_t i = 0; i < piece.count;) {
+          if (!messages.back().has_chunk() || messages.back().chunk().xy().size() == per_chunk * 8) {
+            v1::CompactChunk* c = messages.emplace_back().mutable_chunk();
+            c->set_first(piece.first + i);
+            const uint64_t expect = std::min<uint64_t>(per_chunk, piece.count - i);
+            c->mutable_xy()->reserve(expect * 8);
+            c->mutable_values()->reserve(expect * value_bytes);
+          }
+          v1::CompactChunk* c = messages.back().mutable_chunk();
+          const uint64_t n = std::min<uint64_t>(per_chunk - c->xy().size() / 8, piece.count - i);
+          c->mutable_xy()->append(reinterpret_cast<const char*>(piece.xy.data() + 2 * i), n * 8);
+          c->mutable_values()->append(
+              reinterpret_cast<const char*>(piece.values.data()) + i * value_bytes,
+              n * value_bytes);
+          i += n;
         }
-        *messages.emplace_back().mutable_timing() = call->record.Timing();
-        result->xy = {};
-        result->values = {};
-        held->ShrinkTo(list_bytes);
-        if (absl::Status s = call->Send(std::move(messages), std::move(*held)); !s.ok()) {
-          return call->Close(s);
-        }
-        call->Close(absl::OkStatus());
+        return absl::OkStatus();
       });
+  if (!r.ok()) return r.status();
+  work.call->record.set_gpu_ns(r->gpu_ns);
+  work.call->record.set_analysis(kName, gpu::CompactionVariantName(r->variant));
+  const size_t returned = r->returned();
+  v1::CompactHeader* h = messages.front().mutable_header();
+  *h->mutable_image() = image.info;
+  h->set_total(r->total);
+  h->set_returned(returned);
+  h->set_truncated(r->truncated);
+  h->set_value_format(ToProto(desc.type));
+  h->set_value_channels(uint32_t(desc.channels));
+  h->set_variant(std::string(gpu::CompactionVariantName(r->variant)));
+  *messages.emplace_back().mutable_timing() = work.call->record.Timing();
+  lease.ShrinkTo(returned * (8 + value_bytes) + (returned / per_chunk + 1) * kChunkOverhead +
+                 kEndsBytes);
+  if (absl::Status s = work.call->Send(std::move(messages), std::move(lease)); !s.ok()) return s;
+  work.call->Close(absl::OkStatus());
   return absl::OkStatus();
 }
 

@@ -57,6 +57,28 @@ void ExpectMatchesReference(CompactionKernel& kernel, const Image& image, const 
     } else {
       EXPECT_EQ(got->variant, v);
     }
+    // The same list streamed: in order, whole entries, pieces of at most kSinkPieceBytes.
+    std::vector<uint32_t> xy;
+    std::vector<uint8_t> values;
+    const size_t pixel_bytes = size_t(host.desc.channels) * BytesPerSample(host.desc.type);
+    auto streamed = kernel.Stream(image, o, [&](const CompactionPiece& piece) {
+      EXPECT_EQ(piece.first, xy.size() / 2) << Describe(host.desc, o);
+      EXPECT_GE(piece.count, 1u);
+      EXPECT_EQ(piece.xy.size(), 2 * piece.count);
+      EXPECT_EQ(piece.values.size(), piece.count * pixel_bytes);
+      EXPECT_TRUE(piece.count == 1 || piece.count * (8 + pixel_bytes) <=
+                                          CompactionKernel::kSinkPieceBytes);
+      xy.insert(xy.end(), piece.xy.begin(), piece.xy.end());
+      values.insert(values.end(), piece.values.begin(), piece.values.end());
+      return absl::OkStatus();
+    });
+    ASSERT_TRUE(streamed.ok()) << streamed.status() << " " << Describe(host.desc, o);
+    EXPECT_EQ(streamed->total, expected->total) << Describe(host.desc, o);
+    EXPECT_EQ(streamed->truncated, expected->truncated) << Describe(host.desc, o);
+    EXPECT_EQ(streamed->returned(), expected->returned()) << Describe(host.desc, o);
+    EXPECT_TRUE(streamed->xy.empty() && streamed->values.empty());
+    EXPECT_EQ(xy, expected->xy) << "streamed, " << Describe(host.desc, o);
+    EXPECT_EQ(values, expected->values) << "streamed, " << Describe(host.desc, o);
   }
 }
 

@@ -475,6 +475,7 @@ TEST_F(ServiceTest, LargeIntegralResultStreamsInChunks) {
 struct CompactStream {
   v1::CompactHeader header;
   std::string xy, values;
+  std::vector<size_t> chunks;  // entries per chunk
   v1::Timing timing;
   grpc::Status status;
 };
@@ -490,6 +491,7 @@ CompactStream ReadCompact(v1::ImageAnalytics::Stub& stub, const v1::CompactReque
       EXPECT_EQ(m.chunk().first(), out.xy.size() / 8);
       out.xy += m.chunk().xy();
       out.values += m.chunk().values();
+      out.chunks.push_back(m.chunk().xy().size() / 8);
     }
     if (m.has_timing()) out.timing = m.timing();
   }
@@ -528,6 +530,11 @@ TEST_F(ServiceTest, CompactMatchesReference) {
        false,
        0},
       {{29, 31, 4, SampleType::kFloat32}, v1::COMPACT_SOURCE_LUMA, 0, 0, 1, true, true, -1},
+      // Lists of several messages: all 614400 pixels (5.5 MB), and a cap inside a message.
+      {{1024, 600, 1, SampleType::kUint8}, v1::COMPACT_SOURCE_CHANNEL, 0, 0, 255, false, false,
+       -1},
+      {{1024, 600, 1, SampleType::kUint8}, v1::COMPACT_SOURCE_CHANNEL, 0, 30, 200, false, false,
+       300001},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(gpu::DescribeImage(c.desc));
@@ -561,6 +568,10 @@ TEST_F(ServiceTest, CompactMatchesReference) {
     EXPECT_EQ(got.header.value_channels(), uint32_t(c.desc.channels));
     EXPECT_TRUE(got.xy == AsBytes(ref->xy));
     EXPECT_TRUE(got.values == AsBytes(ref->values));
+    // Messages of as many entries as fit the service's 1 MiB chunk, the last one the rest.
+    const size_t per_chunk = (size_t{1} << 20) / (8 + c.desc.channels * BytesPerSample(c.desc.type));
+    for (size_t i = 0; i + 1 < got.chunks.size(); ++i) EXPECT_EQ(got.chunks[i], per_chunk);
+    EXPECT_EQ(got.chunks.size(), (ref->xy.size() / 2 + per_chunk - 1) / per_chunk);
   }
 }
 
