@@ -6,9 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <string_view>
+#include <thread>
 
 namespace glimpse::gpu {
 namespace {
@@ -25,6 +29,23 @@ std::vector<pid_t> ProcessThreads() {
   return tids;
 }
 
+// The threads inside a DriverThreadCapture right now: named kDriverThreadName themselves, and
+// perhaps started after another capture began, so never taken for a driver's thread.
+std::mutex g_capturing_mu;
+std::set<pid_t> g_capturing;
+
+// Whether a thread has blocked at least once (voluntary_ctxt_switches): it has run its start-up
+// code, and so given itself its own name if it takes one (llvmpipe's rasterizer threads and
+// Mesa's disk-cache thread do, first thing).
+bool HasBlocked(pid_t tid) {
+  std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    constexpr std::string_view kKey = "voluntary_ctxt_switches:";
+    if (line.rfind(kKey, 0) == 0) return std::atol(line.c_str() + kKey.size()) > 0;
+  }
+  return true;  // exited, or no such field: nothing to wait for
+}
+
 std::string ThreadName(pid_t tid) {
   std::string name;
   std::ifstream("/proc/self/task/" + std::to_string(tid) + "/comm") >> name;
@@ -34,6 +55,10 @@ std::string ThreadName(pid_t tid) {
 }  // namespace
 
 DriverThreadCapture::DriverThreadCapture() : before_(ProcessThreads()) {
+  {
+    std::lock_guard lock(g_capturing_mu);
+    g_capturing.insert(gettid());
+  }
   char name[64] = {};
   if (pthread_getname_np(pthread_self(), name, sizeof(name)) == 0) {
     name_ = name;
@@ -43,18 +68,30 @@ DriverThreadCapture::DriverThreadCapture() : before_(ProcessThreads()) {
 
 DriverThreadCapture::~DriverThreadCapture() {
   if (renamed_) pthread_setname_np(pthread_self(), name_.c_str());
+  std::lock_guard lock(g_capturing_mu);
+  g_capturing.erase(gettid());
 }
 
 std::vector<pid_t> DriverThreadCapture::Started() const {
   std::vector<pid_t> started;
   if (!renamed_) return started;
-  const pid_t self = gettid();
-  for (pid_t tid : ProcessThreads()) {
-    if (tid != self && !std::binary_search(before_.begin(), before_.end(), tid) &&
-        ThreadName(tid) == kDriverThreadName) {
-      started.push_back(tid);
+  {
+    std::lock_guard lock(g_capturing_mu);
+    for (pid_t tid : ProcessThreads()) {
+      if (!g_capturing.contains(tid) && !std::binary_search(before_.begin(), before_.end(), tid)) {
+        started.push_back(tid);
+      }
     }
   }
+  // A thread that has not run yet still carries the inherited name whatever it will call itself:
+  // wait (briefly: they block within microseconds of starting, unless the machine is loaded)
+  // until each has.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!std::all_of(started.begin(), started.end(), HasBlocked) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::erase_if(started, [](pid_t tid) { return ThreadName(tid) != kDriverThreadName; });
   return started;
 }
 

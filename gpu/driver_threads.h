@@ -32,7 +32,8 @@ class DriverThreadCapture {
   DriverThreadCapture(const DriverThreadCapture&) = delete;
   DriverThreadCapture& operator=(const DriverThreadCapture&) = delete;
 
-  // The threads started since construction that still carry kDriverThreadName, by tid.
+  // The threads started since construction that carry kDriverThreadName once they have run
+  // (those that name themselves are left out), by tid. Waits up to 2 s for them to run.
   std::vector<pid_t> Started() const;
 
  private:

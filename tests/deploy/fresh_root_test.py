@@ -221,7 +221,7 @@ def main():
     log.close()
     text = open(log_path, errors="replace").read()
     print("---- server log (head) ----\n" + "\n".join(text.splitlines()[:6]), flush=True)
-    c.check(re.search(r"renderer", text, re.I) is not None, "server logs the GL renderer it got")
+    c.check(re.search(r'renderer "', text) is not None, "server logs the GL renderer it got")
   finally:
     if server is not None and server.poll() is None:
       server.kill()

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -117,6 +118,40 @@ TEST(DriverThreadsTest, CaptureFindsTheThreadsStartedWithinIt) {
   }
   EXPECT_EQ(OwnName(), own);  // given back
   EXPECT_EQ(started, inside);  // not the thread started before, nor the calling one
+}
+
+// Two captures at once (contexts made on two threads): neither takes the other's thread, named
+// like a driver's while it captures, for one.
+TEST(DriverThreadsTest, ConcurrentCapturesDoNotTakeEachOther) {
+  std::optional<DriverThreadCapture> mine(std::in_place);
+  std::vector<pid_t> theirs_started;
+  pid_t theirs = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool captured = false, checked = false;
+  std::thread other([&] {
+    DriverThreadCapture capture;
+    std::unique_lock lock(mu);
+    theirs = gettid();
+    captured = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return checked; });
+    theirs_started = capture.Started();
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return captured; });
+  }
+  const std::vector<pid_t> started = mine->Started();
+  EXPECT_TRUE(std::find(started.begin(), started.end(), theirs) == started.end())
+      << "the other capturing thread was taken for a driver's";
+  {
+    std::lock_guard lock(mu);
+    checked = true;
+  }
+  cv.notify_all();
+  other.join();
+  EXPECT_TRUE(theirs_started.empty());
 }
 
 TEST(DriverThreadsTest, PinsOneThreadPerCpuRoundRobin) {
