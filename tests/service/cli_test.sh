@@ -187,7 +187,12 @@ fi
 [ $? = 1 ] || fail "--tls-cert without --tls-key should fail start-up"
 "$server_bin" --max-queue=0 >/dev/null 2>&1
 [ $? = 2 ] || fail "--max-queue=0 should be refused"
-"$server_bin" --help | grep -q -- "--max-connection-age-s" || fail "--help does not list every flag"
+# (The help is read whole first: grep -q would stop reading at its match, and a server still
+# writing would die of SIGPIPE, failing the pipeline.)
+server_help=$("$server_bin" --help) || fail "--help exit status"
+for flag in --max-connection-age-s --pin-driver-threads --warm-up-threads; do
+  grep -q -- "$flag" <<<"$server_help" || fail "--help does not list $flag"
+done
 
 # Access control: --token and $GLIMPSE_TOKEN on every command, glimpse load included.
 alice_token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
