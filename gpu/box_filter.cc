@@ -316,12 +316,7 @@ absl::Status BoxFilterKernel::DeliverRows(const Buffer& rows, const ImageDesc& d
       status = sink(BoxFilterRows{y0 + r, n, std::span<const uint8_t>(src, size_t(n) * row)});
     }
   });
-  if (!mapped) {
-    absl::Status gl = ctx_.CheckGlError("box filter (mapping the output rows)");
-    return gl.ok() ? absl::InternalError("box filter: the driver could not map the output rows "
-                                         "for reading")
-                   : gl;
-  }
+  if (!mapped) return ctx_.MapError("the box filter's output rows");
   return status;
 }
 

@@ -304,36 +304,38 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
   }
   glMemoryBarrier(GL_SHADER_IMAGE_ACCESS_BARRIER_BIT);
 
+  // The program's uniforms for every band and try (GL keeps them with the program).
+  glUseProgram(p);
+  glUniform2i(glGetUniformLocation(p, "u_size"), d.width, d.height);
+  SetInt(p, "u_ry", o.ry);
+  SetInt(p, "u_border", ShaderBorder(o.border));
+  glUniform1ui(glGetUniformLocation(p, "u_const"), GLuint(border_value));
+  SetInt(p, "u_row_texels", texels);
+  SetInt(p, "u_row_bytes", int(d.row_bytes()));
+  glUniform1ui(glGetUniformLocation(p, "u_mul"), div->mul);
+  SetInt(p, "u_shift", div->shift);
+  glUniform1ui(glGetUniformLocation(p, "u_half"), div->half);
+  SetInt(p, "u_two", 2);
+  SetInt(p, "u_trail_dx", plan.dx_a);
+  SetInt(p, "u_lead_dx", plan.dx_b);
+  SetInt(p, "u_texels", plan.texels);
+  SetInt(p, "u_window_texels", plan.window_texels);
+  {
+    GLuint mask[4];
+    for (int q = 0; q < 4; ++q) {
+      const int keep = std::clamp(plan.last_bytes - 4 * q, 0, 4);
+      mask[q] = keep == 4 ? 0xFFFFFFFFu : (1u << (8 * keep)) - 1u;
+    }
+    glUniform4uiv(glGetUniformLocation(p, "u_last_mask"), 1, mask);
+  }
+  buf.BindBase(1);
+  cut.BindBase(2);
+
   for (int y0 = 0; y0 < d.height; y0 += band) {
     const int h = std::min(band, d.height - y0);
     for (;;) {
       if (!timer) timer.emplace();
       cut.Zero();
-      buf.BindBase(1);
-      cut.BindBase(2);
-      glUseProgram(p);
-      glUniform2i(glGetUniformLocation(p, "u_size"), d.width, d.height);
-      SetInt(p, "u_ry", o.ry);
-      SetInt(p, "u_border", ShaderBorder(o.border));
-      glUniform1ui(glGetUniformLocation(p, "u_const"), GLuint(border_value));
-      SetInt(p, "u_row_texels", texels);
-      SetInt(p, "u_row_bytes", int(d.row_bytes()));
-      glUniform1ui(glGetUniformLocation(p, "u_mul"), div->mul);
-      SetInt(p, "u_shift", div->shift);
-      glUniform1ui(glGetUniformLocation(p, "u_half"), div->half);
-      SetInt(p, "u_two", 2);
-      SetInt(p, "u_trail_dx", plan.dx_a);
-      SetInt(p, "u_lead_dx", plan.dx_b);
-      SetInt(p, "u_texels", plan.texels);
-      SetInt(p, "u_window_texels", plan.window_texels);
-      {
-        GLuint mask[4];
-        for (int q = 0; q < 4; ++q) {
-          const int keep = std::clamp(plan.last_bytes - 4 * q, 0, 4);
-          mask[q] = keep == 4 ? 0xFFFFFFFFu : (1u << (8 * keep)) - 1u;
-        }
-        glUniform4uiv(glGetUniformLocation(p, "u_last_mask"), 1, mask);
-      }
       SetInt(p, "u_band0", y0);
       SetInt(p, "u_band_rows", h);
       // The interior strips from the image, then the strips at the row's ends from the side image.

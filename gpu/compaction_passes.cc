@@ -148,11 +148,7 @@ absl::Status CompactionKernel::DeliverChunk(const Buffer& xy, const Buffer& valu
                                    size_t(m * pixel_bytes))});
     }
   });
-  if (!mapped) {
-    absl::Status gl = ctx_.CheckGlError("compaction (mapping the list)");
-    return gl.ok() ? absl::InternalError("compaction: the driver could not map the list for reading")
-                   : gl;
-  }
+  if (!mapped) return ctx_.MapError("the compaction list");
   return status;
 }
 

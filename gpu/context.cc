@@ -90,8 +90,8 @@ int g_egl_client_loaded = 0, g_egl_display_loaded = 0, g_gl_loaded = 0;
 // EGL displays are per process: eglGetPlatformDisplay returns the same one for every context on a
 // device, and eglTerminate ends it for all of them. Contexts count their display's users here
 // (under the mutex, with the eglInitialize or eglTerminate) so only the last one terminates it.
-// A CPU renderer starts its worker threads while the display's first context is made: they are
-// noted then, and pinned once that context shows the renderer is a CPU one.
+// A CPU renderer starts its worker threads while the display's first context is made: that
+// context finds and pins them once it shows the renderer is a CPU one.
 class DisplayUsers {
  public:
   static EGLBoolean Initialize(EGLDisplay display, EGLint* major, EGLint* minor) {
@@ -100,15 +100,6 @@ class DisplayUsers {
     ++users_[display].users;
     return EGL_TRUE;
   }
-  // Notes the threads the driver started while the display's first context was made (kept from
-  // the first context that saw any).
-  static void NoteDriverThreads(EGLDisplay display, std::vector<pid_t> threads) {
-    std::lock_guard lock(mu_);
-    auto it = users_.find(display);
-    if (it != users_.end() && it->second.driver_threads.empty()) {
-      it->second.driver_threads = std::move(threads);
-    }
-  }
   static void Terminate(EGLDisplay display) {
     std::lock_guard lock(mu_);
     auto it = users_.find(display);
@@ -116,9 +107,11 @@ class DisplayUsers {
     users_.erase(it);
     eglTerminate(display);
   }
-  // Pins the display's driver threads one per CPU, the first time it is asked (logged then at
-  // `level`); returns them.
+  // The first time it is asked for a display: finds the driver threads `capture` saw start (the
+  // display's first context was made within it) and pins them one per CPU, logged at `level`.
+  // Returns those pinned.
   static std::vector<PinnedThread> PinDriverThreads(EGLDisplay display,
+                                                    const DriverThreadCapture& capture,
                                                     spdlog::level::level_enum level) {
     std::lock_guard lock(mu_);
     auto it = users_.find(display);
@@ -126,12 +119,13 @@ class DisplayUsers {
     Display& d = it->second;
     if (!d.pin_tried) {
       d.pin_tried = true;
-      d.pinned = PinOnePerCpu(d.driver_threads);
+      const std::vector<pid_t> threads = capture.Started();
+      d.pinned = PinOnePerCpu(threads);
       std::string where;
       for (const PinnedThread& t : d.pinned) {
         StrAppend(&where, where.empty() ? "" : ", ", "thread ", t.tid, " on CPU ", t.cpu);
       }
-      spdlog::log(level, "CPU renderer: {} worker threads, {}", d.driver_threads.size(),
+      spdlog::log(level, "CPU renderer: {} worker threads, {}", threads.size(),
                   where.empty() ? "left to the scheduler (fewer than this process's CPUs, or one "
                                   "CPU)"
                                 : "pinned one per CPU: " + where);
@@ -142,7 +136,6 @@ class DisplayUsers {
  private:
   struct Display {
     int users = 0;
-    std::vector<pid_t> driver_threads;  // started while its first context was made
     bool pin_tried = false;
     std::vector<PinnedThread> pinned;
   };
@@ -308,8 +301,6 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
       }) == 0) {
     return absl::UnavailableError("glad could not load OpenGL 4.3 entry points");
   }
-  DisplayUsers::NoteDriverThreads(*display, capture->Started());
-  capture.reset();
   info.vendor = GlString(GL_VENDOR);
   info.renderer = GlString(GL_RENDERER);
   info.version = GlString(GL_VERSION);
@@ -331,8 +322,9 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
               info.version, info.egl_vendor, info.egl_version, info.platform);
   if (info.software && options.pin_driver_threads) {
     ctx->pinned_threads_ = DisplayUsers::PinDriverThreads(
-        *display, options.log_renderer ? spdlog::level::info : spdlog::level::debug);
+        *display, *capture, options.log_renderer ? spdlog::level::info : spdlog::level::debug);
   }
+  capture.reset();  // the calling thread gets its name back
   return ctx;
 }
 
@@ -399,6 +391,12 @@ absl::Status Context::CheckGlError(std::string_view where) const {
     return absl::ResourceExhaustedError(StrCat(where, ": the GPU is out of memory"));
   }
   return absl::InternalError(StrCat(where, ": GL error 0x", fmt::format("{:x}", e)));
+}
+
+absl::Status Context::MapError(std::string_view what) const {
+  const std::string where = StrCat("mapping ", what, " for reading");
+  absl::Status gl = CheckGlError(where);
+  return gl.ok() ? absl::InternalError(StrCat(where, ": the driver could not map it")) : gl;
 }
 
 namespace {

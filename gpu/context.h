@@ -28,7 +28,8 @@ struct ContextOptions {
   bool log_renderer = true;
   // On CPU renderers, pins the renderer's worker threads one per CPU of the process's affinity
   // mask (gpu/driver_threads.h): unpinned, the scheduler at times runs two of them on one CPU for
-  // whole runs of calls, at half speed. Once pinned, they stay so while the display lives.
+  // whole runs of calls, at half speed. Decided by the display's first context; once pinned,
+  // they stay so while the display lives.
   bool pin_driver_threads = true;
 };
 
@@ -81,6 +82,8 @@ class Context {
 
   // A GL error raised since the last check, as a status (INTERNAL), else OK.
   absl::Status CheckGlError(std::string_view where) const;
+  // Why mapping `what` (a buffer's bytes) failed: the GL error raised, else INTERNAL.
+  absl::Status MapError(std::string_view what) const;
 
  private:
   Context() = default;

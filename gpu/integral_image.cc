@@ -257,12 +257,7 @@ absl::Status IntegralImageKernel::DeliverBand(
           status = sink(IntegralBand{squared, y0 + r, n, std::span<const uint8_t>(src, bytes)});
         }
       });
-  if (!mapped) {
-    absl::Status gl = ctx_.CheckGlError("integral image (mapping a band of the table)");
-    return gl.ok() ? absl::InternalError("integral image: the driver could not map a band of the "
-                                         "table for reading")
-                   : gl;
-  }
+  if (!mapped) return ctx_.MapError("a band of the integral table");
   if (absl::Status s = ctx_.CheckGlError("integral image"); !s.ok()) return s;
   return status;
 }
