@@ -413,6 +413,15 @@ def check_k8s(c, defaults, port, grace_s, services, image_uid, metrics_port):
               "would restart or unready the GPU pods")
       c.check(grpc.get("service", "") in allowed,
               f"{name}: {probe_name} service {grpc.get('service')!r} is '' or one of {services}")
+  # One allowance for the start-up warm-up (minutes on llvmpipe without a shader cache): the
+  # image's HEALTHCHECK must not call a server unhealthy sooner than the startupProbe gives up.
+  startup = server.get("startupProbe") or {}
+  allowed_s = startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3)
+  hc_options, _ = dc.healthcheck(dc.parse_dockerfile()[-1].last("HEALTHCHECK"))
+  start_period = dc.duration_s(hc_options.get("--start-period", "0s"))
+  c.check(start_period >= allowed_s,
+          f"Dockerfile HEALTHCHECK: --start-period ({start_period:.0f}s) at least {name}'s startupProbe "
+          f"allowance for the warm-up ({allowed_s}s)")
   ready = (server.get("readinessProbe") or {}).get("grpc") or {}
   c.check(ready.get("service") in services,
           f"{name}: readiness asks for the API service (SERVING once the GL context is up)")

@@ -32,12 +32,31 @@ for f in "$@"; do
   [ -f "$f" ] || { echo "FAIL: no such Dockerfile: $f"; exit 1; }
 done
 # JSON, counted here: the tool's own exit status is the issue count, which wraps at 256.
-"$bin" -o json "$@" | /usr/bin/python3 -c '
-import json, sys
+# One known false report is dropped: dockerfilelint 1.8 takes HEALTHCHECK option names as `--\w+`,
+# so `--start-period` reads as an unknown `--start` ("Invalid Argument Format"). Such a report is
+# dropped only when every option of that HEALTHCHECK is one Docker documents, written --name=value
+# (tests/deploy/check_manifests.py checks the options too).
+# The tool exits with its issue count: its report, not its status, decides.
+report=$("$bin" -o json "$@" || true)
+printf '%s' "$report" | /usr/bin/python3 -c '
+import json, re, sys
+KNOWN = {"--interval", "--timeout", "--start-period", "--start-interval", "--retries"}
+def misread_healthcheck(issue):
+  # The content is the instruction'"'"'s first line: the options, then CMD or a line continuation.
+  words = issue["content"].strip().rstrip("\\").split()
+  if issue["title"] != "Invalid Argument Format" or words[:1] != ["HEALTHCHECK"]:
+    return False
+  opts = words[1:words.index("CMD")] if "CMD" in words else words[1:]
+  return bool(opts) and all(re.fullmatch(r"--[a-z-]+=\S+", o) and o.split("=")[0] in KNOWN
+                            for o in opts)
 report = json.load(sys.stdin)
+total = 0
 for f in report["files"]:
+  kept = [i for i in f["issues"] if not misread_healthcheck(i)]
   for i in f["issues"]:
-    print("%s:%s: [%s] %s: %s" % (f["file"], i["line"], i["category"], i["title"], i["content"]))
-  print("%s: %d issues" % (f["file"], f["issues_count"]))
-sys.exit(1 if report["totalIssues"] else 0)
+    note = "" if i in kept else " (dropped: dockerfilelint 1.8 misreads --start-period)"
+    print("%s:%s: [%s] %s: %s%s" % (f["file"], i["line"], i["category"], i["title"], i["content"], note))
+  print("%s: %d issues" % (f["file"], len(kept)))
+  total += len(kept)
+sys.exit(1 if total else 0)
 '
