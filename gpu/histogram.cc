@@ -286,8 +286,8 @@ absl::Status HistogramKernel::Prepare(SampleType type) {
       }
       const int hists = source == HistogramSource::kAllChannels ? channels : 1;
       for (int bins : {1, kMaxPrivateArrayWords / hists}) {
-        for (bool key_table : {false, true}) {
-          defines.insert(internal::PrivateArrayDefines(desc, source, bins, key_table));
+        for (internal::KeyBinning binning : internal::kKeyBinnings) {
+          defines.insert(internal::PrivateArrayDefines(desc, source, bins, binning));
         }
       }
     }
@@ -305,10 +305,10 @@ absl::Status HistogramKernel::WarmUp(WarmUpShare& share) {
   // The programs kAuto can pick (see ResolveHistogramVariant; the test sweeps kAuto to catch any
   // drift): global atomics; on GPUs shared per thread; on CPU renderers private rows, whose row
   // count (32, 16 or 8) follows the counters (up to 256, 512, 1024), and for 8-bit images
-  // private_array with small arrays and multiply-shift binning, one per source. Each for every
-  // sample type and channel count (the texture format is part of llvmpipe's compiled variant, and
-  // of the private_array program), on one shape of image (WarmUpShape: no texture's side is a
-  // power of two, the other part of llvmpipe's variant key).
+  // private_array with small arrays, binning by a shift or by multiply-shift, for each source.
+  // Each for every sample type and channel count (the texture format is part of llvmpipe's
+  // compiled variant, and of the private_array program), on one shape of image (WarmUpShape: no
+  // texture's side is a power of two, the other part of llvmpipe's variant key).
   struct Dispatch {
     HistogramVariant variant;
     HistogramSource source;
@@ -327,8 +327,9 @@ absl::Status HistogramKernel::WarmUp(WarmUpShare& share) {
     for (int channels = 1; channels <= 4; ++channels) {
       std::vector<Dispatch> all = dispatches;
       if (ctx_.info().software && type == SampleType::kUint8) {
+        // Over the whole range, 1 bin bins by a shift alone, 10 bins by multiply-shift.
         for (HistogramSource source : kSources) {
-          all.push_back({HistogramVariant::kPrivateArray, source, 16});
+          for (int bins : {1, 10}) all.push_back({HistogramVariant::kPrivateArray, source, bins});
         }
       }
       const ImageDesc desc = WarmUpShape(type, channels);

@@ -50,7 +50,21 @@ std::optional<KeyArithmetic> FindKeyArithmeticFrom(const std::vector<int32_t>& t
       hi = std::min(hi, ((t + 1) * one - 1) / d);
     }
     if (lo <= hi) {
-      return KeyArithmetic{uint32_t(origin), uint32_t(end_key - origin), uint32_t(lo), s};
+      KeyArithmetic k{uint32_t(origin), uint32_t(end_key - origin), uint32_t(lo), s};
+      // Where every key is counted from 0, a shift alone may do (e.g. 1 bin: mul 0 above).
+      if (origin == 0 && end_key == int64_t(table.size())) {
+        for (uint32_t t = 0; t < 32; ++t) {
+          bool all = true;
+          for (int64_t key = 0; key < end_key && all; ++key) all = (key >> t) == table[size_t(key)];
+          if (all) {
+            k.mul = 1;
+            k.shift = t;
+            k.shift_only = true;
+            break;
+          }
+        }
+      }
+      return k;
     }
   }
   return std::nullopt;
@@ -72,12 +86,20 @@ int PrivateArrayHistWords(int hists, int bins) {
   return bins <= kPrivateArraySmallBins ? kPrivateArraySmallBins : kMaxPrivateArrayWords / hists;
 }
 
+KeyBinning KeyBinningFor(const std::optional<KeyArithmetic>& key) {
+  return !key ? KeyBinning::kTable : key->shift_only ? KeyBinning::kShift : KeyBinning::kArithmetic;
+}
+
 std::string PrivateArrayDefines(const ImageDesc& desc, HistogramSource source, int bins,
-                                bool key_table) {
+                                KeyBinning binning) {
   const int hists = source == HistogramSource::kAllChannels ? desc.channels : 1;
+  // Float keys are binned from their bounds: one program whatever `binning` says.
+  const bool integer = desc.type != SampleType::kFloat32;
   return StrCat(ImageDefines(desc), "#define SOURCE ", SourceDefine(desc, source),
                 "\n#define HIST_WORDS ", PrivateArrayHistWords(hists, bins), "\n",
-                key_table ? "#define KEY_TABLE 1\n" : "");
+                integer && binning == KeyBinning::kTable   ? "#define KEY_TABLE 1\n"
+                : integer && binning == KeyBinning::kShift ? "#define KEY_SHIFT 1\n"
+                                                           : "");
 }
 
 absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& image,
@@ -90,9 +112,10 @@ absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& im
     table = BuildIntegerBinTable(desc, o);
     key = FindKeyArithmetic(o, table);
   }
-  const bool key_table = desc.type != SampleType::kFloat32 && !key;
+  const KeyBinning binning = KeyBinningFor(key);
+  const bool key_table = desc.type != SampleType::kFloat32 && binning == KeyBinning::kTable;
   absl::StatusOr<GLuint> count_program = ctx.Program(
-      "histogram_private_array", PrivateArrayDefines(desc, o.source, o.bins, key_table));
+      "histogram_private_array", PrivateArrayDefines(desc, o.source, o.bins, binning));
   if (!count_program.ok()) return count_program.status();
   absl::StatusOr<GLuint> sum_program = ctx.Program("histogram_private_array_sum");
   if (!sum_program.ok()) return sum_program.status();

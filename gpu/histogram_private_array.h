@@ -19,6 +19,10 @@ namespace glimpse::gpu::internal {
 // bin = (d * mul) >> shift where d < range, otherwise not counted.
 struct KeyArithmetic {
   uint32_t base = 0, range = 0, mul = 0, shift = 0;
+  // Every key of the table counted, from 0, with mul 1: bin = key >> shift (a power-of-two number
+  // of bins over the whole range of the source, the usual request). The shader then needs no
+  // range check, subtraction or multiply: 20-30% of the counting pass on llvmpipe.
+  bool shift_only = false;
 };
 
 // The arithmetic form of `table` (BuildIntegerBinTable for resolved options `o`) if one equals
@@ -43,10 +47,16 @@ absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& im
 inline constexpr int kPrivateArraySmallBins = 256;
 int PrivateArrayHistWords(int hists, int bins);
 
+// How the program bins integer keys: through the table, by KeyArithmetic, or by its shift alone.
+enum class KeyBinning { kTable, kArithmetic, kShift };
+KeyBinning KeyBinningFor(const std::optional<KeyArithmetic>& key);
+inline constexpr KeyBinning kKeyBinnings[] = {KeyBinning::kTable, KeyBinning::kArithmetic,
+                                              KeyBinning::kShift};
+
 // The defines of the program RunPrivateArray uses for this image format, source and bin count,
-// binning integer keys through the table (key_table) or by KeyArithmetic.
+// binning integer keys as `binning` says (float keys: kArithmetic, which they ignore).
 std::string PrivateArrayDefines(const ImageDesc& desc, HistogramSource source, int bins,
-                                bool key_table);
+                                KeyBinning binning);
 
 }  // namespace glimpse::gpu::internal
 

@@ -6,7 +6,8 @@
 // and writes its counters to partials[i]; histogram_private_array_sum adds the partials up.
 //
 // Compile-time: the image format (FMT_*, CHANNELS, SAMPLE_BITS), SOURCE (0 one channel, 1 every
-// channel, 2 luma, 3 R+G+B) and HIST_WORDS, so the per-texel work unrolls to straight-line code.
+// channel, 2 luma, 3 R+G+B), HIST_WORDS and the key binning (KEY_TABLE, KEY_SHIFT, or neither),
+// so the per-texel work unrolls to straight-line code.
 #include "histogram_common.glsl"
 
 layout(local_size_x = 8) in;
@@ -17,8 +18,9 @@ uniform int u_invocations;  // N: rows are dealt out round-robin
 uniform int u_words;        // u_hists * u_bins
 uniform int u_row_samples;  // width * CHANNELS
 // Integer keys: bin = ((key - u_key_base) * u_key_mul) >> u_key_shift for key - u_key_base below
-// u_key_range (checked on the CPU to equal the bin table for every key), else (KEY_TABLE) the
-// table itself.
+// u_key_range (checked on the CPU to equal the bin table for every key); with KEY_SHIFT, where
+// every key is counted, u_key_base is 0 and u_key_mul 1, just key >> u_key_shift; with
+// KEY_TABLE, the table itself.
 uniform uint u_key_base;
 uniform uint u_key_range;
 uniform uint u_key_mul;
@@ -63,6 +65,8 @@ void count(int array, uint key) {
 #if defined(KEY_TABLE)
   int b = bin_table[key];
   if (b >= 0) bump(array, uint(b));
+#elif defined(KEY_SHIFT)
+  bump(array, key >> u_key_shift);  // every key counted, from 0 (the C++ side checked)
 #else
   uint d = key - u_key_base;
   bump(array, d < u_key_range ? (d * u_key_mul) >> u_key_shift : uint(HIST_WORDS));

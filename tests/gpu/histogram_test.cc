@@ -113,7 +113,9 @@ TEST(HistogramTest, RangesThatCutBothEndsAndAwkwardBinCounts) {
     int bins;
     double lo, hi;
   } cases[] = {{1, 0, 256},   {10, 20, 200},     {8, 16, 208},   {7, 3, 250},
-               {255, 0, 256}, {3, 100.5, 101.5}, {1000, 0, 256}, {5, -10, 5}};
+               {255, 0, 256}, {3, 100.5, 101.5}, {1000, 0, 256}, {5, -10, 5},
+               // Keys binned by a shift alone: 48 bins of the mean (R+G+B >> 4), 64 of the rest.
+               {48, 0, 256},  {64, 0, 256}};
   for (const Case& c : cases) {
     HistogramOptions o;
     o.bins = c.bins;
@@ -335,8 +337,51 @@ TEST(HistogramTest, IntegerBoundsOfEightBitKeysBinByMultiplyShift) {
       const int32_t bin = d < k->range ? int32_t((d * k->mul) >> k->shift) : -1;
       ASSERT_EQ(bin, table[key]) << "key " << key << ", bins " << o.bins << " lo " << *o.lo
                                  << " hi " << *o.hi;
+      if (k->shift_only) {
+        ASSERT_EQ(int32_t(key >> k->shift), table[key])
+            << "shift only: key " << key << ", bins " << o.bins << " lo " << *o.lo << " hi "
+            << *o.hi;
+      }
     }
   }
+}
+
+TEST(HistogramTest, PowerOfTwoBinsOverTheWholeRangeBinByAShiftAlone) {
+  // The usual requests: the default range of 8-bit values (or of R+G+B, 0-765), 2^k bins.
+  const ImageDesc desc{1, 1, 3, SampleType::kUint8};
+  for (HistogramSource s : {HistogramSource::kChannel, HistogramSource::kAllChannels,
+                            HistogramSource::kLuma, HistogramSource::kRgbMean}) {
+    for (int bins = 1; bins <= 256; ++bins) {
+      HistogramOptions o;
+      o.source = s;
+      o.bins = bins;
+      auto r = ResolveHistogramOptions(desc, o);
+      ASSERT_TRUE(r.ok());
+      const std::vector<int32_t> table = BuildIntegerBinTable(desc, *r);
+      const auto k = internal::FindKeyArithmetic(*r, table);
+      ASSERT_TRUE(k.has_value()) << bins;
+      // Keys per bin a power of two; the mean's keys are R+G+B, 768 of them for 256 values (one
+      // bin: any key >> 10 is 0).
+      const int keys = s == HistogramSource::kRgbMean ? 768 : 256;
+      const int per_bin = keys / bins;
+      const bool shift = bins == 1 || (keys % bins == 0 && (per_bin & (per_bin - 1)) == 0);
+      EXPECT_EQ(k->shift_only, shift)
+          << HistogramSourceName(s) << " " << bins << " bins";
+      EXPECT_EQ(internal::KeyBinningFor(k), k->shift_only ? internal::KeyBinning::kShift
+                                                          : internal::KeyBinning::kArithmetic);
+    }
+  }
+  // A range that leaves keys out, even with 2^k bins, needs the range check.
+  HistogramOptions o;
+  o.bins = 16;
+  o.lo = 0;
+  o.hi = 128;
+  auto r = ResolveHistogramOptions(desc, o);
+  ASSERT_TRUE(r.ok());
+  const auto k = internal::FindKeyArithmetic(*r, BuildIntegerBinTable(desc, *r));
+  ASSERT_TRUE(k.has_value());
+  EXPECT_FALSE(k->shift_only);
+  EXPECT_EQ(internal::KeyBinningFor(std::nullopt), internal::KeyBinning::kTable);
 }
 
 TEST(HistogramTest, AfterWarmUpAutoBuildsNoProgram) {
