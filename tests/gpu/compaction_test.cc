@@ -341,6 +341,41 @@ TEST(CompactionTest, CountOnlyGivesTheTotalAndNoList) {
   }
 }
 
+TEST(CompactionTest, CountOnlyOfEightBitPixelsAtEveryBoundChannelAndRowEnd) {
+  // The strip scan counts one channel of 8-bit pixels a word at a time (16-bit fields): every
+  // channel of 1, 2 and 4-channel images, rows ending at every byte of a texel, bounds at and
+  // past both ends of the byte range, empty ranges, both senses.
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  CompactionKernel kernel(ctx);
+  const std::pair<double, double> bounds[] = {
+      {7, 7},    {0, 0},      {255, 255}, {-5, 3},  {250, 1e9}, {-kInf, 40}, {40, kInf},
+      {-kInf, kInf}, {0.2, 0.8}, {-3, -1}, {300, 400}, {0, 254},  {1, 255},   {127.2, 127.9}};
+  for (int ch : {1, 2, 4}) {
+    for (int w : {1, 2, 3, 5, 7, 13, 16, 17, 33, 131}) {
+      const ImageDesc d{w, 3, ch, SampleType::kUint8};
+      HostImage host = testing::RandomImage(d, rng);
+      // Plenty of the extreme values, which sit next to the fields' carries.
+      for (int i = 0; i < w; ++i) {
+        host.set<uint8_t>(int(rng() % uint64_t(w)), int(rng() % 3), int(rng() % uint64_t(ch)),
+                          rng() % 2 ? 0 : 255);
+      }
+      auto image = Image::Upload(ctx, host);
+      ASSERT_TRUE(image.ok());
+      for (int channel = 0; channel < ch; ++channel) {
+        for (auto [lo, hi] : bounds) {
+          for (bool inside : {true, false}) {
+            CompactionOptions o{.channel = channel, .lo = lo, .hi = hi, .inside = inside,
+                                .count_only = true, .variant = CompactionVariant::kStripScan};
+            ExpectMatchesReference(kernel, *image, host, o, /*only=*/true);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(CompactionTest, BandsAndChunksSplitLargeResultsAcrossBindings) {
   // A binding limit of a few KiB makes every run split the rows into bands, the ordered scan
   // climb several levels, and the gather run in many chunks: results must not change.
