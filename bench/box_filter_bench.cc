@@ -5,9 +5,12 @@
 //                    [--channels 4]
 //                    [--variants shared_tile,separable,integral,fused_strips,auto]
 //                    [--json FILE] [--device auto|software|N] [--kernel-warm-up 1]
+//                    [--fused-rows N]
 // --kernel-warm-up 1: runs BoxFilterKernel::WarmUp() first (its wall time printed), and adds a
 // row per case with the first call's time ("first:<variant>"), to compare with the warm median.
 // For the first call without Mesa's disk cache, run with MESA_SHADER_CACHE_DISABLE=true.
+// --fused-rows N: fused_strips runs N output rows per invocation instead of its own choice
+// (BoxFilterOptions::fused_rows), to compare the work split.
 // Effective GB/s counts the image read once and the output written once.
 #include <algorithm>
 #include <cstdio>
@@ -28,6 +31,7 @@ int Main(int argc, char** argv) {
   BenchArgs args;
   std::vector<int> channels = {4}, radii = {1, 7, 31};
   bool kernel_warm_up = false;
+  int fused_rows = 0;
   std::vector<gpu::BoxFilterVariant> variants = {
       gpu::BoxFilterVariant::kSharedTile, gpu::BoxFilterVariant::kSeparable,
       gpu::BoxFilterVariant::kIntegral, gpu::BoxFilterVariant::kFusedStrips,
@@ -39,6 +43,8 @@ int Main(int argc, char** argv) {
       channels = ParseInts(value);
     } else if (flag == "--kernel-warm-up") {
       kernel_warm_up = value == "1";
+    } else if (flag == "--fused-rows") {
+      fused_rows = std::stoi(value);
     } else if (flag == "--variants") {
       variants = ParseVariants<gpu::BoxFilterVariant>(value, gpu::ParseBoxFilterVariant);
     } else {
@@ -71,7 +77,7 @@ int Main(int argc, char** argv) {
       const std::string size = StrCat(w, "x", h);
       for (int r : radii) {
         const std::string params = StrCat(ch, "ch uint8 r=", r);
-        const gpu::BoxFilterOptions base{.rx = r, .ry = r};
+        const gpu::BoxFilterOptions base{.rx = r, .ry = r, .fused_rows = fused_rows};
         auto expected = reference::BoxFilter(host, base);
         Timing cpu =
             Measure([&] { return WallMs([&] { (void)reference::BoxFilter(host, base); }); }, 0, 1);
