@@ -94,6 +94,10 @@ bool RowStepsFitUint32(const ImageDesc& desc, bool squared) {
   return max_value * uint64_t(desc.height) <= UINT32_MAX;
 }
 
+bool EightBitImagesMayNeedWideSums(const DeviceLimits& limits) {
+  return !RowStepsFitUint32({1, limits.max_texture_size, 1, SampleType::kUint8}, true);
+}
+
 IntegralElement IntegralElementFor(SampleType type) {
   return type == SampleType::kFloat32 ? IntegralElement::kFloat64 : IntegralElement::kUint64;
 }
@@ -160,13 +164,14 @@ absl::Status IntegralImageKernel::WarmUp(WarmUpShare& share) {
       absl::StatusOr<Image> image = Image::Upload(ctx_, HostImage::Zeros(desc));
       if (!image.ok()) return image.status();
       // squared = true runs the sum table's programs, then the squared table's. Where they were
-      // kept in 4-byte elements (narrow_sums: 8-bit images), the 8-byte ones run once more (the
-      // fallback where an image is too tall for them).
+      // kept in 4-byte elements (narrow_sums: 8-bit images), the 8-byte ones run once more if
+      // this device takes an image too tall for 4-byte sums (none does: they would be 4 more
+      // programs, 6 s of a 2-core llvmpipe warm-up, that no call runs).
       for (bool narrow : {true, false}) {
         absl::StatusOr<IntegralImageResult> r =
             Run(*image, {.squared = true, .narrow_sums = narrow}, sink);
         if (!r.ok()) return r.status();
-        if (!r->narrow_sums) break;
+        if (!r->narrow_sums || !EightBitImagesMayNeedWideSums(ctx_.limits())) break;
       }
     }
   }

@@ -81,6 +81,10 @@ struct IntegralImageResult {
 // down one column, at most the largest sample (or its square) times the height, and must be
 // below 2^32. For 8-bit images: 255 x height and 65025 x height, so every height up to 66051.
 bool RowStepsFitUint32(const ImageDesc& desc, bool squared);
+// Whether an 8-bit image as tall as the device takes (limits.max_texture_size) may be too tall
+// for 4-byte sums, so that kAuto may run its tables in 8-byte elements. No device is: GL
+// implementations take at most 32768 rows (llvmpipe 16384).
+bool EightBitImagesMayNeedWideSums(const DeviceLimits& limits);
 
 // Checks the options (band_bytes >= 0, a known variant); errors name the field and value.
 absl::Status ValidateIntegralImageOptions(const IntegralImageOptions& options);
@@ -108,7 +112,8 @@ class IntegralImageKernel {
   // Builds and dispatches, once each on a small image, every program that kAuto can pick on this
   // context's device, for every sample type, channel count and `squared` (the programs' defines),
   // so that no later kAuto call builds a program or pays for the driver's compile at its first
-  // dispatch. (force_two_word, a testing option, is not warmed.)
+  // dispatch. (force_two_word, a testing option, is not warmed; nor, for 8-bit images, the
+  // 8-byte sums of narrow_sums = false, a comparison option, unless EightBitImagesMayNeedWideSums.)
   absl::Status WarmUp(WarmUpShare& share);  // the units `share` claims (gpu/warm_up.h)
   absl::Status WarmUp() {
     WarmUpShare all;
