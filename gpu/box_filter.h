@@ -35,6 +35,7 @@ namespace box_filter_internal {
 // side image of the strips at the rows' ends (gpu/box_filter_llvmpipe.h).
 struct FusedStripsScratch {
   Buffer out;
+  Buffer ring;  // rx a uniform: each invocation's first-window sums of the rows in its window
   GlTexture edges;
   int edges_width = 0, edges_height = 0;  // the size asked for (the texture may be larger)
 };

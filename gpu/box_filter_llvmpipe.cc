@@ -27,6 +27,10 @@ constexpr int kMinRowsPerStart = 4;
 // Loop iterations one invocation may spend: llvmpipe ends every loop of an invocation once their
 // iterations add up to 65535 (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS); the rest is margin.
 constexpr int64_t kLoopBudget = 60000;
+// Most bytes of the first-window ring (rx a uniform: 16 bytes per invocation and row of its
+// window) one dispatch uses: a pass with more invocations runs in parts that take turns with it.
+// Runs are at least 4 windows tall, so a pass needs about a 32nd of the image's bytes.
+constexpr int64_t kRingBytes = int64_t{32} << 20;
 
 void SetInt(GLuint p, const char* name, int v) { glUniform1i(glGetUniformLocation(p, name), v); }
 
@@ -355,7 +359,22 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
         SetInt(p, "u_edges", pass.edges);
         SetInt(p, "u_rows", pass.rows);
         const int64_t invocations = int64_t{pass.strip_count} * CeilDiv(h, pass.rows);
-        glDispatchCompute(GLuint(CeilDiv(invocations, 8)), 1, 1);
+        // With rx a uniform, each invocation keeps 2ry + 1 ring slots: a pass whose ring would
+        // pass kRingBytes (or the binding limit) runs in parts, one after another on the ring.
+        int64_t part = invocations;
+        if (plan.runtime_rx) {
+          const int64_t slot_bytes = 16 * (2 * int64_t{o.ry} + 1);
+          const int64_t ring_bytes = std::min(kRingBytes, binding_bytes);
+          part = std::max<int64_t>(8, ring_bytes / slot_bytes / 8 * 8);
+          const size_t need = size_t(std::min(part, CeilDiv(invocations, 8) * 8) * slot_bytes);
+          if (scratch.ring.bytes() < need) scratch.ring = Buffer::Create(need);
+          scratch.ring.BindBase(3);
+        }
+        for (int64_t first = 0; first < invocations; first += part) {
+          if (plan.runtime_rx) glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);  // the ring's turn
+          SetInt(p, "u_inv0", int(first));
+          glDispatchCompute(GLuint(CeilDiv(std::min(part, invocations - first), 8)), 1, 1);
+        }
       }
       // An invocation cut short by the loop limit (Mesa builds other than those measured may
       // unroll less) leaves wrong rows: run the band again with shorter runs of rows.

@@ -27,9 +27,10 @@
 //   array's first edge falls, TRAIL_BYTE and LEAD_BYTE, is compiled in, so every index into the
 //   arrays is still a constant. Each row's first window (the C bytes before the strip) is kept
 //   as a running sum of its own, moved down a row at a time like the arrays: a loop over the
-//   window's texels in the rows entering and leaving it, u_window_texels texels from the trailing
-//   array's first, GROUP per iteration, whose bytes fall into one class per channel (one class
-//   per byte for C = 3, whose pixels straddle texels: a group of three texels holds whole pixels).
+//   window's texels in the row entering it, u_window_texels texels from the trailing array's
+//   first, GROUP per iteration, whose bytes fall into one class per channel (one class per byte
+//   for C = 3, whose pixels straddle texels: a group of three texels holds whole pixels); the
+//   row leaving it gives back the sums it brought, kept in a ring of 2 u_ry + 1 slots.
 //   So the strip need not be as wide as the window, and its program stays small (it compiles in
 //   a fraction of a second; one as wide as the widest window took seconds).
 // Both: CHANNELS, STRIP, WIDEV (vertical sums may pass 16 bits: one 32-bit field per byte
@@ -46,6 +47,12 @@ layout(std430, binding = 1) writeonly buffer OutTexels { uvec4 out_texels[]; };
 // under it; an invocation cut short anyway counts itself here, and the host runs again with
 // shorter runs.
 layout(std430, binding = 2) buffer Cut { uint cut_invocations; };
+#if defined(RUNTIME_RX)
+// Each row's sums over the first window's bytes, kept while the row is in the window (2 u_ry + 1
+// moves): when it leaves, they come back from here instead of being summed again, which halves
+// the window's image loads. This dispatch's invocation g uses ring[g * (2 u_ry + 1) + slot].
+layout(std430, binding = 3) buffer Ring { uvec4 ring[]; };
+#endif
 
 uniform int u_row_texels;   // texels per packed row
 uniform int u_row_bytes;    // bytes of an image row (the rest of its last texel is padding)
@@ -58,6 +65,7 @@ uniform uint u_mul;
 uniform int u_shift;
 uniform uint u_half;
 uniform int u_two;  // 2: a loop the compiler cannot unroll, to see whether loops still run
+uniform int u_inv0;  // the invocation this dispatch's first one stands for (a pass in parts)
 // This dispatch's strips: invocation i runs strip (i mod u_strips), listed from u_strip0 on; with
 // u_edges != 0 the first u_left of them are the row's first strips, the rest run from u_strip0 on,
 // and the bound image is the side image of their texels (TEXELS per strip, in list order).
@@ -160,7 +168,7 @@ void move_rows(int xt, int xl, int my_add, int my_sub, bool has_sub, bool first)
 
 // The first window's running sums: win[k] (k < C) is the window sum of the strip's byte k - C,
 // over bytes [b0, b0 + (2 rx + 1) C) of the rows, b0 = 16 xt + TRAIL_BYTE; moved down a row here
-// (add row my_add, take away row my_sub when has_sub). Byte 16 i + 4 q + k of a group of texels
+// (add row my_add, take away the row leaving when has_sub). Byte 16 i + 4 q + k of a group of texels
 // is in class (i + q + k) mod 3 for C = 3 (the classes of a word kept apart by p = (i + q) mod
 // 3), k mod C otherwise; class c holds the sums of window byte (c - TRAIL_BYTE) mod C.
 #if C == 3
@@ -175,35 +183,37 @@ void move_rows(int xt, int xl, int my_add, int my_sub, bool has_sub, bool first)
 #define KEEP_FROM(q) ((TRAIL_BYTE) <= 4 * (q) ? 0xFFFFFFFFu : (TRAIL_BYTE) >= 4 * (q) + 4 ? 0u : (0xFFFFFFFFu << uint(8 * ((TRAIL_BYTE) - 4 * (q)))))
 #define WIN_WORD(I, Q)                                       \
   ea[((I) + (Q)) % P] += a[Q] & 0x00FF00FFu;                 \
-  oa[((I) + (Q)) % P] += (a[Q] >> 8u) & 0x00FF00FFu;         \
-  es[((I) + (Q)) % P] += s[Q] & 0x00FF00FFu;                 \
-  os[((I) + (Q)) % P] += (s[Q] >> 8u) & 0x00FF00FFu;
+  oa[((I) + (Q)) % P] += (a[Q] >> 8u) & 0x00FF00FFu;
 #define WIN_TEXEL(I)                                                                         \
   if ((I) < GROUP) {                                                                         \
     int t = x + (I);                                                                         \
     uvec4 m = t == xt ? uvec4(KEEP_FROM(0), KEEP_FROM(1), KEEP_FROM(2), KEEP_FROM(3))        \
                       : t < x_last ? uvec4(0xFFFFFFFFu) : t == x_last ? u_last_mask : uvec4(0u); \
     uvec4 a = row_texel(t, my_add) & m;                                                      \
-    uvec4 s = has_sub ? row_texel(t, my_sub) & m : uvec4(0u);                                \
     WIN_WORD(I, 0) WIN_WORD(I, 1) WIN_WORD(I, 2) WIN_WORD(I, 3)                              \
   }
 // Fields 16 bits wide: a row's bytes of one class in the window, at most 65 pixels' worth.
-#define WIN_CLASS(p)                                                                \
-  if ((p) < P) {                                                                    \
-    win[REL(p)] += (ea[p] & 0xFFFFu) - (es[p] & 0xFFFFu);                           \
-    win[REL((p) + 1)] += (oa[p] & 0xFFFFu) - (os[p] & 0xFFFFu);                     \
-    win[REL((p) + 2)] += (ea[p] >> 16u) - (es[p] >> 16u);                           \
-    win[REL((p) + 3)] += (oa[p] >> 16u) - (os[p] >> 16u);                           \
+#define WIN_CLASS(p)                                           \
+  if ((p) < P) {                                               \
+    enter[REL(p)] += ea[p] & 0xFFFFu;                          \
+    enter[REL((p) + 1)] += oa[p] & 0xFFFFu;                    \
+    enter[REL((p) + 2)] += ea[p] >> 16u;                       \
+    enter[REL((p) + 3)] += oa[p] >> 16u;                       \
   }
-void move_window(int xt, int my_add, int my_sub, bool has_sub, inout uvec4 win) {
-  uint ea[3], oa[3], es[3], os[3];
+// Adds the entering row's sums over the window's bytes to win, and takes away those of the row
+// leaving (has_sub), which entered 2 u_ry + 1 moves ago into the same ring slot.
+void move_window(int xt, int my_add, bool has_sub, uint slot, inout uvec4 win) {
+  uint ea[3], oa[3];
   ea[0] = ea[1] = ea[2] = oa[0] = oa[1] = oa[2] = 0u;
-  es[0] = es[1] = es[2] = os[0] = os[1] = os[2] = 0u;
   int x_last = xt + u_window_texels - 1;
   for (int x = xt; x <= x_last; x += GROUP) {
     WIN_TEXEL(0) WIN_TEXEL(1) WIN_TEXEL(2)
   }
+  uvec4 enter = uvec4(0u);
   WIN_CLASS(0) WIN_CLASS(1) WIN_CLASS(2)
+  uvec4 leave = has_sub ? ring[slot] : uvec4(0u);
+  ring[slot] = enter;
+  win += enter - leave;
 }
 #else
 #define MOVE_S(T) MOVE_TEXEL(vs, x0, T, N)
@@ -248,7 +258,7 @@ void store_texel(int out_row, int tx, uvec4 o) {
 }
 
 void main() {
-  int i = int(gl_GlobalInvocationID.x);
+  int i = u_inv0 + int(gl_GlobalInvocationID.x);
   int run = i / u_strips;
   int k = i - run * u_strips;
   int strip = u_edges != 0 && k < u_left ? k : u_strip0 + k - (u_edges != 0 ? u_left : 0);
@@ -261,6 +271,9 @@ void main() {
   int xt = u_edges != 0 ? k * u_texels : tx0 + u_trail_dx;
   int xl = xt + u_lead_dx - u_trail_dx;
   uvec4 win = uvec4(0u);
+  const uint ring_slots = uint(2 * u_ry + 1);
+  const uint ring0 = gl_GlobalInvocationID.x * ring_slots;
+  uint slot = 0u;  // the move's slot, counted modulo ring_slots
 #define MOVE_ARGS xt, xl
 #else
   int x0 = u_edges != 0 ? k * TEXELS : tx0 - APRON;
@@ -275,7 +288,8 @@ void main() {
     int my_add = map_index(y + u_ry, u_size.y), my_sub = map_index(y - u_ry - 1, u_size.y);
     move_rows(MOVE_ARGS, my_add, my_sub, y > ya, y == ya - 2 * u_ry);
 #if defined(RUNTIME_RX)
-    move_window(xt, my_add, my_sub, y > ya, win);
+    move_window(xt, my_add, y > ya, ring0 + slot, win);
+    slot = slot + 1u == ring_slots ? 0u : slot + 1u;
 #endif
     if (y < ya) continue;
     // h[k]: the window sum of the strip's byte k - C, one of the C bytes before the strip.
