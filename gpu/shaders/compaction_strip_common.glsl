@@ -46,17 +46,45 @@ bool word_pixel_passes(uint word, int j) {
   return in_range == u_inside;
 }
 
+#if defined(SOURCE_CHANNEL) && defined(FMT_UINT) && SAMPLE_BITS == 8
+// One channel of 8-bit pixels: the bounds are tested a word at a time. Bytes 0, 2 and 1, 3 of a
+// word go into two words of 16-bit fields; adding 256 - lo to a field carries into its bit 8
+// exactly when the byte is >= lo, adding 255 - hi exactly when it is > hi, and no carry leaves a
+// field. swar_inside(w, k) has bit 0 of each field set for the bytes inside the range: bytes 0
+// and 2 in .x (bits 0 and 16), 1 and 3 in .y; k = swar_keys(), computed once per loop.
+#define SWAR_BYTES 1
+uvec2 swar_keys() {
+  return uvec2(256u - min(u_keys.x, 256u), 255u - min(u_keys.y, 255u)) * 0x00010001u;
+}
+uvec2 swar_inside(uint w, uvec2 k) {
+  uint e = w & 0x00FF00FFu, o = (w >> 8u) & 0x00FF00FFu;
+  return uvec2(((e + k.x) >> 8u) & ~((e + k.y) >> 8u), ((o + k.x) >> 8u) & ~((o + k.y) >> 8u)) &
+         0x00010001u;
+}
+#endif
+
 // Pass bits of the segment of row y (image row) starting at pixel x0 (a multiple of SEG): bit k
 // for pixel x0 + k; pixels at or past the width never pass.
 uint segment_bits(int y, int x0) {
   uint bits = 0u;
   int tx0 = x0 / (4 * PPW);
+#if defined(SWAR_BYTES) && CHANNELS == 1
+  const uvec2 keys = swar_keys();
+#endif
   for (int t = 0; t < SEG_TEXELS; ++t) {
     uvec4 v = imageLoad(u_packed, ivec2(tx0 + t, y));
     for (int q = 0; q < 4; ++q) {
+#if defined(SWAR_BYTES) && CHANNELS == 1
+      // Four pixels per word: the bytes' bits in order, flipped for the outside sense.
+      uvec2 f = swar_inside(v[q], keys);
+      uint nib = (f.x | (f.y << 1u) | (f.x >> 14u) | (f.y >> 13u)) & 0xFu;
+      if (!u_inside) nib ^= 0xFu;
+      bits |= nib << uint((t * 4 + q) * 4);
+#else
       for (int j = 0; j < PPW; ++j) {
         if (word_pixel_passes(v[q], j)) bits |= 1u << uint((t * 4 + q) * PPW + j);
       }
+#endif
     }
   }
   int n = u_size.x - x0;

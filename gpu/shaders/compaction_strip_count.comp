@@ -13,50 +13,40 @@ layout(std430, binding = 4) writeonly buffer RowTotals { uint row_totals[]; };
 #endif
 uniform int u_band;
 
-#if defined(COUNT_ONLY) && defined(SOURCE_CHANNEL) && defined(FMT_UINT) && SAMPLE_BITS == 8
-// Counting one channel of 8-bit pixels: whole words at a time, no bit per pixel. A word's bytes
-// 0, 2 and 1, 3 go into two words of 16-bit fields; adding 256 - lo to a field carries into its
-// bit 8 exactly when the byte is >= lo, adding 255 - hi exactly when it is > hi, and no carry
-// leaves a field. The fields of the selected channel's bytes count the passing ones.
+#if defined(COUNT_ONLY) && defined(SWAR_BYTES)
+// Counting one channel of 8-bit pixels: whole words at a time (swar_inside), no bit per pixel;
+// the fields of the selected channel's bytes count the passing ones.
 #define SWAR_COUNT 1
-uint g_ge, g_gt;          // 256 - lo and 255 - hi in both fields
-uint g_sel_e, g_sel_o;    // bit 0 of the fields of the channel's bytes: 0, 2 (even), 1, 3 (odd)
-
-uint swar_word(uint w, uint sel_e, uint sel_o) {
-  uint e = w & 0x00FF00FFu, o = (w >> 8u) & 0x00FF00FFu;
-  uint in_e = ((e + g_ge) >> 8u) & ~((e + g_gt) >> 8u);
-  uint in_o = ((o + g_ge) >> 8u) & ~((o + g_gt) >> 8u);
-  return (in_e & sel_e) + (in_o & sel_o);
-}
 
 // Pixels of row y whose sample is inside the key range (the caller turns that around for
 // u_inside == false).
 uint swar_row_inside(int y) {
-  uint lo = min(u_keys.x, 256u), hi = min(u_keys.y, 255u);
-  g_ge = (256u - lo) * 0x00010001u;
-  g_gt = (255u - hi) * 0x00010001u;
-  g_sel_e = g_sel_o = 0u;
+  // Bit 0 of the fields of the channel's bytes: 0, 2 (.x) and 1, 3 (.y).
+  uvec2 sel = uvec2(0u);
   for (int b = 0; b < 4; ++b) {
     if (b % CHANNELS != u_channel) continue;
     uint bit = (b & 2) != 0 ? 0x10000u : 1u;
-    if ((b & 1) == 0) g_sel_e |= bit; else g_sel_o |= bit;
+    if ((b & 1) == 0) sel.x |= bit; else sel.y |= bit;
   }
+  const uvec2 keys = swar_keys();
   int row_bytes = u_size.x * CHANNELS;
   int full = row_bytes / 16;
   uint acc = 0u;  // two 16-bit fields, at most 2 per word each: rows up to 2^17 bytes
   for (int t = 0; t < full; ++t) {
     uvec4 v = imageLoad(u_packed, ivec2(t, y));
-    acc += swar_word(v.x, g_sel_e, g_sel_o) + swar_word(v.y, g_sel_e, g_sel_o) +
-           swar_word(v.z, g_sel_e, g_sel_o) + swar_word(v.w, g_sel_e, g_sel_o);
+    uvec2 f = (swar_inside(v.x, keys) + swar_inside(v.y, keys) + swar_inside(v.z, keys) +
+               swar_inside(v.w, keys)) & (sel * 7u);
+    acc += f.x + f.y;
   }
   int rest = row_bytes - 16 * full;  // the last texel's bytes inside the row; the rest is padding
   if (rest > 0) {
     uvec4 v = imageLoad(u_packed, ivec2(full, y));
     for (int q = 0; q < 4; ++q) {
       int keep = clamp(rest - 4 * q, 0, 4);  // bytes of word q inside the row
-      uint valid_e = (keep > 0 ? 1u : 0u) | (keep > 2 ? 0x10000u : 0u);
-      uint valid_o = (keep > 1 ? 1u : 0u) | (keep > 3 ? 0x10000u : 0u);
-      acc += swar_word(v[q], g_sel_e & valid_e, g_sel_o & valid_o);
+      uvec2 valid = uvec2((keep > 0 ? 1u : 0u) | (keep > 2 ? 0x10000u : 0u),
+                          (keep > 1 ? 1u : 0u) | (keep > 3 ? 0x10000u : 0u));
+      uvec2 f = swar_inside(v[q], keys) & sel & valid;
+      acc += f.x + f.y;
     }
   }
   return (acc & 0xFFFFu) + (acc >> 16u);

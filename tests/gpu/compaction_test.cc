@@ -341,10 +341,10 @@ TEST(CompactionTest, CountOnlyGivesTheTotalAndNoList) {
   }
 }
 
-TEST(CompactionTest, CountOnlyOfEightBitPixelsAtEveryBoundChannelAndRowEnd) {
-  // The strip scan counts one channel of 8-bit pixels a word at a time (16-bit fields): every
-  // channel of 1, 2 and 4-channel images, rows ending at every byte of a texel, bounds at and
-  // past both ends of the byte range, empty ranges, both senses.
+TEST(CompactionTest, EightBitPixelsAtEveryBoundChannelAndRowEnd) {
+  // The strip scan tests one channel of 8-bit pixels a word at a time (16-bit fields), counting
+  // and listing: every channel of 1, 2 and 4-channel images, rows ending at every byte of a
+  // texel, bounds at and past both ends of the byte range, empty ranges, both senses.
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
@@ -366,9 +366,12 @@ TEST(CompactionTest, CountOnlyOfEightBitPixelsAtEveryBoundChannelAndRowEnd) {
       for (int channel = 0; channel < ch; ++channel) {
         for (auto [lo, hi] : bounds) {
           for (bool inside : {true, false}) {
-            CompactionOptions o{.channel = channel, .lo = lo, .hi = hi, .inside = inside,
-                                .count_only = true, .variant = CompactionVariant::kStripScan};
-            ExpectMatchesReference(kernel, *image, host, o, /*only=*/true);
+            for (bool count_only : {true, false}) {
+              CompactionOptions o{.channel = channel, .lo = lo, .hi = hi, .inside = inside,
+                                  .max_results = int64_t{w} * 3, .count_only = count_only,
+                                  .variant = CompactionVariant::kStripScan};
+              ExpectMatchesReference(kernel, *image, host, o, /*only=*/true);
+            }
           }
         }
       }
