@@ -165,7 +165,7 @@ absl::Status IntegralImageKernel::WarmUp(WarmUpShare& share) {
       if (!image.ok()) return image.status();
       // squared = true runs the sum table's programs, then the squared table's. Where they were
       // kept in 4-byte elements (narrow_sums: 8-bit images), the 8-byte ones run once more if
-      // this device takes an image too tall for 4-byte sums (none does: they would be 4 more
+      // this device takes an image too tall for 4-byte sums (otherwise they would be 4 more
       // programs, 6 s of a 2-core llvmpipe warm-up, that no call runs).
       for (bool narrow : {true, false}) {
         absl::StatusOr<IntegralImageResult> r =

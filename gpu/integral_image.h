@@ -82,8 +82,8 @@ struct IntegralImageResult {
 // below 2^32. For 8-bit images: 255 x height and 65025 x height, so every height up to 66051.
 bool RowStepsFitUint32(const ImageDesc& desc, bool squared);
 // Whether an 8-bit image as tall as the device takes (limits.max_texture_size) may be too tall
-// for 4-byte sums, so that kAuto may run its tables in 8-byte elements. No device is: GL
-// implementations take at most 32768 rows (llvmpipe 16384).
+// for 4-byte sums, so that kAuto may run its tables in 8-byte elements: past 66051 rows. Devices
+// measured take at most 32768 (llvmpipe 16384).
 bool EightBitImagesMayNeedWideSums(const DeviceLimits& limits);
 
 // Checks the options (band_bytes >= 0, a known variant); errors name the field and value.
