@@ -1,6 +1,7 @@
 #include "gpu/histogram_private_array.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -51,17 +52,19 @@ std::optional<KeyArithmetic> FindKeyArithmeticFrom(const std::vector<int32_t>& t
     }
     if (lo <= hi) {
       KeyArithmetic k{uint32_t(origin), uint32_t(end_key - origin), uint32_t(lo), s};
-      // Where every key is counted from 0, a shift alone may do (e.g. 1 bin: mul 0 above).
+      // Where every key is counted from 0, a shift alone may do (e.g. 1 bin: mul 0 above). Its
+      // only candidate: bin 1 starts at key 2^shift, or, with one bin, every key is below it.
       if (origin == 0 && end_key == int64_t(table.size())) {
-        for (uint32_t t = 0; t < 32; ++t) {
-          bool all = true;
-          for (int64_t key = 0; key < end_key && all; ++key) all = (key >> t) == table[size_t(key)];
-          if (all) {
-            k.mul = 1;
-            k.shift = t;
-            k.shift_only = true;
-            break;
-          }
+        const auto bin1 = std::find(table.begin(), table.end(), 1);
+        const uint64_t bin1_key = uint64_t(bin1 - table.begin());
+        const int shift = bin1 != table.end() ? std::countr_zero(bin1_key)
+                                              : std::bit_width(uint64_t(end_key - 1));
+        bool all = bin1 == table.end() || std::has_single_bit(bin1_key);
+        for (int64_t key = 0; key < end_key && all; ++key) all = (key >> shift) == table[size_t(key)];
+        if (all) {
+          k.mul = 1;
+          k.shift = uint32_t(shift);
+          k.shift_only = true;
         }
       }
       return k;
@@ -94,12 +97,12 @@ std::string PrivateArrayDefines(const ImageDesc& desc, HistogramSource source, i
                                 KeyBinning binning) {
   const int hists = source == HistogramSource::kAllChannels ? desc.channels : 1;
   // Float keys are binned from their bounds: one program whatever `binning` says.
-  const bool integer = desc.type != SampleType::kFloat32;
+  if (desc.type == SampleType::kFloat32) binning = KeyBinning::kArithmetic;
   return StrCat(ImageDefines(desc), "#define SOURCE ", SourceDefine(desc, source),
                 "\n#define HIST_WORDS ", PrivateArrayHistWords(hists, bins), "\n",
-                integer && binning == KeyBinning::kTable   ? "#define KEY_TABLE 1\n"
-                : integer && binning == KeyBinning::kShift ? "#define KEY_SHIFT 1\n"
-                                                           : "");
+                binning == KeyBinning::kTable   ? "#define KEY_TABLE 1\n"
+                : binning == KeyBinning::kShift ? "#define KEY_SHIFT 1\n"
+                                                : "");
 }
 
 absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& image,
@@ -112,8 +115,10 @@ absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& im
     table = BuildIntegerBinTable(desc, o);
     key = FindKeyArithmetic(o, table);
   }
-  const KeyBinning binning = KeyBinningFor(key);
-  const bool key_table = desc.type != SampleType::kFloat32 && binning == KeyBinning::kTable;
+  // Float keys: from the bounds (bin_of_value), never the table.
+  const KeyBinning binning =
+      desc.type == SampleType::kFloat32 ? KeyBinning::kArithmetic : KeyBinningFor(key);
+  const bool key_table = binning == KeyBinning::kTable;
   absl::StatusOr<GLuint> count_program = ctx.Program(
       "histogram_private_array", PrivateArrayDefines(desc, o.source, o.bins, binning));
   if (!count_program.ok()) return count_program.status();
