@@ -15,7 +15,6 @@ for bin in build-gpu/tests/gpu_tests build-gpu/bench/*_bench; do
     xargs -r -I{} cp -uL {} build-gpu/lib/
 done
 if [ ! -d .gl ]; then
-  grep -qx '/.gl/' .git/info/exclude 2>/dev/null || echo /.gl/ >>.git/info/exclude
   mkdir -p .gl /tmp/amd64/partial
   o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
   # shellcheck disable=SC2086
