@@ -162,10 +162,6 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
 
 GlimpseServer::~GlimpseServer() { Shutdown(std::chrono::seconds(0)); }
 
-std::shared_ptr<grpc::Channel> GlimpseServer::InProcessChannel() {
-  return server_->InProcessChannel(grpc::ChannelArguments());
-}
-
 void GlimpseServer::Shutdown(std::chrono::seconds grace) {
   if (shut_down_) return;
   shut_down_ = true;

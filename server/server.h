@@ -1,5 +1,5 @@
-// A running Glimpse server: the GPU worker, the service, health and reflection, on a port (and
-// in-process). Used by main() and by the service tests.
+// A running Glimpse server: the GPU worker, the service, health and reflection, on a port. Used by
+// main(), the service tests and the Analyze fuzz target.
 #ifndef GLIMPSE_SERVER_SERVER_H_
 #define GLIMPSE_SERVER_SERVER_H_
 
@@ -19,7 +19,7 @@
 namespace glimpse::server {
 
 struct ServerOptions {
-  std::string listen = "0.0.0.0:50051";  // "" = in-process only
+  std::string listen = "0.0.0.0:50051";  // "" = no port (start-up checks only)
   WorkerOptions worker;
   ServiceLimits limits;
   int max_connection_age_s = 300;           // 0 = never
@@ -39,11 +39,10 @@ class GlimpseServer {
   static absl::StatusOr<std::unique_ptr<GlimpseServer>> Start(const ServerOptions& options);
   ~GlimpseServer();  // Shutdown(0 s) if not done
 
-  // The port it listens on (the one picked when `listen` ends in ":0"); 0 when in-process only.
+  // The port it listens on (the one picked when `listen` ends in ":0"); 0 without `listen`.
   int port() const { return port_; }
   // The port /metrics is served on; 0 when metrics_listen is empty.
   int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
-  std::shared_ptr<grpc::Channel> InProcessChannel();
 
   // Reports NOT_SERVING, stops taking calls, lets queued and running calls finish within `grace`
   // (then cancels them), and frees the GPU. Idempotent.
