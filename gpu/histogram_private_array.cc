@@ -93,11 +93,14 @@ KeyBinning KeyBinningFor(const std::optional<KeyArithmetic>& key) {
   return !key ? KeyBinning::kTable : key->shift_only ? KeyBinning::kShift : KeyBinning::kArithmetic;
 }
 
+KeyBinning PrivateArrayBinning(SampleType type, KeyBinning integer_binning) {
+  return type == SampleType::kFloat32 ? KeyBinning::kArithmetic : integer_binning;
+}
+
 std::string PrivateArrayDefines(const ImageDesc& desc, HistogramSource source, int bins,
                                 KeyBinning binning) {
   const int hists = source == HistogramSource::kAllChannels ? desc.channels : 1;
-  // Float keys are binned from their bounds: one program whatever `binning` says.
-  if (desc.type == SampleType::kFloat32) binning = KeyBinning::kArithmetic;
+  binning = PrivateArrayBinning(desc.type, binning);  // float: one program whatever `binning`
   return StrCat(ImageDefines(desc), "#define SOURCE ", SourceDefine(desc, source),
                 "\n#define HIST_WORDS ", PrivateArrayHistWords(hists, bins), "\n",
                 binning == KeyBinning::kTable   ? "#define KEY_TABLE 1\n"
@@ -115,9 +118,7 @@ absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& im
     table = BuildIntegerBinTable(desc, o);
     key = FindKeyArithmetic(o, table);
   }
-  // Float keys: from the bounds (bin_of_value), never the table.
-  const KeyBinning binning =
-      desc.type == SampleType::kFloat32 ? KeyBinning::kArithmetic : KeyBinningFor(key);
+  const KeyBinning binning = PrivateArrayBinning(desc.type, KeyBinningFor(key));
   const bool key_table = binning == KeyBinning::kTable;
   absl::StatusOr<GLuint> count_program = ctx.Program(
       "histogram_private_array", PrivateArrayDefines(desc, o.source, o.bins, binning));

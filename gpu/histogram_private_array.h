@@ -50,11 +50,14 @@ int PrivateArrayHistWords(int hists, int bins);
 // How the program bins integer keys: through the table, by KeyArithmetic, or by its shift alone.
 enum class KeyBinning { kTable, kArithmetic, kShift };
 KeyBinning KeyBinningFor(const std::optional<KeyArithmetic>& key);
+// The binning a program for keys of `type` uses: `integer_binning`, except that float keys are
+// always binned from their bounds (kArithmetic).
+KeyBinning PrivateArrayBinning(SampleType type, KeyBinning integer_binning);
 inline constexpr KeyBinning kKeyBinnings[] = {KeyBinning::kTable, KeyBinning::kArithmetic,
                                               KeyBinning::kShift};
 
 // The defines of the program RunPrivateArray uses for this image format, source and bin count,
-// binning integer keys as `binning` says (float keys: kArithmetic, which they ignore).
+// binning keys as PrivateArrayBinning(desc.type, binning) says.
 std::string PrivateArrayDefines(const ImageDesc& desc, HistogramSource source, int bins,
                                 KeyBinning binning);
 
