@@ -3,7 +3,7 @@
 // It keeps the vertical window sums of its strip's bytes, plus APRON texels each side, in a local
 // array, moves them down one row per output row (add the row entering, take away the row
 // leaving), slides the horizontal window over them byte by byte (a step of CHANNELS bytes is one
-// pixel), divides exactly by a multiply-shift and writes whole uvec4 texels.
+// pixel), divides exactly by a multiply-shift and writes whole 16-byte texels.
 //
 // Every array index is a compile-time constant (RX, STRIP and APRON are defines, and the code that
 // touches the array is unrolled by the REP macros below: Mesa's GLSL compiler keeps loops of more
@@ -42,6 +42,12 @@ layout(local_size_x = 8) in;
 layout(binding = 0, rgba32ui) readonly uniform uimage2D u_packed;
 // The output rows [u_band0, u_band0 + u_band_rows) in the packed layout: u_row_texels per row.
 layout(std430, binding = 1) writeonly buffer OutTexels { uvec4 out_texels[]; };
+#if defined(HAVE_INT64)
+// The same buffer as 64-bit pairs: llvmpipe runs a storage-buffer store as a loop over the SIMD
+// lanes, a scalar store per component and lane, so a texel written as two 64-bit components takes
+// half the scalar stores of four 32-bit ones.
+layout(std430, binding = 1) writeonly buffer OutTexels64 { u64vec2 out_texels64[]; };
+#endif
 // llvmpipe stops every loop of an invocation once their iterations add up to 65535 (gallivm's
 // LP_MAX_TGSI_LOOP_ITERATIONS, shared by all loops). The host sizes the runs of rows to stay well
 // under it; an invocation cut short anyway counts itself here, and the host runs again with
@@ -254,7 +260,11 @@ void store_texel(int out_row, int tx, uvec4 o) {
     int keep = clamp(16 - pad - 4 * q, 0, 4);
     o[q] &= keep == 4 ? 0xFFFFFFFFu : (1u << uint(8 * keep)) - 1u;
   }
+#if defined(HAVE_INT64)
+  out_texels64[out_row + tx] = u64vec2(packUint2x32(o.xy), packUint2x32(o.zw));
+#else
   out_texels[out_row + tx] = o;
+#endif
 }
 
 void main() {
@@ -329,7 +339,7 @@ void main() {
     if (C > 2) h[1] = h[2];                                                          \
     if (C > 3) h[2] = h[3];                                                          \
     h[C - 1] = s;                                                                    \
-    o[((B) >> 2) & 3] |= divide(s) << uint(8 * ((B) & 3));                           \
+    o[((B) >> 2) & 3] |= divide(s) << (u_sample_bits * uint((B) & 3));               \
     if (((B) & 15) == 15) store_texel(out_row, tx0 + ((B) >> 4), o);                 \
   }
     REP_STRIP(OUT_BYTE)
