@@ -19,10 +19,22 @@ ivec2 position(uint key) { return ivec2(key & 0xFFFFu, key >> 16); }
 // 1-byte pixels instead of 21). Past the chunk's last entry the word and the xy buffer (which
 // holds whole words' entries) repeat it; the caller reads only the chunk's entries.
 #define PER_WORD (32 / PIXEL_BITS)
+#if defined(HAVE_INT64)
+// Each (x, y) as one 64-bit component: llvmpipe stores one component per lane at a time, so this
+// halves the scalar stores.
 #if PER_WORD == 1
+layout(std430, binding = 5) writeonly buffer Xy { uint64_t xy[]; };
+#define XY_ONE(a) packUint2x32(a)
+#else
+layout(std430, binding = 5) writeonly buffer Xy { u64vec2 xy[]; };
+#define XY_PAIR(a, b) u64vec2(packUint2x32(a), packUint2x32(b))
+#endif
+#elif PER_WORD == 1
 layout(std430, binding = 5) writeonly buffer Xy { uvec2 xy[]; };
+#define XY_ONE(a) (a)
 #else
 layout(std430, binding = 5) writeonly buffer Xy { uvec4 xy[]; };
+#define XY_PAIR(a, b) uvec4(a, b)
 #endif
 
 void main() {
@@ -52,12 +64,12 @@ void main() {
   }
   values[i] = word;
 #if PER_WORD == 4
-  xy[2u * i] = uvec4(p[0], p[1]);
-  xy[2u * i + 1u] = uvec4(p[2], p[3]);
+  xy[2u * i] = XY_PAIR(p[0], p[1]);
+  xy[2u * i + 1u] = XY_PAIR(p[2], p[3]);
 #elif PER_WORD == 2
-  xy[i] = uvec4(p[0], p[1]);
+  xy[i] = XY_PAIR(p[0], p[1]);
 #else
-  xy[i] = p[0];
+  xy[i] = XY_ONE(p[0]);
 #endif
 }
 
