@@ -15,7 +15,7 @@ inline constexpr int kRowBlock = 512;
 inline constexpr int kColBlock = 64;
 inline constexpr int kElem = 8;  // bytes per table element
 // Most rows one packed-strip dispatch walks: llvmpipe ends a loop nest after 65535 iterations in
-// all (outer and inner), and each row costs up to 2 + NS / 4 of them (NS <= 96).
+// all (outer and inner), and each row costs up to 1 + NS / 4 of them (NS <= 96).
 inline constexpr int kPackedMaxRows = 2048;
 
 // The packed-strip variant reads the rectangle from texel boundaries of the packed form (and a

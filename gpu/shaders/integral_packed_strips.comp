@@ -78,26 +78,19 @@ void main() {
             ACC4(prev[4 * q], prev[4 * q + 1], prev[4 * q + 2], prev[4 * q + 3]);
 #endif
       }
-    }
-    int element_stores = vec4_stores ? 0 : 1;
-#else
-    int element_stores = 1;
+    } else {
 #endif
-    // Element by element where the vector stores did not write (a row's last strip, rows that are
-    // not whole groups of four), four per iteration. Inside a loop of 0 or 1 iterations, not an
-    // if: llvmpipe runs both sides of a branch for every group of SIMD lanes, even when no lane
-    // takes one (here NS per-lane store loops a row, a third of the pass's instructions),
-    // but leaves a loop as soon as no lane is in it. llvmpipe ends a loop nest after 65535
-    // iterations in all, so the rows of a dispatch times the 2 + NS / 4 iterations a row may take
-    // must stay below that (the C++ side caps the rows); the loops over texels and samples are
-    // unrolled.
-    for (int once = 0; once < element_stores; ++once) {
+      // Four per iteration: llvmpipe ends a loop nest after 65535 iterations in all, so the rows
+      // of a dispatch times this loop's iterations must stay below that (the C++ side caps the
+      // rows); the loops over texels and samples are unrolled.
       for (int q = 0; q < NS / 4; ++q) {
         for (int k = 0; k < 4; ++k) {
           if (4 * q + k < n) table[row + uint(4 * q + k)] = table_elem(prev[4 * q + k]);
         }
       }
+#if defined(VEC4_STORES)
     }
+#endif
   }
   for (int i = 0; i < NS; ++i) {
     if (i < n) carry_out[uint(j0 + i)] = acc_store(prev[i]);
