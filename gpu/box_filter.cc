@@ -425,7 +425,7 @@ absl::StatusOr<BoxFilterResult> BoxFilterKernel::Filter(const Image& image,
     SetInt(p, "u_border", box_filter_internal::ShaderBorder(o.border));
     glUniform1ui(glGetUniformLocation(p, "u_area"), GLuint(area));
     glUniform1d(glGetUniformLocation(p, "u_area_d"), double(area));
-    glUniform1ui(glGetUniformLocation(p, "u_sample_bits"), GLuint(8 * BytesPerSample(d.type)));
+    box_filter_internal::SetSampleBits(p, d);
     const double value = o.border == BorderMode::kConstant ? o.border_value : 0.0;
     if (d.type == SampleType::kFloat32) {
       glUniform1f(glGetUniformLocation(p, "u_const"), float(value));

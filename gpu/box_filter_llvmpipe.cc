@@ -319,7 +319,7 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
   glUniform1ui(glGetUniformLocation(p, "u_mul"), div->mul);
   SetInt(p, "u_shift", div->shift);
   glUniform1ui(glGetUniformLocation(p, "u_half"), div->half);
-  glUniform1ui(glGetUniformLocation(p, "u_sample_bits"), 8);
+  SetSampleBits(p, d);
   SetInt(p, "u_two", 2);
   SetInt(p, "u_trail_dx", plan.dx_a);
   SetInt(p, "u_lead_dx", plan.dx_b);

@@ -47,6 +47,13 @@ absl::Status RunFusedStrips(Context& ctx, const Image& image, const BoxFilterOpt
                             int64_t binding_bytes, FusedStripsScratch& scratch,
                             const FusedBandSink& band_sink, uint64_t* gpu_ns);
 
+// Sets the shaders' u_sample_bits (box_filter_common.glsl): the image's bits per sample, as a
+// uniform so that the packing shifts stay vector operations on llvmpipe.
+inline void SetSampleBits(GLuint program, const ImageDesc& desc) {
+  glUniform1ui(glGetUniformLocation(program, "u_sample_bits"),
+               GLuint(8 * BytesPerSample(desc.type)));
+}
+
 // The value of the shaders' u_border for a border mode: box_filter_common.glsl's BORDER_* constants.
 inline int ShaderBorder(BorderMode m) {
   constexpr int kReplicate = 0, kReflect101 = 1, kConstant = 2;  // BORDER_REPLICATE, ...

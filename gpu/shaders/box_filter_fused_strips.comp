@@ -43,9 +43,7 @@ layout(binding = 0, rgba32ui) readonly uniform uimage2D u_packed;
 // The output rows [u_band0, u_band0 + u_band_rows) in the packed layout: u_row_texels per row.
 layout(std430, binding = 1) writeonly buffer OutTexels { uvec4 out_texels[]; };
 #if defined(HAVE_INT64)
-// The same buffer as 64-bit pairs: llvmpipe runs a storage-buffer store as a loop over the SIMD
-// lanes, a scalar store per component and lane, so a texel written as two 64-bit components takes
-// half the scalar stores of four 32-bit ones.
+// The same buffer as 64-bit pairs (as_u64_pair, prelude.glsl).
 layout(std430, binding = 1) writeonly buffer OutTexels64 { u64vec2 out_texels64[]; };
 #endif
 // llvmpipe stops every loop of an invocation once their iterations add up to 65535 (gallivm's
@@ -261,7 +259,7 @@ void store_texel(int out_row, int tx, uvec4 o) {
     o[q] &= keep == 4 ? 0xFFFFFFFFu : (1u << uint(8 * keep)) - 1u;
   }
 #if defined(HAVE_INT64)
-  out_texels64[out_row + tx] = u64vec2(packUint2x32(o.xy), packUint2x32(o.zw));
+  out_texels64[out_row + tx] = as_u64_pair(o);
 #else
   out_texels[out_row + tx] = o;
 #endif

@@ -20,14 +20,13 @@ ivec2 position(uint key) { return ivec2(key & 0xFFFFu, key >> 16); }
 // holds whole words' entries) repeat it; the caller reads only the chunk's entries.
 #define PER_WORD (32 / PIXEL_BITS)
 #if defined(HAVE_INT64)
-// Each (x, y) as one 64-bit component: llvmpipe stores one component per lane at a time, so this
-// halves the scalar stores.
+// Each (x, y) as one 64-bit component (as_u64_pair, prelude.glsl).
 #if PER_WORD == 1
 layout(std430, binding = 5) writeonly buffer Xy { uint64_t xy[]; };
 #define XY_ONE(a) packUint2x32(a)
 #else
 layout(std430, binding = 5) writeonly buffer Xy { u64vec2 xy[]; };
-#define XY_PAIR(a, b) u64vec2(packUint2x32(a), packUint2x32(b))
+#define XY_PAIR(a, b) as_u64_pair(uvec4(a, b))
 #endif
 #elif PER_WORD == 1
 layout(std430, binding = 5) writeonly buffer Xy { uvec2 xy[]; };

@@ -14,8 +14,7 @@ layout(local_size_x = 8) in;
 layout(std430, binding = 0) writeonly buffer Table { uint table[]; };
 layout(std430, binding = 0) writeonly buffer Table4 { uvec4 table4[]; };
 #if defined(HAVE_INT64)
-// The same four elements as two 64-bit components: llvmpipe stores one component per lane at a
-// time, so this halves the scalar stores.
+// The same four elements as two 64-bit components (as_u64_pair, prelude.glsl).
 layout(std430, binding = 0) writeonly buffer Table8 { u64vec2 table8[]; };
 #endif
 uint table_elem(ACC a) { return a; }
@@ -71,8 +70,7 @@ void main() {
       for (int q = 0; q < NS / 4; ++q) {
 #if defined(ACC_U32) && defined(HAVE_INT64)
         table8[(row >> 2) + uint(q)] =
-            u64vec2(packUint2x32(uvec2(prev[4 * q], prev[4 * q + 1])),
-                    packUint2x32(uvec2(prev[4 * q + 2], prev[4 * q + 3])));
+            as_u64_pair(uvec4(prev[4 * q], prev[4 * q + 1], prev[4 * q + 2], prev[4 * q + 3]));
 #else
         table4[(row >> 2) + uint(q)] =
             ACC4(prev[4 * q], prev[4 * q + 1], prev[4 * q + 2], prev[4 * q + 3]);

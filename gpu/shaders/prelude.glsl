@@ -8,5 +8,12 @@ layout(binding = 0) uniform sampler2D u_image;
 vec4 load_texel(ivec2 p) { return texelFetch(u_image, p, 0); }
 #endif
 
+#if defined(HAVE_INT64)
+// A texel of four 32-bit words as two 64-bit components, for storage buffers declared so: llvmpipe
+// runs a storage-buffer store as a loop over the SIMD lanes, one scalar store per component and
+// lane, so two 64-bit components take half the scalar stores of four 32-bit ones.
+u64vec2 as_u64_pair(uvec4 v) { return u64vec2(packUint2x32(v.xy), packUint2x32(v.zw)); }
+#endif
+
 // OpenCV's COLOR_RGB2GRAY for integer data: (9798 R + 19235 G + 3735 B + 16384) >> 15.
 uint luma_u(uvec3 rgb) { return (9798u * rgb.r + 19235u * rgb.g + 3735u * rgb.b + 16384u) >> 15; }
