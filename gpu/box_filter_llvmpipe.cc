@@ -150,8 +150,9 @@ SidePlan PlanSide(const ImageDesc& d, const StripPlan& p, const RowStrips& r) {
 }
 
 // Loop iterations of one invocation (every loop whose trip count is not a compile-time constant)
-// per row: the row loop, and with rx a uniform the first window's loop over its texels, GROUP
-// (box_filter_fused_strips.comp) at a time.
+// per row: the row loop, and with rx a uniform the first window's loop, GROUP texels
+// (box_filter_fused_strips.comp) at a time, counted over all the window's texels: an upper bound,
+// as the loop reads only those past the trailing array.
 int64_t RowIterations(const ImageDesc& d, const StripPlan& p) {
   return 1 + (p.runtime_rx ? CeilDiv(p.window_texels, d.channels == 3 ? 3 : 2) : 0);
 }

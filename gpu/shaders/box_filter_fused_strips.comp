@@ -26,13 +26,14 @@
 //   the strip's own, run-time offsets that cost nothing; the byte within the texel where each
 //   array's first edge falls, TRAIL_BYTE and LEAD_BYTE, is compiled in, so every index into the
 //   arrays is still a constant. Each row's first window (the C bytes before the strip) is kept
-//   as a running sum of its own, moved down a row at a time like the arrays: a loop over the
-//   window's texels in the row entering it, u_window_texels texels from the trailing array's
-//   first, GROUP per iteration, whose bytes fall into one class per channel (one class per byte
-//   for C = 3, whose pixels straddle texels: a group of three texels holds whole pixels); the
-//   row leaving it gives back the sums it brought, kept in a ring of 2 u_ry + 1 slots.
-//   So the strip need not be as wide as the window, and its program stays small (it compiles in
-//   a fraction of a second; one as wide as the widest window took seconds).
+//   as a running sum of its own, moved down a row at a time like the arrays: the window's
+//   u_window_texels texels of the row entering it, from the trailing array's first (those of the
+//   array summed as they are moved, the rest by a loop, GROUP per iteration), whose bytes fall
+//   into one class per channel (one class per byte for C = 3, whose pixels straddle texels: a
+//   group of three texels holds whole pixels); the row leaving it gives back the sums it
+//   brought, kept in a ring of 2 u_ry + 1 slots. So the strip need not be as wide as the window,
+//   and its program stays small (it compiles in a fraction of a second; one as wide as the
+//   widest window took seconds).
 // Both: CHANNELS, STRIP, WIDEV (vertical sums may pass 16 bits: one 32-bit field per byte
 // instead of two 16-bit fields; not with RUNTIME_RX).
 #include "box_filter_common.glsl"
@@ -148,7 +149,8 @@ uvec4 row_texel(int x, int my) {
   V[t * 8 + (i) * 2] = (first ? 0u : V[t * 8 + (i) * 2]) + ae[i] - se[i];            \
   V[t * 8 + (i) * 2 + 1] = (first ? 0u : V[t * 8 + (i) * 2 + 1]) + ao[i] - so[i];
 #endif
-#define MOVE_TEXEL(V, X, T, COUNT)                                                   \
+// THEN: more to do with the texel of the entering row (a, split into ae and ao), or nothing.
+#define MOVE_TEXEL(V, X, T, COUNT, THEN)                                             \
   if ((T) < (COUNT)) {                                                               \
     const int t = (T);                                                               \
     uvec4 a = row_texel((X) + t, my_add);                                            \
@@ -156,28 +158,25 @@ uvec4 row_texel(int x, int my) {
     uvec4 ae = a & 0x00FF00FFu, ao = (a >> 8u) & 0x00FF00FFu;                        \
     uvec4 se = s & 0x00FF00FFu, so = (s >> 8u) & 0x00FF00FFu;                        \
     MOVE_WORD(V, 0) MOVE_WORD(V, 1) MOVE_WORD(V, 2) MOVE_WORD(V, 3)                  \
+    THEN                                                                             \
   }
+#define NOTHING
 #if defined(RUNTIME_RX)
-#define MOVE_T(T) MOVE_TEXEL(vt, xt, T, NA)
-#define MOVE_L(T) MOVE_TEXEL(vl, xl, T, NA)
-void move_rows(int xt, int xl, int my_add, int my_sub, bool has_sub, bool first) {
-#if NA <= 16
-  REP16(MOVE_T, 0)
-  REP16(MOVE_L, 0)
-#else
-  REP64(MOVE_T, 0)
-  REP64(MOVE_L, 0)
-#endif
-}
-
 // The first window's running sums: win[k] (k < C) is the window sum of the strip's byte k - C,
-// over bytes [b0, b0 + (2 rx + 1) C) of the rows, b0 = 16 xt + TRAIL_BYTE; moved down a row here
-// (add row my_add, take away the row leaving when has_sub). Byte 16 i + 4 q + k of a group of texels
-// is in class (i + q + k) mod 3 for C = 3 (the classes of a word kept apart by p = (i + q) mod
-// 3), k mod C otherwise; class c holds the sums of window byte (c - TRAIL_BYTE) mod C.
+// over bytes [b0, b0 + (2 rx + 1) C) of the rows, b0 = 16 xt + TRAIL_BYTE; moved down a row with
+// the arrays (add row my_add, take away the row leaving when has_sub). Byte 16 i + 4 q + k of a
+// group of texels is in class (i + q + k) mod 3 for C = 3 (the classes of a word kept apart by
+// p = (i + q) mod 3), k mod C otherwise; class c holds the sums of window byte
+// (c - TRAIL_BYTE) mod C. The window starts at the trailing array's first texel, so the array's
+// texels of the entering row, already read, are summed as they are moved (WIN_ADD), and only the
+// window's texels past the array are read for it (move_rows): at rx = 32 and 4 channels, 8
+// reads a row instead of 17.
 #if C == 3
 #define GROUP 3
 #define P 3
+#if NA % 3 != 0
+#error "the trailing array must hold whole groups of three texels"
+#endif
 #else
 #define GROUP 2
 #define P 1
@@ -185,16 +184,33 @@ void move_rows(int xt, int xl, int my_add, int my_sub, bool has_sub, bool first)
 #define REL(c) (((c) + 16 * C - TRAIL_BYTE) % C)
 // Bytes of the first texel at or past TRAIL_BYTE.
 #define KEEP_FROM(q) ((TRAIL_BYTE) <= 4 * (q) ? 0xFFFFFFFFu : (TRAIL_BYTE) >= 4 * (q) + 4 ? 0u : (0xFFFFFFFFu << uint(8 * ((TRAIL_BYTE) - 4 * (q)))))
-#define WIN_WORD(I, Q)                                       \
-  ea[((I) + (Q)) % P] += a[Q] & 0x00FF00FFu;                 \
-  oa[((I) + (Q)) % P] += (a[Q] >> 8u) & 0x00FF00FFu;
+// The bytes of texel t of the window (t from its first) inside it.
+uvec4 window_mask(int t) {
+  return t == 0 ? uvec4(KEEP_FROM(0), KEEP_FROM(1), KEEP_FROM(2), KEEP_FROM(3))
+                : t < u_window_texels - 1 ? uvec4(0xFFFFFFFFu)
+                                          : t == u_window_texels - 1 ? u_last_mask : uvec4(0u);
+}
+// Texel I (0 <= I < GROUP) of a group: its words' bytes into the class sums (NA is a multiple of
+// GROUP, so a texel's class offset is its place from the window's first texel mod GROUP).
+#define WIN_WORD(I, Q, E, O)             \
+  ea[((I) + (Q)) % P] += (E);            \
+  oa[((I) + (Q)) % P] += (O);
+#define WIN_ADD                                                                      \
+  {                                                                                  \
+    uvec4 m = window_mask(t);                                                        \
+    uvec4 mo = m >> 8u;                                                              \
+    WIN_WORD(t % GROUP, 0, ae[0] & m[0], ao[0] & mo[0])                              \
+    WIN_WORD(t % GROUP, 1, ae[1] & m[1], ao[1] & mo[1])                              \
+    WIN_WORD(t % GROUP, 2, ae[2] & m[2], ao[2] & mo[2])                              \
+    WIN_WORD(t % GROUP, 3, ae[3] & m[3], ao[3] & mo[3])                              \
+  }
 #define WIN_TEXEL(I)                                                                         \
   if ((I) < GROUP) {                                                                         \
-    int t = x + (I);                                                                         \
-    uvec4 m = t == xt ? uvec4(KEEP_FROM(0), KEEP_FROM(1), KEEP_FROM(2), KEEP_FROM(3))        \
-                      : t < x_last ? uvec4(0xFFFFFFFFu) : t == x_last ? u_last_mask : uvec4(0u); \
-    uvec4 a = row_texel(t, my_add) & m;                                                      \
-    WIN_WORD(I, 0) WIN_WORD(I, 1) WIN_WORD(I, 2) WIN_WORD(I, 3)                              \
+    uvec4 a = row_texel(x + (I), my_add) & window_mask(x + (I) - xt);                        \
+    WIN_WORD(I, 0, a[0] & 0x00FF00FFu, (a[0] >> 8u) & 0x00FF00FFu)                           \
+    WIN_WORD(I, 1, a[1] & 0x00FF00FFu, (a[1] >> 8u) & 0x00FF00FFu)                           \
+    WIN_WORD(I, 2, a[2] & 0x00FF00FFu, (a[2] >> 8u) & 0x00FF00FFu)                           \
+    WIN_WORD(I, 3, a[3] & 0x00FF00FFu, (a[3] >> 8u) & 0x00FF00FFu)                           \
   }
 // Fields 16 bits wide: a row's bytes of one class in the window, at most 65 pixels' worth.
 #define WIN_CLASS(p)                                           \
@@ -204,13 +220,26 @@ void move_rows(int xt, int xl, int my_add, int my_sub, bool has_sub, bool first)
     enter[REL((p) + 2)] += ea[p] >> 16u;                       \
     enter[REL((p) + 3)] += oa[p] >> 16u;                       \
   }
-// Adds the entering row's sums over the window's bytes to win, and takes away those of the row
-// leaving (has_sub), which entered 2 u_ry + 1 moves ago into the same ring slot.
-void move_window(int xt, int my_add, bool has_sub, uint slot, inout uvec4 win) {
+
+#define MOVE_T(T) MOVE_TEXEL(vt, xt, T, NA, WIN_ADD)
+#define MOVE_L(T) MOVE_TEXEL(vl, xl, T, NA, NOTHING)
+// Moves the arrays and the first window's sums down a row: adds the entering row's sums over the
+// window's bytes to win, and takes away those of the row leaving (has_sub), which entered
+// 2 u_ry + 1 moves ago into the same ring slot.
+void move_rows(int xt, int xl, int my_add, int my_sub, bool has_sub, bool first, uint slot,
+               inout uvec4 win) {
   uint ea[3], oa[3];
   ea[0] = ea[1] = ea[2] = oa[0] = oa[1] = oa[2] = 0u;
+#if NA <= 16
+  REP16(MOVE_T, 0)
+  REP16(MOVE_L, 0)
+#else
+  REP64(MOVE_T, 0)
+  REP64(MOVE_L, 0)
+#endif
+  // The window's texels past the trailing array.
   int x_last = xt + u_window_texels - 1;
-  for (int x = xt; x <= x_last; x += GROUP) {
+  for (int x = xt + NA; x <= x_last; x += GROUP) {
     WIN_TEXEL(0) WIN_TEXEL(1) WIN_TEXEL(2)
   }
   uvec4 enter = uvec4(0u);
@@ -220,7 +249,7 @@ void move_window(int xt, int my_add, bool has_sub, uint slot, inout uvec4 win) {
   win += enter - leave;
 }
 #else
-#define MOVE_S(T) MOVE_TEXEL(vs, x0, T, N)
+#define MOVE_S(T) MOVE_TEXEL(vs, x0, T, N, NOTHING)
 void move_rows(int x0, int my_add, int my_sub, bool has_sub, bool first) {
 #if N <= 16
   REP16(MOVE_S, 0)
@@ -282,10 +311,8 @@ void main() {
   const uint ring_slots = uint(2 * u_ry + 1);
   const uint ring0 = gl_GlobalInvocationID.x * ring_slots;
   uint slot = 0u;  // the move's slot, counted modulo ring_slots
-#define MOVE_ARGS xt, xl
 #else
   int x0 = u_edges != 0 ? k * TEXELS : tx0 - APRON;
-#define MOVE_ARGS x0
 #endif
 
   // One loop, one copy of the unrolled row move (its code, and so the compile time and the
@@ -294,10 +321,11 @@ void main() {
   int rows_done = 0;
   for (int y = ya - 2 * u_ry; y < yb; ++y) {
     int my_add = map_index(y + u_ry, u_size.y), my_sub = map_index(y - u_ry - 1, u_size.y);
-    move_rows(MOVE_ARGS, my_add, my_sub, y > ya, y == ya - 2 * u_ry);
 #if defined(RUNTIME_RX)
-    move_window(xt, my_add, y > ya, ring0 + slot, win);
+    move_rows(xt, xl, my_add, my_sub, y > ya, y == ya - 2 * u_ry, ring0 + slot, win);
     slot = slot + 1u == ring_slots ? 0u : slot + 1u;
+#else
+    move_rows(x0, my_add, my_sub, y > ya, y == ya - 2 * u_ry);
 #endif
     if (y < ya) continue;
     // h[k]: the window sum of the strip's byte k - C, one of the C bytes before the strip.
