@@ -190,8 +190,9 @@ uvec4 window_mask(int t) {
                 : t < u_window_texels - 1 ? uvec4(0xFFFFFFFFu)
                                           : t == u_window_texels - 1 ? u_last_mask : uvec4(0u);
 }
-// Texel I (0 <= I < GROUP) of a group: its words' bytes into the class sums (NA is a multiple of
-// GROUP, so a texel's class offset is its place from the window's first texel mod GROUP).
+// Texel I (0 <= I < GROUP) of a group: its words' bytes into the class sums. Only with C = 3 does
+// a texel's class offset depend on I: there NA is a multiple of 3 (checked above), so the loop's
+// groups start at texels 3j from the window's first, and I is the place mod 3 throughout.
 #define WIN_WORD(I, Q, E, O)             \
   ea[((I) + (Q)) % P] += (E);            \
   oa[((I) + (Q)) % P] += (O);
