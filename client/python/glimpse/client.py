@@ -80,13 +80,14 @@ def _integral_image_plan(method, *, squared: bool = False, variant: str = "auto"
                     tables[t] = np.empty(header.table_bytes, np.uint8)
             elif part == "chunk":
                 c = m.chunk
+                data = c.data  # each read of a bytes field copies it
                 t = 1 if c.squared else 0
                 row_bytes = header.width * header.channels * 8 if header else 0
-                off, n = c.y0 * row_bytes, len(c.data)
+                off, n = c.y0 * row_bytes, len(data)
                 if tables[t] is None or n != c.rows * row_bytes or off + n > header.table_bytes:
                     raise _data_loss(method, f"a band of rows {c.y0}+{c.rows} ({n} bytes) "
                                      "does not fit the table the header announced")
-                tables[t][off:off + n] = np.frombuffer(c.data, np.uint8)
+                tables[t][off:off + n] = np.frombuffer(data, np.uint8)
                 received[t] += n
             elif part == "trailer":
                 trailer = m.trailer
@@ -133,14 +134,15 @@ def _compaction_plan(method, *, lo: float, hi: float, outside: bool = False,
                 received = 0
             elif part == "chunk":
                 c = m.chunk
-                n = len(c.xy) // 8
+                c_xy, c_values = c.xy, c.values  # each read of a bytes field copies it
+                n = len(c_xy) // 8
                 if header is None or c.first + n > header.returned or \
-                        len(c.values) != n * pixel_bytes:
+                        len(c_values) != n * pixel_bytes:
                     raise _data_loss(method, f"a chunk of {n} pixels at {c.first} does not "
                                      "fit the list the header announced")
-                xy[c.first * 8:(c.first + n) * 8] = np.frombuffer(c.xy, np.uint8)
+                xy[c.first * 8:(c.first + n) * 8] = np.frombuffer(c_xy, np.uint8)
                 values[c.first * pixel_bytes:(c.first + n) * pixel_bytes] = \
-                    np.frombuffer(c.values, np.uint8)
+                    np.frombuffer(c_values, np.uint8)
                 received += n
             elif part == "timing":
                 timing = m.timing
@@ -179,10 +181,11 @@ def _box_filter_plan(method, *, rx: int, ry: Optional[int] = None, border: str =
                 header = m.header
                 data = np.empty(header.data_bytes, np.uint8)
             elif part == "chunk":
-                n = len(m.chunk)
+                chunk = m.chunk  # each read of a bytes field copies it
+                n = len(chunk)
                 if data is None or received + n > len(data):
                     raise _data_loss(method, "more pixel bytes than the header announced")
-                data[received:received + n] = np.frombuffer(m.chunk, np.uint8)
+                data[received:received + n] = np.frombuffer(chunk, np.uint8)
                 received += n
             elif part == "timing":
                 timing = m.timing
