@@ -80,10 +80,10 @@ def copy_gbs(device, runs):
     return 2 * n / (ms * 1e6)
 
 
-# Luma as OpenCV's RGBA2GRAY and Glimpse compute it (fixed point, 14 bits).
+# Luma as Glimpse and OpenCV 4's 8-bit RGBA2GRAY compute it (fixed point, 15 bits).
 def luma(x):
     r, g, b = (x[..., k].to(torch.int32) for k in range(3))
-    return (r * 4899 + g * 9617 + b * 1868 + 8192) >> 14
+    return (r * 9798 + g * 19235 + b * 3735 + 16384) >> 15
 
 
 def hist_all(x):
@@ -121,7 +121,7 @@ def box(x, r):
 # numpy references of the same rules, for the "same result" column.
 def np_luma(a):
     r, g, b = (a[..., k].astype(np.int32) for k in range(3))
-    return (r * 4899 + g * 9617 + b * 1868 + 8192) >> 14
+    return (r * 9798 + g * 19235 + b * 3735 + 16384) >> 15
 
 
 def np_integral(a, squared):
