@@ -36,7 +36,7 @@ int Main(int argc, char** argv) {
   std::vector<gpu::CompactionVariant> variants = {
       gpu::CompactionVariant::kAtomicPerPixel, gpu::CompactionVariant::kWorkgroupAggregated,
       gpu::CompactionVariant::kOrderedScan, gpu::CompactionVariant::kStripScan,
-      gpu::CompactionVariant::kAuto};
+      gpu::CompactionVariant::kSubgroupAggregated, gpu::CompactionVariant::kAuto};
   ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
     if (flag == "--channels") {
       channel_counts = ParseInts(value);
@@ -52,6 +52,14 @@ int Main(int argc, char** argv) {
   const int runs = args.runs, warmup = args.warmup;
   std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
   gpu::Context& c = *ctx;
+  if (!c.limits().subgroup_ballot) {
+    const auto it = std::find(variants.begin(), variants.end(),
+                              gpu::CompactionVariant::kSubgroupAggregated);
+    if (it != variants.end()) {
+      std::fprintf(stderr, "no subgroup ballots on this device: subgroup_aggregated left out\n");
+      variants.erase(it);
+    }
+  }
   const double copy = CopyBandwidthGBs(c);
 
   std::vector<Row> rows;

@@ -41,6 +41,8 @@ std::string_view FindProgram(CompactionVariant variant) {
       return "compaction_atomic_per_pixel";
     case CompactionVariant::kWorkgroupAggregated:
       return "compaction_workgroup_aggregated";
+    case CompactionVariant::kSubgroupAggregated:
+      return "compaction_subgroup_aggregated";
     case CompactionVariant::kStripScan:
       return "compaction_strip_count";
     default:
@@ -94,7 +96,8 @@ using compaction_internal::StripDefines;
 
 constexpr CompactionVariant kConcreteVariants[] = {
     CompactionVariant::kAtomicPerPixel, CompactionVariant::kWorkgroupAggregated,
-    CompactionVariant::kOrderedScan, CompactionVariant::kStripScan};
+    CompactionVariant::kOrderedScan, CompactionVariant::kStripScan,
+    CompactionVariant::kSubgroupAggregated};
 constexpr int kMaxCompactSide = 65536;  // the lists' 16-bit x and y
 constexpr SampleType kSampleTypes[] = {SampleType::kUint8, SampleType::kUint16,
                                        SampleType::kFloat32};
@@ -136,6 +139,8 @@ std::string_view CompactionVariantName(CompactionVariant v) {
       return "ordered_scan";
     case CompactionVariant::kStripScan:
       return "strip_scan";
+    case CompactionVariant::kSubgroupAggregated:
+      return "subgroup_aggregated";
   }
   return "unknown";
 }
@@ -189,8 +194,8 @@ absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc
       std::find(std::begin(kConcreteVariants), std::end(kConcreteVariants), o.variant) ==
           std::end(kConcreteVariants)) {
     return absl::InvalidArgumentError(
-        StrCat("variant must be auto, atomic_per_pixel, workgroup_aggregated, ordered_scan or "
-               "strip_scan, got ",
+        StrCat("variant must be auto, atomic_per_pixel, workgroup_aggregated, ordered_scan, "
+               "strip_scan or subgroup_aggregated, got ",
                static_cast<int>(o.variant)));
   }
   if (o.variant == CompactionVariant::kStripScan && !StripScanFits(desc)) {
@@ -213,6 +218,7 @@ absl::Status CompactionKernel::Prepare(SampleType type) {
     for (bool count_only : {false, true}) {
       for (CompactionVariant v : kConcreteVariants) {
         if (v == CompactionVariant::kStripScan) continue;
+        if (v == CompactionVariant::kSubgroupAggregated && !ctx_.limits().subgroup_ballot) continue;
         absl::StatusOr<GLuint> p =
             ctx_.Program(FindProgram(v), PredicateDefines(type, s, count_only));
         if (!p.ok()) return p.status();

@@ -39,6 +39,8 @@ enum class CompactionVariant {
   kStripScan,  // for CPU renderers: the packed form read 16 bytes per load, private counts per
                // 32-pixel segment (no atomics, no shared memory), a multi-level exclusive scan
                // of them, a pass writing the keys in row-major order. 1, 2 or 4 bytes per pixel.
+  kSubgroupAggregated,  // a ballot per subgroup (warp), one global atomicAdd per subgroup; needs
+                        // subgroup ballots (DeviceLimits::subgroup_ballot), refused without
 };
 std::string_view CompactionVariantName(CompactionVariant v);  // "atomic_per_pixel", ...
 std::optional<CompactionVariant> ParseCompactionVariant(std::string_view name);  // "" or "auto": kAuto
@@ -96,7 +98,8 @@ absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc
 // reads 16 bytes per image load, counts in registers and has no barriers; see
 // bench/results/compaction_llvmpipe.md), the ordered scan for the others and on GPUs (measured
 // fastest of the other three on llvmpipe; the atomic variants also pay for reading back and
-// ordering every passing key, even under a small cap).
+// ordering every passing key, even under a small cap). Never subgroup_aggregated: it has not been
+// timed on a GPU yet (llvmpipe has subgroup ballots but runs every atomic lane by lane).
 CompactionVariant ResolveCompactionVariant(const DeviceInfo& device, const ImageDesc& desc,
                                      const CompactionOptions& resolved);
 

@@ -225,6 +225,7 @@ DeviceLimits QueryLimits() {
   }
   glGetIntegerv(GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, &l.storage_buffer_offset_alignment);
   l.int64 = GLAD_GL_ARB_gpu_shader_int64 != 0;
+  l.subgroup_ballot = l.int64 && GLAD_GL_ARB_shader_ballot != 0;
   return l;
 }
 
@@ -349,6 +350,9 @@ absl::StatusOr<GLuint> Context::Program(std::string_view name, std::string_view 
       "#version 430 core\n",
       info_.limits.int64 ? "#extension GL_ARB_gpu_shader_int64 : enable\n#define HAVE_INT64 1\n"
                          : "",
+      info_.limits.subgroup_ballot
+          ? "#extension GL_ARB_shader_ballot : enable\n#define HAVE_BALLOT 1\n"
+          : "",
       defines, "\n#line 1 1\n", *prelude, "\n#line 1 2\n", *body);
 
   GlShader shader = GlShader::Create();

@@ -42,6 +42,10 @@ struct DeviceLimits {
   std::array<int, 3> max_group_size{};
   int storage_buffer_offset_alignment = 0;
   bool int64 = false;  // GL_ARB_gpu_shader_int64
+  // GL_ARB_shader_ballot with 64-bit integers (ballotARB returns a uint64_t): subgroup ballots,
+  // the only subgroup operations Mesa 22's GL offers (llvmpipe has them, 8 invocations per
+  // subgroup; NVIDIA's driver too, 32). Shaders see HAVE_BALLOT.
+  bool subgroup_ballot = false;
 };
 
 struct DeviceInfo {

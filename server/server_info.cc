@@ -25,6 +25,7 @@ void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* 
   l->set_max_shared_memory_bytes(uint32_t(d.limits.max_shared_memory_bytes));
   l->set_max_invocations(uint32_t(d.limits.max_invocations));
   l->set_int64(d.limits.int64);
+  l->set_subgroup_ballot(d.limits.subgroup_ballot);
   response->set_max_queue(uint32_t(worker.max_queue()));
   response->set_max_image_pixels(limits.max_image_pixels);
   response->set_max_upload_bytes(limits.max_upload_bytes);

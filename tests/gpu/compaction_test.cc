@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "gpu/reference/compaction.h"
 #include "gpu/str.h"
@@ -17,7 +18,8 @@ namespace {
 
 constexpr CompactionVariant kVariants[] = {
     CompactionVariant::kAtomicPerPixel, CompactionVariant::kWorkgroupAggregated,
-    CompactionVariant::kOrderedScan, CompactionVariant::kStripScan, CompactionVariant::kAuto};
+    CompactionVariant::kOrderedScan, CompactionVariant::kStripScan,
+    CompactionVariant::kSubgroupAggregated, CompactionVariant::kAuto};
 constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -35,6 +37,12 @@ std::string Describe(const ImageDesc& d, const CompactionOptions& o) {
                 " variant=", CompactionVariantName(o.variant));
 }
 
+// Whether the shared context's device has subgroup ballots (subgroup_aggregated runs there; the
+// test below checks that it is refused elsewhere, and that llvmpipe has them).
+bool HasBallots() {
+  return testing::SharedContext() != nullptr && testing::SharedContext()->limits().subgroup_ballot;
+}
+
 // Runs `o` with every variant (or only o.variant when `only` is set) and expects each result to
 // equal the CPU reference exactly: total, truncation, positions and the bytes of the values.
 void ExpectMatchesReference(CompactionKernel& kernel, const Image& image, const HostImage& host,
@@ -44,6 +52,7 @@ void ExpectMatchesReference(CompactionKernel& kernel, const Image& image, const 
   for (CompactionVariant v : kVariants) {
     if (only && v != o.variant) continue;
     if (v == CompactionVariant::kStripScan && !StripScanTakes(host.desc)) continue;
+    if (v == CompactionVariant::kSubgroupAggregated && !HasBallots()) continue;
     o.variant = v;
     auto got = kernel.Run(image, o);
     ASSERT_TRUE(got.ok()) << got.status() << " " << Describe(host.desc, o);
@@ -486,6 +495,57 @@ TEST(CompactionTest, StripScanRefusesPixelsThatStraddleWords) {
     auto a = kernel.Run(*image, {});
     ASSERT_TRUE(a.ok()) << a.status();
     EXPECT_NE(a->variant, CompactionVariant::kStripScan);
+  }
+}
+
+// Subgroups of the device's size, cut by the image's right edge and the band's last row (a
+// 16 x 16 workgroup holds 256 / size of them): every selectivity from none to all, counted and
+// listed, with and without a cap. Where the device has no ballots the variant is refused by name.
+TEST(CompactionTest, SubgroupAggregatedMatchesTheReferenceOrIsRefusedWithoutBallots) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  CompactionKernel kernel(ctx);
+  if (ctx.info().software) {
+    // Mesa's llvmpipe offers GL_ARB_shader_ballot: CI runs the variant, not just its refusal.
+    EXPECT_TRUE(ctx.limits().subgroup_ballot) << ctx.info().renderer;
+  }
+  if (!ctx.limits().subgroup_ballot) {
+    auto image = Image::Upload(ctx, HostImage::Zeros({5, 3, 1, SampleType::kUint8}));
+    ASSERT_TRUE(image.ok());
+    auto got = kernel.Run(*image, {.variant = CompactionVariant::kSubgroupAggregated});
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(got.status().message().find("variant subgroup_aggregated needs subgroup ballots"),
+              std::string::npos)
+        << got.status();
+    return;
+  }
+  for (auto [w, h, ch, t] : {std::tuple{1, 1, 1, SampleType::kUint8},
+                             std::tuple{17, 3, 4, SampleType::kUint8},
+                             std::tuple{61, 47, 3, SampleType::kUint16},
+                             std::tuple{129, 33, 2, SampleType::kFloat32},
+                             std::tuple{300, 211, 1, SampleType::kUint8}}) {
+    const ImageDesc d{w, h, ch, t};
+    for (double selectivity : {0.0, 0.01, 0.5, 0.97, 1.0}) {
+      const int channel = int(rng() % uint64_t(ch));
+      HostImage host = SelectiveImage(d, channel, selectivity, rng);
+      auto image = Image::Upload(ctx, host);
+      ASSERT_TRUE(image.ok()) << image.status();
+      for (bool count_only : {false, true}) {
+        for (int64_t cap : {int64_t{5}, d.pixels()}) {
+          CompactionOptions o{.channel = channel,
+                              .lo = PassRangeFor(t).lo,
+                              .hi = PassRangeFor(t).hi,
+                              .max_results = cap,
+                              .count_only = count_only,
+                              .variant = CompactionVariant::kSubgroupAggregated};
+          ExpectMatchesReference(kernel, *image, host, o, /*only=*/true);
+          o.inside = false;
+          ExpectMatchesReference(kernel, *image, host, o, /*only=*/true);
+        }
+      }
+    }
   }
 }
 
