@@ -31,6 +31,8 @@ for b in build-gpu/bench/*_bench; do
   # shellcheck disable=SC2086
   "$b" ${extra[$name]:-} --json "$out/$name.json" 2>&1 | tee "$out/$name.txt"
 done
+# Whether auto ran the fastest variant of each case (the table for setting this device's defaults).
+python3 bench/nvidia/auto_check.py "$out" --markdown "$out/auto_check.md" 2>&1 | tail -60
 # PyTorch on the same GPU, joined with the tables above (skipped where PyTorch is missing).
 if python3 -c 'import torch, numpy' 2>/dev/null; then
   python3 bench/nvidia/torch_peers.py --glimpse-json "$out" --markdown "$out/torch_peers.md" \
