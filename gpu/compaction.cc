@@ -206,6 +206,16 @@ absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc
   return o;
 }
 
+absl::Status CompactionVariantAvailable(const DeviceInfo& device, CompactionVariant variant) {
+  if (variant == CompactionVariant::kSubgroupAggregated && !device.limits.subgroup_ballot) {
+    return absl::InvalidArgumentError(StrCat(
+        "variant subgroup_aggregated needs subgroup ballots (GL_ARB_shader_ballot with "
+        "GL_ARB_gpu_shader_int64), which this device (", device.renderer,
+        ") does not offer; use auto or another variant"));
+  }
+  return absl::OkStatus();
+}
+
 CompactionVariant ResolveCompactionVariant(const DeviceInfo& device, const ImageDesc& desc,
                                            const CompactionOptions& resolved) {
   if (resolved.variant != CompactionVariant::kAuto) return resolved.variant;
@@ -218,7 +228,7 @@ absl::Status CompactionKernel::Prepare(SampleType type) {
     for (bool count_only : {false, true}) {
       for (CompactionVariant v : kConcreteVariants) {
         if (v == CompactionVariant::kStripScan) continue;
-        if (v == CompactionVariant::kSubgroupAggregated && !ctx_.limits().subgroup_ballot) continue;
+        if (!CompactionVariantAvailable(ctx_.info(), v).ok()) continue;
         absl::StatusOr<GLuint> p =
             ctx_.Program(FindProgram(v), PredicateDefines(type, s, count_only));
         if (!p.ok()) return p.status();

@@ -103,6 +103,10 @@ absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc
 CompactionVariant ResolveCompactionVariant(const DeviceInfo& device, const ImageDesc& desc,
                                      const CompactionOptions& resolved);
 
+// OK when this device can run `variant`, else INVALID_ARGUMENT naming the variant and what the
+// device lacks: subgroup_aggregated needs subgroup ballots (DeviceLimits::subgroup_ballot).
+absl::Status CompactionVariantAvailable(const DeviceInfo& device, CompactionVariant variant);
+
 // REQUIRES: ctx's thread; `image` was made in ctx.
 class CompactionKernel {
  public:

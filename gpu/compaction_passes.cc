@@ -170,12 +170,7 @@ absl::StatusOr<CompactionResult> CompactionKernel::Find(const Image& image,
   absl::StatusOr<CompactionOptions> resolved = ResolveCompactionOptions(desc, options);
   if (!resolved.ok()) return resolved.status();
   const CompactionOptions& o = *resolved;
-  if (o.variant == CompactionVariant::kSubgroupAggregated && !ctx_.limits().subgroup_ballot) {
-    return absl::InvalidArgumentError(StrCat(
-        "variant subgroup_aggregated needs subgroup ballots (GL_ARB_shader_ballot with "
-        "GL_ARB_gpu_shader_int64), which this device (", ctx_.info().renderer,
-        ") does not offer; use auto or another variant"));
-  }
+  if (absl::Status s = CompactionVariantAvailable(ctx_.info(), o.variant); !s.ok()) return s;
   const CompactionVariant variant = ResolveCompactionVariant(ctx_.info(), desc, o);
   const bool ordered = variant == CompactionVariant::kOrderedScan;
   const bool strip = variant == CompactionVariant::kStripScan;

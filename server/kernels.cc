@@ -32,33 +32,38 @@ struct AnalysisEntry {
   std::string_view name;
   absl::Status (*prepare)(Kernels& k, gpu::SampleType type);
   absl::Status (*warm_up)(Kernels& k, gpu::WarmUpShare& share);
-  std::vector<std::string> (*variants)();
+  std::vector<std::string> (*variants)(const gpu::DeviceInfo& device);
 };
 constexpr AnalysisEntry kAnalyses[] = {
     {HistogramAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.histogram.Prepare(t); },
      [](Kernels& k, gpu::WarmUpShare& s) { return k.histogram.WarmUp(s); },
-     [] {
+     [](const gpu::DeviceInfo&) {
        return VariantNames<gpu::HistogramVariant>(gpu::HistogramVariantName,
                                                   gpu::ParseHistogramVariant);
      }},
     {IntegralImageAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.integral_image.Prepare(t); },
      [](Kernels& k, gpu::WarmUpShare& s) { return k.integral_image.WarmUp(s); },
-     [] {
+     [](const gpu::DeviceInfo&) {
        return VariantNames<gpu::IntegralImageVariant>(gpu::IntegralImageVariantName,
                                                  gpu::ParseIntegralImageVariant);
      }},
     {CompactionAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.compaction.Prepare(t); },
      [](Kernels& k, gpu::WarmUpShare& s) { return k.compaction.WarmUp(s); },
-     [] {
-       return VariantNames<gpu::CompactionVariant>(gpu::CompactionVariantName, gpu::ParseCompactionVariant);
+     [](const gpu::DeviceInfo& device) {
+       std::vector<std::string> names = VariantNames<gpu::CompactionVariant>(
+           gpu::CompactionVariantName, gpu::ParseCompactionVariant);
+       std::erase_if(names, [&](const std::string& n) {
+         return !gpu::CompactionVariantAvailable(device, *gpu::ParseCompactionVariant(n)).ok();
+       });
+       return names;
      }},
     {BoxFilterAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.box_filter.Prepare(t); },
      [](Kernels& k, gpu::WarmUpShare& s) { return k.box_filter.WarmUp(s); },
-     [] {
+     [](const gpu::DeviceInfo&) {
        return VariantNames<gpu::BoxFilterVariant>(gpu::BoxFilterVariantName,
                                                   gpu::ParseBoxFilterVariant);
      }},
@@ -195,9 +200,10 @@ std::vector<std::string> Kernels::Available() {
   return names;
 }
 
-std::vector<std::string> Kernels::Variants(std::string_view analysis) {
+std::vector<std::string> Kernels::Variants(std::string_view analysis,
+                                          const gpu::DeviceInfo& device) {
   for (const AnalysisEntry& a : kAnalyses) {
-    if (a.name == analysis) return a.variants();
+    if (a.name == analysis) return a.variants(device);
   }
   return {};
 }

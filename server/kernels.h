@@ -36,8 +36,10 @@ struct Kernels {
   absl::Status WarmUp();
   // The units of that warm-up which `share` claims (gpu/warm_up.h); logs nothing.
   absl::Status WarmUp(gpu::WarmUpShare& share);
-  // The names an analysis's `variant` field takes, "auto" first; empty for an unknown analysis.
-  static std::vector<std::string> Variants(std::string_view analysis);
+  // The names an analysis's `variant` field takes on `device`, "auto" first; empty for an unknown
+  // analysis.
+  static std::vector<std::string> Variants(std::string_view analysis,
+                                           const gpu::DeviceInfo& device);
 
   gpu::Context& ctx;
   gpu::HistogramKernel histogram;

@@ -46,7 +46,7 @@ void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* 
     response->add_analyses(name);
     v1::AnalysisInfo* a = response->add_analysis_info();
     a->set_name(name);
-    for (const std::string& v : Kernels::Variants(name)) a->add_variants(v);
+    for (const std::string& v : Kernels::Variants(name, d)) a->add_variants(v);
   }
   const ResultBudgetUsage results = worker.results().Usage();
   response->set_result_buffer_bytes(results.budget);

@@ -4,6 +4,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -497,6 +498,36 @@ CompactStream ReadCompact(v1::ImageAnalytics::Stub& stub, const v1::CompactReque
   }
   out.status = reader->Finish();
   return out;
+}
+
+// The compaction variants GetServerInfo lists are the ones this server's device runs
+// (subgroup_aggregated only with subgroup ballots, which llvmpipe has), and each one answers.
+TEST_F(ServiceTest, EveryListedCompactionVariantRuns) {
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(stub().GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
+  const v1::AnalysisInfo* compaction = nullptr;
+  for (const v1::AnalysisInfo& a : info.analysis_info()) {
+    if (a.name() == "compaction") compaction = &a;
+  }
+  ASSERT_NE(compaction, nullptr);
+  const bool ballots = info.limits().subgroup_ballot();
+  if (info.software()) {
+    EXPECT_TRUE(ballots) << info.renderer();
+  }
+  EXPECT_EQ(std::count(compaction->variants().begin(), compaction->variants().end(),
+                       "subgroup_aggregated"),
+            ballots ? 1 : 0);
+  for (const std::string& v : compaction->variants()) {
+    v1::CompactRequest req;
+    *req.mutable_image() = InlineRaw(HostImage::Zeros({3, 2, 1, SampleType::kUint8}));
+    req.mutable_options()->set_hi(10);  // every pixel (0) passes
+    req.set_variant(v);
+    CompactStream got = ReadCompact(stub(), req);
+    ASSERT_TRUE(got.status.ok()) << v << ": " << got.status.error_message();
+    EXPECT_EQ(got.header.total(), 6u) << v;
+    EXPECT_EQ(got.xy.size(), 6u * 8) << v;
+  }
 }
 
 TEST_F(ServiceTest, CompactMatchesReference) {
