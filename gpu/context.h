@@ -43,8 +43,9 @@ struct DeviceLimits {
   int storage_buffer_offset_alignment = 0;
   bool int64 = false;  // GL_ARB_gpu_shader_int64
   // GL_ARB_shader_ballot with 64-bit integers (ballotARB returns a uint64_t): subgroup ballots,
-  // the only subgroup operations Mesa 22's GL offers (llvmpipe has them, 8 invocations per
-  // subgroup; NVIDIA's driver too, 32). Shaders see HAVE_BALLOT.
+  // which Mesa 22's llvmpipe offers (8 invocations per subgroup) as NVIDIA's driver does (warps
+  // of 32); Mesa 22's GL has no subgroup shuffles (GL_KHR_shader_subgroup). Shaders see
+  // HAVE_BALLOT.
   bool subgroup_ballot = false;
 };
 
