@@ -52,14 +52,11 @@ int Main(int argc, char** argv) {
   const int runs = args.runs, warmup = args.warmup;
   std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
   gpu::Context& c = *ctx;
-  if (!c.limits().subgroup_ballot) {
-    const auto it = std::find(variants.begin(), variants.end(),
-                              gpu::CompactionVariant::kSubgroupAggregated);
-    if (it != variants.end()) {
-      std::fprintf(stderr, "no subgroup ballots on this device: subgroup_aggregated left out\n");
-      variants.erase(it);
-    }
-  }
+  std::erase_if(variants, [&](gpu::CompactionVariant v) {
+    const absl::Status s = gpu::CompactionVariantAvailable(c.info(), v);
+    if (!s.ok()) std::fprintf(stderr, "left out: %s\n", std::string(s.message()).c_str());
+    return !s.ok();
+  });
   const double copy = CopyBandwidthGBs(c);
 
   std::vector<Row> rows;
