@@ -215,7 +215,7 @@ absl::StatusOr<BoxFilterOptions> ResolveBoxFilterOptions(const ImageDesc& desc,
 BoxFilterVariant ResolveBoxFilterVariant(const DeviceInfo& device, const ImageDesc& desc,
                                          const BoxFilterOptions& o) {
   if (o.variant != BoxFilterVariant::kAuto) return o.variant;
-  if (device.software) {
+  if (device.cpu_variants) {
     if (desc.type == SampleType::kUint8 && o.rx <= kAutoFusedStripsMaxRx && o.ry <= 127 &&
         box_filter_internal::FusedStripsSupports(desc, o).ok()) {
       return BoxFilterVariant::kFusedStrips;

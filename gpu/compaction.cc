@@ -219,7 +219,7 @@ absl::Status CompactionVariantAvailable(const DeviceInfo& device, CompactionVari
 CompactionVariant ResolveCompactionVariant(const DeviceInfo& device, const ImageDesc& desc,
                                            const CompactionOptions& resolved) {
   if (resolved.variant != CompactionVariant::kAuto) return resolved.variant;
-  if (device.software && StripScanFits(desc)) return CompactionVariant::kStripScan;
+  if (device.cpu_variants && StripScanFits(desc)) return CompactionVariant::kStripScan;
   return CompactionVariant::kOrderedScan;
 }
 

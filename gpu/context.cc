@@ -308,6 +308,7 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
   info.glsl_version = GlString(GL_SHADING_LANGUAGE_VERSION);
   info.software = info.renderer.find("llvmpipe") != std::string::npos ||
                   info.renderer.find("softpipe") != std::string::npos;
+  info.cpu_variants = info.software && !options.auto_as_gpu;
   info.limits = QueryLimits();
   // llvmpipe's timer queries do not cover shader execution: time with the CPU clock there.
   GpuTimer::UseWallClock(info.software);

@@ -31,6 +31,10 @@ struct ContextOptions {
   // whole runs of calls, at half speed. Decided by the display's first context; once pinned,
   // they stay so while the display lives.
   bool pin_driver_threads = true;
+  // For tests: `auto` picks, and so the kernels' warm-ups build, the variants it picks on a GPU,
+  // even on a CPU renderer (DeviceInfo::cpu_variants), so that llvmpipe can check a GPU's choices.
+  // Everything else (timing, packed image forms, thread pinning) stays as the device needs.
+  bool auto_as_gpu = false;
 };
 
 struct DeviceLimits {
@@ -54,6 +58,9 @@ struct DeviceInfo {
   std::string egl_vendor, egl_version;
   std::string vendor, renderer, version, glsl_version;
   bool software = false;  // llvmpipe/softpipe: a CPU renderer
+  // Whether `auto` picks the variants made for CPU renderers: `software`, unless
+  // ContextOptions::auto_as_gpu. Every variant resolver and warm-up asks this, not `software`.
+  bool cpu_variants = false;
   DeviceLimits limits;
 };
 

@@ -220,12 +220,12 @@ HistogramVariant ResolveHistogramVariant(const DeviceInfo& device, const ImageDe
   // channel count and source to warm up.
   // And only with the small arrays: more than 256 bins of 8-bit values are rare, and would double
   // the programs to warm up.
-  if (device.software && desc.type == SampleType::kUint8 &&
+  if (device.cpu_variants && desc.type == SampleType::kUint8 &&
       o.bins <= internal::kPrivateArraySmallBins &&
       internal::FindKeyArithmetic(o, BuildIntegerBinTable(desc, o))) {
     return HistogramVariant::kPrivateArray;
   }
-  if (device.software) {
+  if (device.cpu_variants) {
     // Beyond private rows, global atomics beat the shared histogram on llvmpipe (1.5-3x for
     // 1024-4096 counters, smooth and random images: shared atomics also loop over the lanes).
     return PlanShared(HistogramVariant::kPrivateRows, device.limits, hists, o.bins).passes == 1
@@ -316,7 +316,7 @@ absl::Status HistogramKernel::WarmUp(WarmUpShare& share) {
   };
   std::vector<Dispatch> dispatches = {
       {HistogramVariant::kGlobalAtomics, HistogramSource::kChannel, kMaxHistogramBins}};
-  if (ctx_.info().software) {
+  if (ctx_.info().cpu_variants) {
     for (int bins : {256, 512, kMaxPrivateArrayWords}) {
       dispatches.push_back({HistogramVariant::kPrivateRows, HistogramSource::kChannel, bins});
     }
@@ -326,7 +326,7 @@ absl::Status HistogramKernel::WarmUp(WarmUpShare& share) {
   for (SampleType type : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
     for (int channels = 1; channels <= 4; ++channels) {
       std::vector<Dispatch> all = dispatches;
-      if (ctx_.info().software && type == SampleType::kUint8) {
+      if (ctx_.info().cpu_variants && type == SampleType::kUint8) {
         // Over the whole range, 1 bin bins by a shift alone, 10 bins by multiply-shift.
         for (HistogramSource source : kSources) {
           for (int bins : {1, 10}) all.push_back({HistogramVariant::kPrivateArray, source, bins});

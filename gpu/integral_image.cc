@@ -124,7 +124,7 @@ IntegralImageVariant ResolveIntegralImageVariant(const DeviceInfo& device,
                                                  const ImageDesc& /*desc*/,
                                                  IntegralImageVariant requested) {
   if (requested != IntegralImageVariant::kAuto) return requested;
-  if (!device.software) return IntegralImageVariant::kWorkEfficient;
+  if (!device.cpu_variants) return IntegralImageVariant::kWorkEfficient;
   return IntegralImageVariant::kPackedStrips;
 }
 

@@ -15,7 +15,8 @@ using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 gpu::ContextOptions ContextOptionsFor(const WorkerOptions& o) {
-  return {.device = o.device, .pin_driver_threads = o.pin_driver_threads};
+  return {
+      .device = o.device, .pin_driver_threads = o.pin_driver_threads, .auto_as_gpu = o.auto_as_gpu};
 }
 }  // namespace
 

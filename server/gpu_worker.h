@@ -45,6 +45,7 @@ struct Job {
 struct WorkerOptions {
   std::string device = "auto";  // gpu::ContextOptions::device
   bool pin_driver_threads = true;  // gpu::ContextOptions::pin_driver_threads
+  bool auto_as_gpu = false;        // gpu::ContextOptions::auto_as_gpu (for tests)
   int max_queue = 64;
   uint64_t store_bytes = uint64_t{2} << 30;
   uint64_t tenant_store_bytes = 0;  // each tenant's share of store_bytes; 0 = no share

@@ -286,7 +286,7 @@ TEST(HistogramTest, PrivateArraySumsManyRowsPerInvocation) {
 
 TEST(HistogramTest, AutoPicksPrivateArrayForEightBitImagesOnCpuRenderers) {
   DeviceInfo cpu, gpu;
-  cpu.software = true;
+  cpu.software = cpu.cpu_variants = true;
   cpu.limits.max_shared_memory_bytes = gpu.limits.max_shared_memory_bytes = 32768;
   auto pick = [](const DeviceInfo& d, ImageDesc desc, HistogramSource s, int bins, double lo = 0) {
     HistogramOptions o;

@@ -1,11 +1,13 @@
 // The start-up warm-up: once the server reports SERVING, no call of any analysis, on any format,
-// channel count or image shape, builds a GPU program (so none pays for a shader compile); it runs
-// with a helper context beside the serving one, as it does by default on llvmpipe.
+// channel count or image shape, builds a GPU program (so none pays for a shader compile), with the
+// variants `auto` picks on this device and with those it picks on a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -35,12 +37,20 @@ grpc::Status Drain(Reader& reader, Message& m) {
   return reader->Finish();
 }
 
-TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUp) {
+// Calls every analysis on every format, channel count and shape, with the options that select
+// different programs, on a server that has warmed up: every call must find its GL program built.
+// (Building is where a GPU's driver compiles. llvmpipe compiles again on a program's first
+// dispatch, for each power-of-two-ness of the images bound, which no GL query shows: the warm-up
+// dispatches every program on such shapes, and bench/peers.py's cold column times first calls.)
+// `ran` gets the names of the variants that ran; `software`, whether the device is a CPU renderer.
+void CheckNoCallBuildsAProgram(bool auto_as_gpu, std::set<std::string>* ran, bool* software) {
   server::ServerOptions options;
   options.worker.warm_up_threads = 2;
+  options.worker.auto_as_gpu = auto_as_gpu;
   std::unique_ptr<TestServer> ts = TestServer::Start(options, /*warm_up=*/true);
   GLIMPSE_REQUIRE_SERVER(ts);
   v1::ImageAnalytics::Stub& stub = *ts->stub;
+  *software = ServerIsSoftware(stub);
   {
     grpc::ClientContext ctx;
     v1::ServerInfo info;
@@ -51,8 +61,7 @@ TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUp) {
   const uint32_t built = ProgramsBuilt(stub);
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(TestSeed());
-  // Shapes whose sides are and are not powers of two: software renderers compile a variant per
-  // power-of-two-ness of the bound textures.
+  // Shapes whose sides are and are not powers of two (see above).
   const std::pair<int, int> shapes[] = {{16, 8}, {37, 23}, {64, 29}, {33, 32}, {1020, 5}, {200, 64}};
   for (SampleType type : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
     for (int channels = 1; channels <= 4; ++channels) {
@@ -75,6 +84,7 @@ TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUp) {
             req.mutable_options()->set_source(source);
             v1::HistogramResponse resp;
             ASSERT_TRUE(stub.Histogram(&ctx, req, &resp).ok());
+            ran->insert(resp.variant());
           }
         }
         for (bool squared : {false, true}) {
@@ -85,6 +95,8 @@ TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUp) {
           auto reader = stub.IntegralImage(&ctx, req);
           v1::IntegralImageResponse m;
           ASSERT_TRUE(Drain(reader, m).ok());
+          ASSERT_TRUE(m.has_trailer());
+          ran->insert(m.trailer().variant());
         }
         for (bool count_only : {false, true}) {
           grpc::ClientContext ctx;
@@ -95,7 +107,12 @@ TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUp) {
           req.mutable_options()->set_count_only(count_only);
           auto reader = stub.Compact(&ctx, req);
           v1::CompactResponse m;
-          ASSERT_TRUE(Drain(reader, m).ok());
+          std::string variant;
+          while (reader->Read(&m)) {
+            if (m.has_header()) variant = m.header().variant();
+          }
+          ASSERT_TRUE(reader->Finish().ok());
+          ran->insert(variant);
         }
         for (uint32_t r : {0u, 1u, 3u, 7u, 20u}) {
           for (auto border : {v1::BORDER_MODE_REPLICATE, v1::BORDER_MODE_REFLECT101,
@@ -109,13 +126,49 @@ TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUp) {
             req.set_encoding(v1::PIXEL_ENCODING_RAW);
             auto reader = stub.BoxFilter(&ctx, req);
             v1::BoxFilterResponse m;
-            ASSERT_TRUE(Drain(reader, m).ok());
+            std::string variant;
+            while (reader->Read(&m)) {
+              if (m.has_header()) variant = m.header().variant();
+            }
+            ASSERT_TRUE(reader->Finish().ok());
+            ran->insert(variant);
           }
         }
-        EXPECT_EQ(ProgramsBuilt(stub), built);
+        ASSERT_EQ(ProgramsBuilt(stub), built);
       }
     }
   }
+}
+
+// Variants `auto` picks only on CPU renderers, and variants it picks only on GPUs.
+const std::set<std::string> kCpuVariants = {"private_array", "private_rows", "packed_strips",
+                                            "strip_scan", "fused_strips"};
+const std::set<std::string> kGpuVariants = {"shared_per_thread", "work_efficient", "shared_tile"};
+
+bool Intersect(const std::set<std::string>& a, const std::set<std::string>& b) {
+  return std::any_of(a.begin(), a.end(), [&](const std::string& x) { return b.contains(x); });
+}
+
+TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUp) {
+  std::set<std::string> ran;
+  bool software = false;
+  CheckNoCallBuildsAProgram(/*auto_as_gpu=*/false, &ran, &software);
+  if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
+  if (software) {
+    EXPECT_TRUE(Intersect(ran, kCpuVariants));
+    EXPECT_FALSE(Intersect(ran, kGpuVariants));
+  }
+}
+
+// The same with the variants `auto` picks on a GPU (on llvmpipe: forced), so that a GPU's warm-up
+// is checked wherever the tests run.
+TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUpWithAGpusChoices) {
+  std::set<std::string> ran;
+  bool software = false;
+  CheckNoCallBuildsAProgram(/*auto_as_gpu=*/true, &ran, &software);
+  if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
+  EXPECT_FALSE(Intersect(ran, kCpuVariants));
+  EXPECT_TRUE(Intersect(ran, kGpuVariants));
 }
 
 // The default number of warm-up contexts: one where helpers cannot help (a GPU, whose driver is
