@@ -76,12 +76,7 @@ class ImageArg {
  private:
   void DeleteTemporary() {
     if (temp_id_.empty()) return;
-    grpc::ClientContext context;
-    c_.Prepare(&context);
-    v1::DeleteImageRequest request;
-    request.set_image_id(temp_id_);
-    v1::DeleteImageResponse response;
-    (void)c_.stub->DeleteImage(&context, request, &response);
+    DeleteImageQuietly(c_, temp_id_);
     temp_id_.clear();
   }
 

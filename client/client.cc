@@ -199,4 +199,13 @@ grpc::Status UploadBytes(const Connection& c, const std::string& data, v1::Uploa
   return writer->Finish();
 }
 
+void DeleteImageQuietly(const Connection& c, const std::string& id) {
+  grpc::ClientContext context;
+  c.Prepare(&context);
+  v1::DeleteImageRequest request;
+  request.set_image_id(id);
+  v1::DeleteImageResponse response;
+  (void)c.stub->DeleteImage(&context, request, &response);
+}
+
 }  // namespace glimpse::client

@@ -80,6 +80,10 @@ class Progress {
 grpc::Status UploadBytes(const Connection& c, const std::string& data, v1::UploadHeader header,
                          v1::UploadImageResponse* response, bool show_progress);
 
+// Deletes an image this client stored for its own use (a temporary upload, a load test's image),
+// whatever the answer: the command's result does not depend on it.
+void DeleteImageQuietly(const Connection& c, const std::string& id);
+
 // The load mode: `glimpse load ...`.
 int RunLoad(const Options& options, const Connection& c);
 

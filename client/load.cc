@@ -107,16 +107,6 @@ void AddFourAnalyses(v1::AnalyzeHeader* h) {
   b->set_encoding(v1::PIXEL_ENCODING_RAW);
 }
 
-// Deletes an image the load stored, whatever the answer: it does not change the table.
-void DeleteQuietly(const Connection& c, const std::string& id) {
-  grpc::ClientContext context;
-  c.Prepare(&context);
-  v1::DeleteImageRequest del;
-  del.set_image_id(id);
-  v1::DeleteImageResponse deleted;
-  (void)c.stub->DeleteImage(&context, del, &deleted);
-}
-
 // The whole job of a client with an image and four analyses to run: "upload_and_4": upload it,
 // call each analysis by id, delete it; "analyze_4": one Analyze call that streams the image.
 Outcome Combined(const Connection& c, const std::string& rpc, const std::string& pixels,
@@ -135,7 +125,7 @@ Outcome Combined(const Connection& c, const std::string& rpc, const std::string&
         break;
       }
     }
-    DeleteQuietly(c, id);
+    DeleteImageQuietly(c, id);
     out.ok = out.status.ok();
     return out;
   }
@@ -229,7 +219,7 @@ std::string FirstCalls(const Connection& c, const Connection& replica, const std
       (k == 0 ? first : cached).push_back(ms);
       (k == 0 ? first_gpu : cached_gpu).push_back(r.timing.gpu_ns() * 1e-6);
     }
-    DeleteQuietly(c, id);
+    DeleteImageQuietly(c, id);
   }
   std::string rows;
   for (int k = 0; k < 2; ++k) {
@@ -357,7 +347,7 @@ int RunLoad(const Options& o, const Connection& c) {
       table += row;
     }
     if (replica) table += FirstCalls(c, *replica, pixels, header, size, width, height, duration_s);
-    DeleteQuietly(c, id);
+    DeleteImageQuietly(c, id);
   }
 
   const std::time_t now = std::time(nullptr);
