@@ -70,6 +70,12 @@ head -c 8 h_log.png | od -c | grep -q "P   N   G" || fail "h_log.png is not a PN
 cmp -s h.png h_log.png && fail "--log drew the same chart as the linear scale"
 g histogram "$sample" --source=luma --bins=16 --csv=luma.csv >/dev/null || fail "histogram of a file"
 [ "$(wc -l <luma.csv)" = 17 ] || fail "luma.csv rows"
+# A file over the inline limit (3 MiB) is uploaded for the call and deleted after it.
+{ printf 'P6\n1100 1000\n255\n'; head -c 3300000 /dev/urandom; } >big.ppm
+g histogram big.ppm --bins=8 --csv=big.csv >/dev/null || fail "histogram of a file over 3 MiB"
+[ "$(wc -l <big.csv)" = 9 ] || fail "big.csv rows"
+g list >list.txt || fail "list after the large file"
+grep -q "big.ppm" list.txt && fail "the temporary upload of big.ppm is still stored: $(cat list.txt)"
 
 # integral: .npy of H x W x C uint64 (header + 640*480*3*8 bytes)
 g integral "$id" --npy=integral.npy --squared >/dev/null || fail "integral"
