@@ -193,10 +193,13 @@ absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc
   if (o.variant != CompactionVariant::kAuto &&
       std::find(std::begin(kConcreteVariants), std::end(kConcreteVariants), o.variant) ==
           std::end(kConcreteVariants)) {
+    std::string names = "auto";
+    for (CompactionVariant v : kConcreteVariants) {
+      StrAppend(&names, v == std::end(kConcreteVariants)[-1] ? " or " : ", ",
+                CompactionVariantName(v));
+    }
     return absl::InvalidArgumentError(
-        StrCat("variant must be auto, atomic_per_pixel, workgroup_aggregated, ordered_scan, "
-               "strip_scan or subgroup_aggregated, got ",
-               static_cast<int>(o.variant)));
+        StrCat("variant must be ", names, ", got #", static_cast<int>(o.variant)));
   }
   if (o.variant == CompactionVariant::kStripScan && !StripScanFits(desc)) {
     return absl::InvalidArgumentError(
