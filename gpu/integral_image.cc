@@ -20,7 +20,7 @@ using integral_internal::PackedStripsFit;
 constexpr IntegralImageVariant kConcreteVariants[] = {
     IntegralImageVariant::kNaive, IntegralImageVariant::kWorkEfficient,
     IntegralImageVariant::kScanTransposeScan, IntegralImageVariant::kStripScan,
-    IntegralImageVariant::kPackedStrips};
+    IntegralImageVariant::kPackedStrips, IntegralImageVariant::kSubgroupScan};
 
 // The exact table rows from their elements mod 2^32 (`lo`, n rows of `row_elems` 4-byte elements,
 // C channels interleaved) into `out` (8-byte elements). Exact where every row's first element and
@@ -75,6 +75,8 @@ std::string_view IntegralImageVariantName(IntegralImageVariant v) {
       return "strip_scan";
     case IntegralImageVariant::kPackedStrips:
       return "packed_strips";
+    case IntegralImageVariant::kSubgroupScan:
+      return "subgroup_scan";
   }
   return "unknown";
 }
@@ -112,10 +114,30 @@ absl::Status ValidateIntegralImageOptions(const IntegralImageOptions& o) {
         "sum_table = false asks for the squared table alone, so squared must be true, got false");
   }
   if (IntegralImageVariantName(o.variant) == "unknown") {
+    std::string names = "auto";
+    for (IntegralImageVariant v : kConcreteVariants) {
+      StrAppend(&names, v == std::end(kConcreteVariants)[-1] ? " or " : ", ",
+                IntegralImageVariantName(v));
+    }
     return absl::InvalidArgumentError(
-        StrCat("variant must be auto, naive, work_efficient, scan_transpose_scan, strip_scan or "
-               "packed_strips, got #",
-               static_cast<int>(o.variant)));
+        StrCat("variant must be ", names, ", got #", static_cast<int>(o.variant)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status IntegralImageVariantAvailable(const DeviceInfo& device, IntegralImageVariant variant,
+                                           SampleType type) {
+  if (variant != IntegralImageVariant::kSubgroupScan) return absl::OkStatus();
+  if (!device.limits.subgroup_ballot) {
+    return absl::InvalidArgumentError(StrCat(
+        "variant subgroup_scan needs subgroup ballots (GL_ARB_shader_ballot with "
+        "GL_ARB_gpu_shader_int64), which this device (", device.renderer,
+        ") does not offer; use auto or another variant"));
+  }
+  if (type != SampleType::kUint8 && type != SampleType::kUint16) {
+    return absl::InvalidArgumentError(
+        StrCat("variant subgroup_scan takes 8- and 16-bit images, got ", SampleTypeName(type),
+               " samples; use auto or another variant"));
   }
   return absl::OkStatus();
 }
@@ -136,6 +158,7 @@ absl::Status IntegralImageKernel::Prepare(SampleType type) {
     absl::StatusOr<Image> probe = Image::Allocate(ctx_, {1, 1, c, type});
     if (!probe.ok()) return probe.status();
     for (IntegralImageVariant v : kConcreteVariants) {
+      if (!IntegralImageVariantAvailable(ctx_.info(), v, type).ok()) continue;
       for (bool squared : {false, true}) {
         absl::StatusOr<Workspace> ws = MakeWorkspace(*probe, 0, 0, 1, 1, v, squared, false);
         if (!ws.ok()) return ws.status();
@@ -190,6 +213,9 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
   if (absl::Status s = ValidateIntegralImageOptions(options); !s.ok()) return s;
   const IntegralImageVariant variant =
       ResolveIntegralImageVariant(ctx_.info(), desc, options.variant);
+  if (absl::Status s = IntegralImageVariantAvailable(ctx_.info(), variant, desc.type); !s.ok()) {
+    return s;
+  }
 
   const int64_t row_bytes = int64_t{desc.width} * desc.channels * kElem;
   int64_t band_limit = ctx_.limits().max_storage_block_bytes;
@@ -271,6 +297,10 @@ absl::Status IntegralImageKernel::ComputeOnDevice(const Image& image, int x0, in
                                                   IntegralImageVariant variant, const Buffer& table,
                                                   uint64_t* gpu_ns, bool force_two_word) {
   variant = ResolveIntegralImageVariant(ctx_.info(), image.desc(), variant);
+  if (absl::Status s = IntegralImageVariantAvailable(ctx_.info(), variant, image.desc().type);
+      !s.ok()) {
+    return s;
+  }
   if (variant == IntegralImageVariant::kPackedStrips) {
     if (!PackedStripsFit(image.desc(), x0) || h > kPackedMaxRows) {
       variant = IntegralImageVariant::kStripScan;

@@ -31,6 +31,10 @@ enum class IntegralImageVariant {
                   // band keeping the row above in registers: the table is written once, never read
   kPackedStrips,  // the strip scan reading the packed form (16 bytes per load), 16-sample strips,
                   // four table elements per store: for CPU renderers. 1, 2 or 4 channels.
+  kSubgroupScan,  // work_efficient with its row pass done by subgroup (warp) ballots: each
+                  // subgroup's prefix sums in registers, a bit of the samples per ballot, one
+                  // barrier per block. 8- and 16-bit images, on devices with subgroup ballots
+                  // (DeviceLimits::subgroup_ballot); refused otherwise.
 };
 
 std::string_view IntegralImageVariantName(IntegralImageVariant v);  // "naive", "work_efficient", ...
@@ -89,6 +93,12 @@ bool EightBitImagesMayNeedWideSums(const DeviceLimits& limits);
 // Checks the options (band_bytes >= 0, a known variant); errors name the field and value.
 absl::Status ValidateIntegralImageOptions(const IntegralImageOptions& options);
 
+// Whether `device` runs `variant` on images of `type`: subgroup_scan needs subgroup ballots and
+// an 8- or 16-bit image (its ballots count the bits of integer samples). The error names the
+// variant and what is missing.
+absl::Status IntegralImageVariantAvailable(const DeviceInfo& device, IntegralImageVariant variant,
+                                           SampleType type);
+
 // The variant kAuto runs. On CPU renderers (llvmpipe), measured (bench/results/
 // integral_image_llvmpipe.md): the packed strips for every format and channel count (faster than
 // the strip scan and the naive scans in every case measured but 3-channel uint8, a tie: it reads
@@ -97,7 +107,8 @@ absl::Status ValidateIntegralImageOptions(const IntegralImageOptions& options);
 // barrier per scan level and are 8-19x slower there. On GPUs the work-efficient scans (not
 // measured here; reasoning): both passes read and write coalesced rows and keep partial sums in
 // shared memory, where the naive and strip variants keep only H or W / 8 invocations busy with
-// strided accesses, and scan-transpose-scan moves the table through two more passes.
+// strided accesses, and scan-transpose-scan moves the table through two more passes. Never
+// subgroup_scan until it has been timed on a GPU.
 IntegralImageVariant ResolveIntegralImageVariant(const DeviceInfo& device, const ImageDesc& desc,
                                        IntegralImageVariant requested);
 

@@ -9,8 +9,8 @@
 namespace glimpse::gpu {
 namespace integral_internal {
 
-// Pixels per work-efficient row block (integral_rows_scan.comp) and rows per work-efficient
-// column block (integral_cols_scan.comp).
+// Pixels per work-efficient row block (integral_rows_scan.comp, integral_rows_subgroup.comp) and
+// rows per work-efficient column block (integral_cols_scan.comp).
 inline constexpr int kRowBlock = 512;
 inline constexpr int kColBlock = 64;
 inline constexpr int kElem = 8;  // bytes per table element

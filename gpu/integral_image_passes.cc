@@ -105,16 +105,18 @@ absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspac
   } else {
     const std::string block =
         StrCat("#define BLOCK ", kRowBlock, "\n#define CBLOCK ", kColBlock, "\n");
-    if (s = program("integral_rows_scan", StrCat(tex, "#define SRC_TEXTURE 1\n"),
-                    &ws.rows_scan_tex);
-        !s.ok()) {
-      return s;
+    if (variant == IntegralImageVariant::kSubgroupScan) {
+      s = program("integral_rows_subgroup", StrCat(tex, "#define BLOCK ", kRowBlock, "\n"),
+                  &ws.rows_scan_tex);
+    } else {
+      s = program("integral_rows_scan", StrCat(tex, "#define SRC_TEXTURE 1\n"), &ws.rows_scan_tex);
     }
+    if (!s.ok()) return s;
     if (s = program("integral_block_sums", acc, &ws.block_sums); !s.ok()) return s;
     if (s = program("integral_add_offsets", StrCat(acc, chan, block), &ws.add_rows); !s.ok()) {
       return s;
     }
-    if (variant == IntegralImageVariant::kWorkEfficient) {
+    if (variant != IntegralImageVariant::kScanTransposeScan) {  // the column scans
       if (s = program("integral_cols_scan", acc, &ws.cols_scan); !s.ok()) return s;
       if (s = program("integral_add_offsets", StrCat(acc, block, "#define COLUMNS 1\n"),
                       &ws.add_cols);
@@ -257,7 +259,7 @@ absl::Status IntegralImageKernel::RunBand(const Workspace& ws, int band_y0, int 
   // Rows of the band, from the image.
   scan_lines(ws.rows_scan_tex, rows, w, false, false);
 
-  if (ws.variant == IntegralImageVariant::kWorkEfficient) {
+  if (ws.variant != IntegralImageVariant::kScanTransposeScan) {  // the column scans
     const int nb = int(CeilDiv(rows, kColBlock));
     glUseProgram(ws.cols_scan);
     SetInt(ws.cols_scan, "u_cols", int(cols));

@@ -45,9 +45,15 @@ constexpr AnalysisEntry kAnalyses[] = {
     {IntegralImageAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.integral_image.Prepare(t); },
      [](Kernels& k, gpu::WarmUpShare& s) { return k.integral_image.WarmUp(s); },
-     [](const gpu::DeviceInfo&) {
-       return VariantNames<gpu::IntegralImageVariant>(gpu::IntegralImageVariantName,
-                                                 gpu::ParseIntegralImageVariant);
+     [](const gpu::DeviceInfo& device) {  // those that run on the device (8-bit images at least)
+       std::vector<std::string> names = VariantNames<gpu::IntegralImageVariant>(
+           gpu::IntegralImageVariantName, gpu::ParseIntegralImageVariant);
+       std::erase_if(names, [&](const std::string& n) {
+         return !gpu::IntegralImageVariantAvailable(device, *gpu::ParseIntegralImageVariant(n),
+                                                    gpu::SampleType::kUint8)
+                     .ok();
+       });
+       return names;
      }},
     {CompactionAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.compaction.Prepare(t); },

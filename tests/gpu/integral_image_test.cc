@@ -18,8 +18,9 @@ namespace glimpse::gpu {
 namespace {
 
 constexpr IntegralImageVariant kVariants[] = {
-    IntegralImageVariant::kNaive, IntegralImageVariant::kWorkEfficient, IntegralImageVariant::kScanTransposeScan,
-    IntegralImageVariant::kStripScan, IntegralImageVariant::kPackedStrips};
+    IntegralImageVariant::kNaive,        IntegralImageVariant::kWorkEfficient,
+    IntegralImageVariant::kScanTransposeScan, IntegralImageVariant::kStripScan,
+    IntegralImageVariant::kPackedStrips, IntegralImageVariant::kSubgroupScan};
 constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
 
 std::string Describe(const ImageDesc& d, const IntegralImageOptions& o) {
@@ -49,12 +50,23 @@ void ExpectWithinFloatBound(const std::vector<double>& gpu, const std::vector<do
 
 // Checks every table of `options` against the CPU reference: integers exactly, floats within the
 // stated bound (the naive variant bit-exactly: it adds in the reference's order).
+// Where the device does not run the variant on this format (subgroup_scan: float images, or no
+// subgroup ballots), checks that it is refused, naming the variant.
 void CheckAgainstReference(IntegralImageKernel& kernel, Context& ctx, const HostImage& host,
                            const IntegralImageOptions& options) {
   const std::string what = Describe(host.desc, options);
   absl::StatusOr<Image> img = Image::Upload(ctx, host);
   ASSERT_TRUE(img.ok()) << img.status();
   absl::StatusOr<IntegralTables> gpu = ComputeIntegralImage(kernel, *img, options);
+  if (absl::Status runs = IntegralImageVariantAvailable(ctx.info(), options.variant, host.desc.type);
+      !runs.ok()) {
+    ASSERT_FALSE(gpu.ok()) << what;
+    EXPECT_EQ(gpu.status(), runs) << what;
+    EXPECT_NE(runs.message().find(StrCat("variant ", IntegralImageVariantName(options.variant))),
+              std::string::npos)
+        << runs;
+    return;
+  }
   ASSERT_TRUE(gpu.ok()) << what << ": " << gpu.status();
   absl::StatusOr<IntegralTables> ref = reference::IntegralImage(host, options);
   ASSERT_TRUE(ref.ok()) << ref.status();
@@ -186,6 +198,7 @@ TEST(IntegralImageTest, SquaredTableAloneLeavesOutTheSumTable) {
     absl::StatusOr<IntegralTables> ref = reference::IntegralImage(host, {.squared = true});
     ASSERT_TRUE(ref.ok());
     for (IntegralImageVariant v : kVariants) {
+      if (!IntegralImageVariantAvailable(ctx.info(), v, t).ok()) continue;  // refusals: above
       const IntegralImageOptions o{.squared = true, .sum_table = false, .variant = v};
       absl::StatusOr<IntegralTables> gpu = ComputeIntegralImage(kernel, *img, o);
       ASSERT_TRUE(gpu.ok()) << Describe(d, o) << ": " << gpu.status();
@@ -249,6 +262,7 @@ TEST(IntegralImageTest, SixteenBitSumsPast2To32AreExact) {
   ASSERT_TRUE(img.ok());
   for (bool two_word : {false, true}) {
     for (IntegralImageVariant v : kVariants) {
+      if (!IntegralImageVariantAvailable(ctx.info(), v, d.type).ok()) continue;
       IntegralImageOptions o{.squared = true,
                         .variant = v,
                         .band_bytes = 70 * 300 * 2 * 8,
@@ -460,6 +474,39 @@ TEST(IntegralImageTest, BadOptionsAreRefusedByName) {
   absl::Status p = kernel.Prepare(static_cast<SampleType>(9));
   EXPECT_EQ(p.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(p.message().find("unsupported sample type"), std::string::npos) << p;
+}
+
+// subgroup_scan: run wherever the device has subgroup ballots (llvmpipe has: 8 invocations per
+// subgroup) for 8- and 16-bit images; float images are refused by name, as is a device without
+// ballots. Full-scale samples set every bit a ballot counts (8, 16, and 32 for 16-bit squares),
+// over rows of several row blocks and partial subgroups.
+TEST(IntegralImageTest, SubgroupScanRunsOnIntegerImagesWhereBallotsExist) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  if (ctx.info().software) {
+    EXPECT_TRUE(ctx.limits().subgroup_ballot) << ctx.info().renderer;
+  }
+  IntegralImageKernel kernel(ctx);
+  const IntegralImageOptions o{.squared = true, .variant = IntegralImageVariant::kSubgroupScan};
+  for (SampleType t : kTypes) {
+    for (auto [w, h] : {std::pair{1029, 3}, std::pair{7, 70}}) {
+      const ImageDesc d{w, h, 3, t};
+      HostImage host = HostImage::Zeros(d);
+      if (t != SampleType::kFloat32) std::fill(host.data.begin(), host.data.end(), uint8_t{0xff});
+      CheckAgainstReference(kernel, ctx, host, o);
+    }
+    absl::Status runs = IntegralImageVariantAvailable(ctx.info(), o.variant, t);
+    if (!ctx.limits().subgroup_ballot) {
+      EXPECT_NE(runs.message().find("variant subgroup_scan needs subgroup ballots"),
+                std::string::npos)
+          << runs;
+    } else if (t == SampleType::kFloat32) {
+      EXPECT_EQ(runs.message(),
+                "variant subgroup_scan takes 8- and 16-bit images, got float32 samples; use auto "
+                "or another variant");
+    } else {
+      EXPECT_TRUE(runs.ok()) << runs;
+    }
+  }
 }
 
 TEST(IntegralImageTest, VariantNamesRoundTrip) {

@@ -452,6 +452,51 @@ TEST_F(ServiceTest, IntegralImageMatchesReference) {
   }
 }
 
+// The integral variants GetServerInfo lists are the ones this server's device runs (subgroup_scan
+// only with subgroup ballots, which llvmpipe has), and each one answers exactly; subgroup_scan on
+// a float image is refused naming the variant and the sample type.
+TEST_F(ServiceTest, EveryListedIntegralVariantRuns) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng = Rng();
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(stub().GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
+  const v1::AnalysisInfo* integral = nullptr;
+  for (const v1::AnalysisInfo& a : info.analysis_info()) {
+    if (a.name() == "integral_image") integral = &a;
+  }
+  ASSERT_NE(integral, nullptr);
+  const bool ballots = info.limits().subgroup_ballot();
+  if (info.software()) {
+    EXPECT_TRUE(ballots) << info.renderer();
+  }
+  EXPECT_EQ(std::count(integral->variants().begin(), integral->variants().end(), "subgroup_scan"),
+            ballots ? 1 : 0);
+  const HostImage img = RandomImage({517, 9, 2, SampleType::kUint8}, rng);
+  absl::StatusOr<gpu::IntegralTables> ref = reference::IntegralImage(img, {.squared = true});
+  ASSERT_TRUE(ref.ok());
+  for (const std::string& v : integral->variants()) {
+    v1::IntegralImageRequest req;
+    *req.mutable_image() = InlineRaw(img);
+    req.mutable_options()->set_squared(true);
+    req.set_variant(v);
+    IntegralStream got = ReadIntegral(stub(), req);
+    ASSERT_TRUE(got.status.ok()) << v << ": " << got.status.error_message();
+    EXPECT_TRUE(got.sum == AsBytes(ref->sum_u)) << v;
+    EXPECT_TRUE(got.squared == AsBytes(ref->sq_u)) << v;
+    if (v != "auto") {
+      EXPECT_EQ(got.trailer.variant(), v);
+    }
+  }
+  if (ballots) {
+    v1::IntegralImageRequest req;
+    *req.mutable_image() = InlineRaw(RandomImage({5, 4, 1, SampleType::kFloat32}, rng));
+    req.set_variant("subgroup_scan");
+    ExpectCode(ReadIntegral(stub(), req).status, grpc::StatusCode::INVALID_ARGUMENT,
+               "variant subgroup_scan takes 8- and 16-bit images, got float32 samples");
+  }
+}
+
 // 800x800 RGBA: a 20 MB table, far over the client's 4 MiB message limit, arrives in chunks.
 TEST_F(ServiceTest, LargeIntegralResultStreamsInChunks) {
   GLIMPSE_SEED_TRACE();
