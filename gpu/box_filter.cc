@@ -12,6 +12,7 @@
 #include "gpu/box_filter_llvmpipe.h"
 #include "gpu/integral_image.h"
 #include "gpu/str.h"
+#include "gpu/variant_check.h"
 
 namespace glimpse::gpu {
 namespace {
@@ -176,10 +177,9 @@ absl::StatusOr<BoxFilterOptions> ResolveBoxFilterOptions(const ImageDesc& desc,
     return absl::InvalidArgumentError(
         StrCat("fused_rows must be >= 0 (0: planned), got ", o.fused_rows));
   }
-  if (BoxFilterVariantName(o.variant) == "unknown") {
-    return absl::InvalidArgumentError(
-        StrCat("variant must be auto, shared_tile, separable, integral or fused_strips, got #",
-               static_cast<int>(o.variant)));
+  if (absl::Status s = CheckVariant(o.variant, kConcreteVariants, BoxFilterVariantName);
+      !s.ok()) {
+    return s;
   }
   if (o.border == BorderMode::kConstant) {
     const double v = o.border_value;

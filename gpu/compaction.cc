@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "gpu/compaction_internal.h"
 #include "gpu/str.h"
+#include "gpu/variant_check.h"
 
 namespace glimpse::gpu {
 namespace compaction_internal {
@@ -190,16 +191,9 @@ absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc
     return absl::InvalidArgumentError(
         StrCat("max_results must be in [0, ", kMaxCompactionResults, "], got ", o.max_results));
   }
-  if (o.variant != CompactionVariant::kAuto &&
-      std::find(std::begin(kConcreteVariants), std::end(kConcreteVariants), o.variant) ==
-          std::end(kConcreteVariants)) {
-    std::string names = "auto";
-    for (CompactionVariant v : kConcreteVariants) {
-      StrAppend(&names, v == std::end(kConcreteVariants)[-1] ? " or " : ", ",
-                CompactionVariantName(v));
-    }
-    return absl::InvalidArgumentError(
-        StrCat("variant must be ", names, ", got #", static_cast<int>(o.variant)));
+  if (absl::Status s = CheckVariant(o.variant, kConcreteVariants, CompactionVariantName);
+      !s.ok()) {
+    return s;
   }
   if (o.variant == CompactionVariant::kStripScan && !StripScanFits(desc)) {
     return absl::InvalidArgumentError(

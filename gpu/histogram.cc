@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "gpu/histogram_private_array.h"
 #include "gpu/str.h"
+#include "gpu/variant_check.h"
 
 namespace glimpse::gpu {
 namespace {
@@ -201,6 +202,10 @@ absl::StatusOr<HistogramOptions> ResolveHistogramOptions(const ImageDesc& desc,
     return absl::InvalidArgumentError(StrCat("source ", HistogramSourceName(o.source),
                                              " needs 3 or 4 channels, the image has ",
                                              desc.channels));
+  }
+  if (absl::Status s = CheckVariant(o.variant, kConcreteVariants, HistogramVariantName);
+      !s.ok()) {
+    return s;
   }
   if (o.variant == HistogramVariant::kPrivateArray &&
       int64_t{NumHists(desc, o)} * o.bins > kMaxPrivateArrayWords) {

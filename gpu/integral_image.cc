@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "gpu/integral_image_internal.h"
 #include "gpu/str.h"
+#include "gpu/variant_check.h"
 
 namespace glimpse::gpu {
 namespace {
@@ -113,16 +114,7 @@ absl::Status ValidateIntegralImageOptions(const IntegralImageOptions& o) {
     return absl::InvalidArgumentError(
         "sum_table = false asks for the squared table alone, so squared must be true, got false");
   }
-  if (IntegralImageVariantName(o.variant) == "unknown") {
-    std::string names = "auto";
-    for (IntegralImageVariant v : kConcreteVariants) {
-      StrAppend(&names, v == std::end(kConcreteVariants)[-1] ? " or " : ", ",
-                IntegralImageVariantName(v));
-    }
-    return absl::InvalidArgumentError(
-        StrCat("variant must be ", names, ", got #", static_cast<int>(o.variant)));
-  }
-  return absl::OkStatus();
+  return CheckVariant(o.variant, kConcreteVariants, IntegralImageVariantName);
 }
 
 absl::Status IntegralImageVariantAvailable(const DeviceInfo& device, IntegralImageVariant variant,

@@ -247,6 +247,9 @@ TEST(HistogramTest, BadOptionsNameTheFieldAndValue) {
        "source luma needs 3 or 4 channels, the image has 2"},
       {with([](auto& o) { o.bins = 513, o.variant = HistogramVariant::kPrivateArray; }),
        "bins x histograms must be at most 1024 for variant private_array, got 513 x 2"},
+      {with([](auto& o) { o.variant = static_cast<HistogramVariant>(42); }),
+       "variant must be auto, global_atomics, shared_atomics, shared_per_thread, private_rows or "
+       "private_array, got #42"},
   };
   for (const Case& c : cases) {
     auto r = kernel.Run(*image, c.o);

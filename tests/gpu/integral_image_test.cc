@@ -462,7 +462,8 @@ TEST(IntegralImageTest, BadOptionsAreRefusedByName) {
   } cases[] = {
       {{.band_bytes = -1}, "band_bytes must be >= 0 (0: the device limit), got -1"},
       {{.band_bytes = 100}, "band_bytes must hold one table row (640 bytes for a 40x3"},
-      {{.variant = static_cast<IntegralImageVariant>(42)}, "variant must be auto, naive"},
+      {{.variant = static_cast<IntegralImageVariant>(42)}, "variant must be auto, naive, work_efficient, scan_transpose_scan, strip_scan, packed_strips or "
+       "subgroup_scan, got #42"},
       {{.sum_table = false}, "sum_table = false asks for the squared table alone, so squared must"},
   };
   for (const Case& c : cases) {

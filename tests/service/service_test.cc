@@ -378,6 +378,32 @@ TEST_F(ServiceTest, HistogramMatchesReferenceForOptionsAndInputs) {
   }
 }
 
+// The variants GetServerInfo lists for `analysis` (empty, with a failure, where it lists none),
+// after checking that `ballot_variant` is among them exactly where the device has subgroup
+// ballots (*ballots), as llvmpipe has.
+std::vector<std::string> ListedVariants(v1::ImageAnalytics::Stub& stub, std::string_view analysis,
+                                        std::string_view ballot_variant, bool* ballots) {
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  if (grpc::Status s = stub.GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info); !s.ok()) {
+    ADD_FAILURE() << s.error_message();
+    return {};
+  }
+  *ballots = info.limits().subgroup_ballot();
+  if (info.software()) {
+    EXPECT_TRUE(*ballots) << info.renderer();
+  }
+  for (const v1::AnalysisInfo& a : info.analysis_info()) {
+    if (a.name() != analysis) continue;
+    std::vector<std::string> names(a.variants().begin(), a.variants().end());
+    EXPECT_EQ(std::count(names.begin(), names.end(), ballot_variant), *ballots ? 1 : 0)
+        << analysis;
+    return names;
+  }
+  ADD_FAILURE() << "GetServerInfo lists no variants for " << analysis;
+  return {};
+}
+
 struct IntegralStream {
   v1::IntegralHeader header;
   v1::IntegralTrailer trailer;
@@ -458,24 +484,14 @@ TEST_F(ServiceTest, IntegralImageMatchesReference) {
 TEST_F(ServiceTest, EveryListedIntegralVariantRuns) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng = Rng();
-  grpc::ClientContext ctx;
-  v1::ServerInfo info;
-  ASSERT_TRUE(stub().GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
-  const v1::AnalysisInfo* integral = nullptr;
-  for (const v1::AnalysisInfo& a : info.analysis_info()) {
-    if (a.name() == "integral_image") integral = &a;
-  }
-  ASSERT_NE(integral, nullptr);
-  const bool ballots = info.limits().subgroup_ballot();
-  if (info.software()) {
-    EXPECT_TRUE(ballots) << info.renderer();
-  }
-  EXPECT_EQ(std::count(integral->variants().begin(), integral->variants().end(), "subgroup_scan"),
-            ballots ? 1 : 0);
+  bool ballots = false;
+  const std::vector<std::string> variants =
+      ListedVariants(stub(), "integral_image", "subgroup_scan", &ballots);
+  ASSERT_FALSE(variants.empty());
   const HostImage img = RandomImage({517, 9, 2, SampleType::kUint8}, rng);
   absl::StatusOr<gpu::IntegralTables> ref = reference::IntegralImage(img, {.squared = true});
   ASSERT_TRUE(ref.ok());
-  for (const std::string& v : integral->variants()) {
+  for (const std::string& v : variants) {
     v1::IntegralImageRequest req;
     *req.mutable_image() = InlineRaw(img);
     req.mutable_options()->set_squared(true);
@@ -548,22 +564,11 @@ CompactStream ReadCompact(v1::ImageAnalytics::Stub& stub, const v1::CompactReque
 // The compaction variants GetServerInfo lists are the ones this server's device runs
 // (subgroup_aggregated only with subgroup ballots, which llvmpipe has), and each one answers.
 TEST_F(ServiceTest, EveryListedCompactionVariantRuns) {
-  grpc::ClientContext ctx;
-  v1::ServerInfo info;
-  ASSERT_TRUE(stub().GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
-  const v1::AnalysisInfo* compaction = nullptr;
-  for (const v1::AnalysisInfo& a : info.analysis_info()) {
-    if (a.name() == "compaction") compaction = &a;
-  }
-  ASSERT_NE(compaction, nullptr);
-  const bool ballots = info.limits().subgroup_ballot();
-  if (info.software()) {
-    EXPECT_TRUE(ballots) << info.renderer();
-  }
-  EXPECT_EQ(std::count(compaction->variants().begin(), compaction->variants().end(),
-                       "subgroup_aggregated"),
-            ballots ? 1 : 0);
-  for (const std::string& v : compaction->variants()) {
+  bool ballots = false;
+  const std::vector<std::string> variants =
+      ListedVariants(stub(), "compaction", "subgroup_aggregated", &ballots);
+  ASSERT_FALSE(variants.empty());
+  for (const std::string& v : variants) {
     v1::CompactRequest req;
     *req.mutable_image() = InlineRaw(HostImage::Zeros({3, 2, 1, SampleType::kUint8}));
     req.mutable_options()->set_hi(10);  // every pixel (0) passes

@@ -1,0 +1,31 @@
+// The one check of a variant value against an analysis's list of variants, and its error.
+#ifndef GLIMPSE_GPU_VARIANT_CHECK_H_
+#define GLIMPSE_GPU_VARIANT_CHECK_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <iterator>
+#include <string>
+
+#include "absl/status/status.h"
+#include "gpu/str.h"
+
+namespace glimpse::gpu {
+
+// OK for Enum::kAuto and the values in `concrete` (every variant but kAuto); otherwise
+// "variant must be auto, a, b or c, got #N", the names from `name`.
+template <typename Enum, size_t N, typename NameFn>
+absl::Status CheckVariant(Enum variant, const Enum (&concrete)[N], NameFn name) {
+  if (variant == Enum::kAuto || std::find(std::begin(concrete), std::end(concrete), variant) !=
+                                    std::end(concrete)) {
+    return absl::OkStatus();
+  }
+  std::string names = "auto";
+  for (size_t i = 0; i < N; ++i) StrAppend(&names, i + 1 == N ? " or " : ", ", name(concrete[i]));
+  return absl::InvalidArgumentError(
+      StrCat("variant must be ", names, ", got #", static_cast<int>(variant)));
+}
+
+}  // namespace glimpse::gpu
+
+#endif  // GLIMPSE_GPU_VARIANT_CHECK_H_
