@@ -151,6 +151,8 @@ void Report(const gpu::Context& ctx, double copy_gbs, const std::vector<Row>& ro
   }
   std::printf("device: %s | %s | %s\n", info.vendor.c_str(), info.renderer.c_str(),
               info.version.c_str());
+  const std::string subgroups = gpu::DescribeSubgroups(info.limits);
+  std::printf("subgroups: %s\n", subgroups.c_str());
   std::printf("copy bandwidth (glCopyBufferSubData, read+write): %.2f GB/s\n", copy_gbs);
   std::printf("command: %s\n\n", command.c_str());
   std::printf("| %-10s | %-18s | %-10s | %-22s | %10s | %9s | %8s |\n", "kernel", "variant", "size",
@@ -171,7 +173,7 @@ void Report(const gpu::Context& ctx, double copy_gbs, const std::vector<Row>& ro
   std::ofstream out(json_path);
   out << "{\n  \"vendor\": \"" << JsonEscape(info.vendor) << "\",\n  \"renderer\": \""
       << JsonEscape(info.renderer) << "\",\n  \"gl_version\": \"" << JsonEscape(info.version)
-      << "\",\n  \"command\": \"" << JsonEscape(command) << "\",\n  \"copy_gbs\": " << copy_gbs
+      << "\",\n  \"subgroups\": \"" << JsonEscape(subgroups) << "\",\n  \"command\": \"" << JsonEscape(command) << "\",\n  \"copy_gbs\": " << copy_gbs
       << ",\n  \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];

@@ -1,5 +1,6 @@
 // glimpse: the command-line client of glimpse-server.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <grpcpp/grpcpp.h>
 
 #include <cerrno>
@@ -253,8 +254,8 @@ int Info(const Options&, const Connection& c) {
   fmt::print(
       "server     glimpse-server {} (up {} s)\n"
       "device     {} | {} | {} ({}{})\n"
-      "limits     texture {} px, SSBO binding {} MiB, shared memory {} KiB, int64 {}, "
-      "subgroup ballots {}\n"
+      "limits     texture {} px, SSBO binding {} MiB, shared memory {} KiB, int64 {}\n"
+      "subgroups  ballots {}; GL_KHR_shader_subgroup {}; NV thread shuffle {}\n"
       "analyses   {}\n"
       "queue      {} waiting (max {}); jobs run {}, dropped unrun {}, rejected (full) {}\n"
       "store      {} images, {:.1f} / {:.1f} MiB; TTL {} s; evicted or expired {}\n"
@@ -264,7 +265,12 @@ int Info(const Options&, const Connection& c) {
       i.version(), i.uptime_s(), i.vendor(), i.renderer(), i.gl_version(), i.device_platform(),
       i.software() ? ", software" : "", i.limits().max_texture_size(),
       i.limits().max_storage_block_bytes() >> 20, i.limits().max_shared_memory_bytes() >> 10,
-      i.limits().int64() ? "yes" : "no", i.limits().subgroup_ballot() ? "yes" : "no", analyses,
+      i.limits().int64() ? "yes" : "no", i.limits().subgroup_ballot() ? "yes" : "no",
+      i.limits().subgroup_size() > 0
+          ? fmt::format("{} invocations ({})", i.limits().subgroup_size(),
+                        fmt::join(i.limits().subgroup_features(), ", "))
+          : std::string("no"),
+      i.limits().thread_shuffle() ? "yes" : "no", analyses,
       i.queue_length(), i.max_queue(), i.jobs_run(), i.jobs_dropped(), i.jobs_rejected(), i.stored_images(), i.stored_bytes() / 1048576.0,
       i.store_budget_bytes() / 1048576.0, i.image_ttl_s(), i.images_evicted(), i.max_image_pixels(),
       i.max_upload_bytes(), i.max_message_bytes(), i.result_buffer_used_bytes() / 1048576.0,

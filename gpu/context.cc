@@ -226,6 +226,17 @@ DeviceLimits QueryLimits() {
   glGetIntegerv(GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, &l.storage_buffer_offset_alignment);
   l.int64 = GLAD_GL_ARB_gpu_shader_int64 != 0;
   l.subgroup_ballot = l.int64 && GLAD_GL_ARB_shader_ballot != 0;
+  if (GLAD_GL_KHR_shader_subgroup) {
+    GLint stages = 0, size = 0, features = 0;
+    glGetIntegerv(GL_SUBGROUP_SUPPORTED_STAGES_KHR, &stages);
+    glGetIntegerv(GL_SUBGROUP_SIZE_KHR, &size);
+    glGetIntegerv(GL_SUBGROUP_SUPPORTED_FEATURES_KHR, &features);
+    if ((GLuint(stages) & GL_COMPUTE_SHADER_BIT) != 0) {
+      l.subgroup_size = size;
+      l.subgroup_features = uint32_t(features);
+    }
+  }
+  l.thread_shuffle = GLAD_GL_NV_shader_thread_shuffle != 0;
   return l;
 }
 
@@ -260,6 +271,28 @@ absl::StatusOr<std::string> ExpandIncludes(std::string_view name, int file) {
 }
 
 }  // namespace
+
+std::vector<std::string_view> SubgroupFeatureNames(uint32_t features) {
+  constexpr std::string_view kNames[] = {
+      "basic",   "vote",      "arithmetic", "ballot",        "shuffle", "shuffle_relative",
+      "clustered", "quad", "partitioned_nv"};  // GL_SUBGROUP_FEATURE_*_BIT_KHR, bit 0 up
+  std::vector<std::string_view> names;
+  for (size_t i = 0; i < std::size(kNames); ++i) {
+    if ((features >> i) & 1u) names.push_back(kNames[i]);
+  }
+  return names;
+}
+
+std::string DescribeSubgroups(const DeviceLimits& l) {
+  std::string features;
+  for (std::string_view f : SubgroupFeatureNames(l.subgroup_features)) {
+    StrAppend(&features, features.empty() ? "" : ", ", f);
+  }
+  return StrCat("ballots ", l.subgroup_ballot ? "yes" : "no", "; GL_KHR_shader_subgroup ",
+                l.subgroup_size > 0 ? StrCat(l.subgroup_size, " invocations (", features, ")")
+                                    : std::string("no"),
+                "; NV thread shuffle ", l.thread_shuffle ? "yes" : "no");
+}
 
 absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& options) {
   std::unique_ptr<Context> ctx(new Context());

@@ -51,7 +51,21 @@ struct DeviceLimits {
   // of 32); Mesa 22's GL has no subgroup shuffles (GL_KHR_shader_subgroup). Shaders see
   // HAVE_BALLOT.
   bool subgroup_ballot = false;
+  // GL_KHR_shader_subgroup where compute shaders have it: invocations per subgroup (0 without
+  // it) and its GL_SUBGROUP_FEATURE_*_BIT_KHR operations (SubgroupFeatureNames). Recorded, not
+  // yet used by any shader: what a device offers beyond ballots (shuffles, arithmetic).
+  int subgroup_size = 0;
+  uint32_t subgroup_features = 0;
+  bool thread_shuffle = false;  // GL_NV_shader_thread_shuffle
 };
+
+// The names of GL_KHR_shader_subgroup's feature bits set in `features` ("basic", "vote",
+// "arithmetic", "ballot", "shuffle", "shuffle_relative", "clustered", "quad", and NVIDIA's
+// "partitioned_nv"), in bit order.
+std::vector<std::string_view> SubgroupFeatureNames(uint32_t features);
+// One line on the device's subgroup operations, for logs and benchmark reports: "ballots yes;
+// GL_KHR_shader_subgroup 32 invocations (basic, vote, ...); NV thread shuffle no".
+std::string DescribeSubgroups(const DeviceLimits& limits);
 
 struct DeviceInfo {
   std::string platform;  // "device N" or "surfaceless"

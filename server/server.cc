@@ -85,6 +85,7 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
   const gpu::DeviceInfo& d = s->worker_->device();
   spdlog::info("GL device: vendor \"{}\", renderer \"{}\", version \"{}\" ({}{})", d.vendor,
                d.renderer, d.version, d.platform, d.software ? ", software" : "");
+  spdlog::info("GL subgroups: {}", gpu::DescribeSubgroups(d.limits));
   if (!options.redis.address.empty()) {
     RedisOptions redis = options.redis;
     redis.ttl = options.worker.image_ttl;

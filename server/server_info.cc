@@ -26,6 +26,11 @@ void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* 
   l->set_max_invocations(uint32_t(d.limits.max_invocations));
   l->set_int64(d.limits.int64);
   l->set_subgroup_ballot(d.limits.subgroup_ballot);
+  l->set_subgroup_size(uint32_t(d.limits.subgroup_size));
+  for (std::string_view f : gpu::SubgroupFeatureNames(d.limits.subgroup_features)) {
+    l->add_subgroup_features(std::string(f));
+  }
+  l->set_thread_shuffle(d.limits.thread_shuffle);
   response->set_max_queue(uint32_t(worker.max_queue()));
   response->set_max_image_pixels(limits.max_image_pixels);
   response->set_max_upload_bytes(limits.max_upload_bytes);

@@ -37,6 +37,43 @@ TEST(ContextTest, ReportsA43CoreContextWithComputeLimits) {
   EXPECT_GE(info.limits.max_group_count[0], 65535);
 }
 
+TEST(ContextTest, SubgroupFeatureBitsAreNamedInOrder) {
+  EXPECT_TRUE(SubgroupFeatureNames(0).empty());
+  EXPECT_EQ(SubgroupFeatureNames(GL_SUBGROUP_FEATURE_BASIC_BIT_KHR |
+                                 GL_SUBGROUP_FEATURE_BALLOT_BIT_KHR |
+                                 GL_SUBGROUP_FEATURE_SHUFFLE_BIT_KHR),
+            (std::vector<std::string_view>{"basic", "ballot", "shuffle"}));
+  EXPECT_EQ(SubgroupFeatureNames(GL_SUBGROUP_FEATURE_QUAD_BIT_KHR | 0x100u | 0x200u),
+            (std::vector<std::string_view>{"quad", "partitioned_nv"}));  // unknown bits left out
+  DeviceLimits l;
+  l.subgroup_ballot = true;
+  l.subgroup_size = 32;
+  l.subgroup_features = GL_SUBGROUP_FEATURE_BASIC_BIT_KHR | GL_SUBGROUP_FEATURE_ARITHMETIC_BIT_KHR;
+  EXPECT_EQ(DescribeSubgroups(l),
+            "ballots yes; GL_KHR_shader_subgroup 32 invocations (basic, arithmetic); NV thread "
+            "shuffle no");
+}
+
+// What the device reports of subgroups hangs together: a subgroup size only with the extension
+// in compute shaders, a power of two with at least the basic operations. Mesa 22's llvmpipe has
+// ballots (GL_ARB_shader_ballot) but not GL_KHR_shader_subgroup.
+TEST(ContextTest, SubgroupLimitsHangTogether) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  const DeviceLimits& l = ctx.limits();
+  if (l.subgroup_size > 0) {
+    EXPECT_TRUE(GLAD_GL_KHR_shader_subgroup);
+    EXPECT_LE(l.subgroup_size, 128);
+    EXPECT_EQ(l.subgroup_size & (l.subgroup_size - 1), 0) << l.subgroup_size;
+    EXPECT_NE(l.subgroup_features & GL_SUBGROUP_FEATURE_BASIC_BIT_KHR, 0u);
+  } else {
+    EXPECT_EQ(l.subgroup_features, 0u);
+  }
+  if (ctx.info().software) {
+    EXPECT_TRUE(l.subgroup_ballot) << ctx.info().renderer;
+  }
+  EXPECT_EQ(l.thread_shuffle, GLAD_GL_NV_shader_thread_shuffle != 0);
+}
+
 TEST(ContextTest, BadShaderReturnsTheInfoLog) {
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   auto missing = ctx.Program("no_such_shader");

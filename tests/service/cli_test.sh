@@ -49,6 +49,9 @@ cd "$work"
 g health --service=glimpse.v1.ImageAnalytics >/dev/null || fail "health of the service"
 g info >info.txt || fail "info"
 grep -q "renderer\|device" info.txt || fail "info printed no device"
+# llvmpipe has ballots (Mesa 22's GL has no GL_KHR_shader_subgroup); a GPU's line says its own.
+grep -q "^subgroups  ballots \(yes\|no\); GL_KHR_shader_subgroup " info.txt ||
+  fail "info printed no subgroup line: $(cat info.txt)"
 
 # upload, list
 id=$(g upload "$sample" --label=sample) || fail "upload"
