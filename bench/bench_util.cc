@@ -173,8 +173,8 @@ void Report(const gpu::Context& ctx, double copy_gbs, const std::vector<Row>& ro
   std::ofstream out(json_path);
   out << "{\n  \"vendor\": \"" << JsonEscape(info.vendor) << "\",\n  \"renderer\": \""
       << JsonEscape(info.renderer) << "\",\n  \"gl_version\": \"" << JsonEscape(info.version)
-      << "\",\n  \"subgroups\": \"" << JsonEscape(subgroups) << "\",\n  \"command\": \"" << JsonEscape(command) << "\",\n  \"copy_gbs\": " << copy_gbs
-      << ",\n  \"rows\": [\n";
+      << "\",\n  \"subgroups\": \"" << JsonEscape(subgroups) << "\",\n  \"command\": \""
+      << JsonEscape(command) << "\",\n  \"copy_gbs\": " << copy_gbs << ",\n  \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     out << "    {\"kernel\": \"" << JsonEscape(r.kernel) << "\", \"variant\": \""

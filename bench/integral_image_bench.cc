@@ -33,12 +33,12 @@ int Main(int argc, char** argv) {
   std::vector<int> narrow_list = {1};
   std::vector<gpu::SampleType> types = {gpu::SampleType::kUint8};
   std::vector<gpu::IntegralImageVariant> variants = {gpu::IntegralImageVariant::kNaive,
-                                                gpu::IntegralImageVariant::kWorkEfficient,
-                                                gpu::IntegralImageVariant::kScanTransposeScan,
-                                                gpu::IntegralImageVariant::kStripScan,
-                                                gpu::IntegralImageVariant::kPackedStrips,
-                                                gpu::IntegralImageVariant::kSubgroupScan,
-                                                gpu::IntegralImageVariant::kAuto};
+                                                     gpu::IntegralImageVariant::kWorkEfficient,
+                                                     gpu::IntegralImageVariant::kScanTransposeScan,
+                                                     gpu::IntegralImageVariant::kStripScan,
+                                                     gpu::IntegralImageVariant::kPackedStrips,
+                                                     gpu::IntegralImageVariant::kSubgroupScan,
+                                                     gpu::IntegralImageVariant::kAuto};
   ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
     if (flag == "--channels") {
       channels = ParseInts(value);

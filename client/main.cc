@@ -270,12 +270,12 @@ int Info(const Options&, const Connection& c) {
           ? fmt::format("{} invocations ({})", i.limits().subgroup_size(),
                         fmt::join(i.limits().subgroup_features(), ", "))
           : std::string("no"),
-      i.limits().thread_shuffle() ? "yes" : "no", analyses,
-      i.queue_length(), i.max_queue(), i.jobs_run(), i.jobs_dropped(), i.jobs_rejected(), i.stored_images(), i.stored_bytes() / 1048576.0,
-      i.store_budget_bytes() / 1048576.0, i.image_ttl_s(), i.images_evicted(), i.max_image_pixels(),
-      i.max_upload_bytes(), i.max_message_bytes(), i.result_buffer_used_bytes() / 1048576.0,
-      i.result_buffer_bytes() / 1048576.0, i.result_buffer_peak_bytes() / 1048576.0,
-      i.jobs_waiting_for_results(), i.programs_built(),
+      i.limits().thread_shuffle() ? "yes" : "no", analyses, i.queue_length(), i.max_queue(),
+      i.jobs_run(), i.jobs_dropped(), i.jobs_rejected(), i.stored_images(),
+      i.stored_bytes() / 1048576.0, i.store_budget_bytes() / 1048576.0, i.image_ttl_s(),
+      i.images_evicted(), i.max_image_pixels(), i.max_upload_bytes(), i.max_message_bytes(),
+      i.result_buffer_used_bytes() / 1048576.0, i.result_buffer_bytes() / 1048576.0,
+      i.result_buffer_peak_bytes() / 1048576.0, i.jobs_waiting_for_results(), i.programs_built(),
       i.warm_up_ms() ? fmt::format("{:.1f} s", i.warm_up_ms() / 1000.0) : std::string("off"));
   if (!i.shared_store().empty()) {
     fmt::print("shared     {} ({}); the store above is this replica's cache\n", i.shared_store(),

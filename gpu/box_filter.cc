@@ -177,8 +177,7 @@ absl::StatusOr<BoxFilterOptions> ResolveBoxFilterOptions(const ImageDesc& desc,
     return absl::InvalidArgumentError(
         StrCat("fused_rows must be >= 0 (0: planned), got ", o.fused_rows));
   }
-  if (absl::Status s = CheckVariant(o.variant, kConcreteVariants, BoxFilterVariantName);
-      !s.ok()) {
+  if (absl::Status s = CheckVariant(o.variant, kConcreteVariants, BoxFilterVariantName); !s.ok()) {
     return s;
   }
   if (o.border == BorderMode::kConstant) {

@@ -191,8 +191,7 @@ absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc
     return absl::InvalidArgumentError(
         StrCat("max_results must be in [0, ", kMaxCompactionResults, "], got ", o.max_results));
   }
-  if (absl::Status s = CheckVariant(o.variant, kConcreteVariants, CompactionVariantName);
-      !s.ok()) {
+  if (absl::Status s = CheckVariant(o.variant, kConcreteVariants, CompactionVariantName); !s.ok()) {
     return s;
   }
   if (o.variant == CompactionVariant::kStripScan && !StripScanFits(desc)) {

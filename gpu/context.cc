@@ -274,7 +274,7 @@ absl::StatusOr<std::string> ExpandIncludes(std::string_view name, int file) {
 
 std::vector<std::string_view> SubgroupFeatureNames(uint32_t features) {
   constexpr std::string_view kNames[] = {
-      "basic",   "vote",      "arithmetic", "ballot",        "shuffle", "shuffle_relative",
+      "basic",     "vote", "arithmetic",    "ballot", "shuffle", "shuffle_relative",
       "clustered", "quad", "partitioned_nv"};  // GL_SUBGROUP_FEATURE_*_BIT_KHR, bit 0 up
   std::vector<std::string_view> names;
   for (size_t i = 0; i < std::size(kNames); ++i) {

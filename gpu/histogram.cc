@@ -203,8 +203,7 @@ absl::StatusOr<HistogramOptions> ResolveHistogramOptions(const ImageDesc& desc,
                                              " needs 3 or 4 channels, the image has ",
                                              desc.channels));
   }
-  if (absl::Status s = CheckVariant(o.variant, kConcreteVariants, HistogramVariantName);
-      !s.ok()) {
+  if (absl::Status s = CheckVariant(o.variant, kConcreteVariants, HistogramVariantName); !s.ok()) {
     return s;
   }
   if (o.variant == HistogramVariant::kPrivateArray &&

@@ -18,10 +18,12 @@ using integral_internal::kPackedMaxRows;
 using integral_internal::kRowBlock;
 using integral_internal::PackedStripsFit;
 
-constexpr IntegralImageVariant kConcreteVariants[] = {
-    IntegralImageVariant::kNaive, IntegralImageVariant::kWorkEfficient,
-    IntegralImageVariant::kScanTransposeScan, IntegralImageVariant::kStripScan,
-    IntegralImageVariant::kPackedStrips, IntegralImageVariant::kSubgroupScan};
+constexpr IntegralImageVariant kConcreteVariants[] = {IntegralImageVariant::kNaive,
+                                                      IntegralImageVariant::kWorkEfficient,
+                                                      IntegralImageVariant::kScanTransposeScan,
+                                                      IntegralImageVariant::kStripScan,
+                                                      IntegralImageVariant::kPackedStrips,
+                                                      IntegralImageVariant::kSubgroupScan};
 
 // The exact table rows from their elements mod 2^32 (`lo`, n rows of `row_elems` 4-byte elements,
 // C channels interleaved) into `out` (8-byte elements). Exact where every row's first element and
@@ -121,10 +123,10 @@ absl::Status IntegralImageVariantAvailable(const DeviceInfo& device, IntegralIma
                                            SampleType type) {
   if (variant != IntegralImageVariant::kSubgroupScan) return absl::OkStatus();
   if (!device.limits.subgroup_ballot) {
-    return absl::InvalidArgumentError(StrCat(
-        "variant subgroup_scan needs subgroup ballots (GL_ARB_shader_ballot with "
-        "GL_ARB_gpu_shader_int64), which this device (", device.renderer,
-        ") does not offer; use auto or another variant"));
+    return absl::InvalidArgumentError(
+        StrCat("variant subgroup_scan needs subgroup ballots (GL_ARB_shader_ballot with "
+               "GL_ARB_gpu_shader_int64), which this device (",
+               device.renderer, ") does not offer; use auto or another variant"));
   }
   if (type != SampleType::kUint8 && type != SampleType::kUint16) {
     return absl::InvalidArgumentError(

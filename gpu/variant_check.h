@@ -16,8 +16,8 @@ namespace glimpse::gpu {
 // "variant must be auto, a, b or c, got #N", the names from `name`.
 template <typename Enum, size_t N, typename NameFn>
 absl::Status CheckVariant(Enum variant, const Enum (&concrete)[N], NameFn name) {
-  if (variant == Enum::kAuto || std::find(std::begin(concrete), std::end(concrete), variant) !=
-                                    std::end(concrete)) {
+  if (variant == Enum::kAuto ||
+      std::find(std::begin(concrete), std::end(concrete), variant) != std::end(concrete)) {
     return absl::OkStatus();
   }
   std::string names = "auto";

@@ -35,8 +35,7 @@ struct AnalysisEntry {
   std::vector<std::string> (*variants)(const gpu::DeviceInfo& device);
 };
 constexpr AnalysisEntry kAnalyses[] = {
-    {HistogramAnalysis::kName,
-     [](Kernels& k, gpu::SampleType t) { return k.histogram.Prepare(t); },
+    {HistogramAnalysis::kName, [](Kernels& k, gpu::SampleType t) { return k.histogram.Prepare(t); },
      [](Kernels& k, gpu::WarmUpShare& s) { return k.histogram.WarmUp(s); },
      [](const gpu::DeviceInfo&) {
        return VariantNames<gpu::HistogramVariant>(gpu::HistogramVariantName,

@@ -39,10 +39,10 @@ TEST(ContextTest, ReportsA43CoreContextWithComputeLimits) {
 
 TEST(ContextTest, SubgroupFeatureBitsAreNamedInOrder) {
   EXPECT_TRUE(SubgroupFeatureNames(0).empty());
-  EXPECT_EQ(SubgroupFeatureNames(GL_SUBGROUP_FEATURE_BASIC_BIT_KHR |
-                                 GL_SUBGROUP_FEATURE_BALLOT_BIT_KHR |
-                                 GL_SUBGROUP_FEATURE_SHUFFLE_BIT_KHR),
-            (std::vector<std::string_view>{"basic", "ballot", "shuffle"}));
+  EXPECT_EQ(
+      SubgroupFeatureNames(GL_SUBGROUP_FEATURE_BASIC_BIT_KHR | GL_SUBGROUP_FEATURE_BALLOT_BIT_KHR |
+                           GL_SUBGROUP_FEATURE_SHUFFLE_BIT_KHR),
+      (std::vector<std::string_view>{"basic", "ballot", "shuffle"}));
   EXPECT_EQ(SubgroupFeatureNames(GL_SUBGROUP_FEATURE_QUAD_BIT_KHR | 0x100u | 0x200u),
             (std::vector<std::string_view>{"quad", "partitioned_nv"}));  // unknown bits left out
   DeviceLimits l;

@@ -17,10 +17,12 @@
 namespace glimpse::gpu {
 namespace {
 
-constexpr IntegralImageVariant kVariants[] = {
-    IntegralImageVariant::kNaive,        IntegralImageVariant::kWorkEfficient,
-    IntegralImageVariant::kScanTransposeScan, IntegralImageVariant::kStripScan,
-    IntegralImageVariant::kPackedStrips, IntegralImageVariant::kSubgroupScan};
+constexpr IntegralImageVariant kVariants[] = {IntegralImageVariant::kNaive,
+                                              IntegralImageVariant::kWorkEfficient,
+                                              IntegralImageVariant::kScanTransposeScan,
+                                              IntegralImageVariant::kStripScan,
+                                              IntegralImageVariant::kPackedStrips,
+                                              IntegralImageVariant::kSubgroupScan};
 constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
 
 std::string Describe(const ImageDesc& d, const IntegralImageOptions& o) {
@@ -58,7 +60,8 @@ void CheckAgainstReference(IntegralImageKernel& kernel, Context& ctx, const Host
   absl::StatusOr<Image> img = Image::Upload(ctx, host);
   ASSERT_TRUE(img.ok()) << img.status();
   absl::StatusOr<IntegralTables> gpu = ComputeIntegralImage(kernel, *img, options);
-  if (absl::Status runs = IntegralImageVariantAvailable(ctx.info(), options.variant, host.desc.type);
+  if (absl::Status runs =
+          IntegralImageVariantAvailable(ctx.info(), options.variant, host.desc.type);
       !runs.ok()) {
     ASSERT_FALSE(gpu.ok()) << what;
     EXPECT_EQ(gpu.status(), runs) << what;
@@ -462,7 +465,9 @@ TEST(IntegralImageTest, BadOptionsAreRefusedByName) {
   } cases[] = {
       {{.band_bytes = -1}, "band_bytes must be >= 0 (0: the device limit), got -1"},
       {{.band_bytes = 100}, "band_bytes must hold one table row (640 bytes for a 40x3"},
-      {{.variant = static_cast<IntegralImageVariant>(42)}, "variant must be auto, naive, work_efficient, scan_transpose_scan, strip_scan, packed_strips or "
+      {{.variant = static_cast<IntegralImageVariant>(42)},
+       "variant must be auto, naive, work_efficient, scan_transpose_scan, strip_scan, "
+       "packed_strips or "
        "subgroup_scan, got #42"},
       {{.sum_table = false}, "sum_table = false asks for the squared table alone, so squared must"},
   };

@@ -396,8 +396,7 @@ std::vector<std::string> ListedVariants(v1::ImageAnalytics::Stub& stub, std::str
   for (const v1::AnalysisInfo& a : info.analysis_info()) {
     if (a.name() != analysis) continue;
     std::vector<std::string> names(a.variants().begin(), a.variants().end());
-    EXPECT_EQ(std::count(names.begin(), names.end(), ballot_variant), *ballots ? 1 : 0)
-        << analysis;
+    EXPECT_EQ(std::count(names.begin(), names.end(), ballot_variant), *ballots ? 1 : 0) << analysis;
     return names;
   }
   ADD_FAILURE() << "GetServerInfo lists no variants for " << analysis;
