@@ -23,13 +23,14 @@ start() {
   shift
   env "${envs[@]}" "$server" --listen=127.0.0.1:0 --log-level=info "$@" >"$log" 2>&1 &
   pid=$!
-  while ! grep -aq "GPU programs in" "$log"; do
+  while ! grep -aq "GPU programs built" "$log"; do
     kill -0 "$pid" 2>/dev/null || { echo "-"; return; }
     sleep 0.2
   done
   kill -9 "$pid"
   wait "$pid" 2>/dev/null || true
-  grep -ao "GPU programs in [0-9.]* s with [0-9]* context" "$log" | awk '{print $4 " (" $7 ")"}'
+  grep -ao "can pick run once, in [0-9.]* s with [0-9]* context" "$log" |
+    awk '{print $6 " (" $9 ")"}'
 }
 
 echo "| run | --warm-up-threads | empty cache: s (contexts) | cache of that start: s | cache disabled: s |"

@@ -46,7 +46,7 @@ for _ in $(seq 1 1200); do
   sleep 0.5
 done
 glimpse --timeout-s=2 health
-grep -h "warm-up: built" "$out/server.log" || true
+grep -h "GPU programs built" "$out/server.log" || true
 
 step() {
   echo "\$ glimpse $*"

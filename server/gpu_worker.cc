@@ -164,8 +164,8 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
     }
     warm_up_ = SteadyClock::now() - t0;
     spdlog::info(
-        "warm-up: built and ran {} GPU programs in {:.1f} s with {} context(s) (every one `auto` "
-        "can pick)",
+        "warm-up: {} GPU programs built, every one `auto` can pick run once, in {:.1f} s with {} "
+        "context(s)",
         (*ctx)->programs_built(), std::chrono::duration<double>(warm_up_).count(), threads);
   }
   programs_built_.store((*ctx)->programs_built(), std::memory_order_relaxed);

@@ -247,7 +247,7 @@ TEST(ServerProcessTest, SigtermWhileWarmingUpExitsWithoutWaitingForIt) {
     GTEST_SKIP() << "the warm-up ended before the signal (a fast device): " << log;
   }
   EXPECT_NE(log.find("SIGTERM received while starting: exiting"), std::string::npos) << log;
-  EXPECT_EQ(log.find("GPU programs in"), std::string::npos) << log;
+  EXPECT_EQ(log.find("GPU programs built"), std::string::npos) << log;
 }
 #endif  // GLIMPSE_SERVER_BINARY
 
