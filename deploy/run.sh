@@ -35,7 +35,7 @@ echo "== starting glimpse-server on 127.0.0.1:$port (log: $out/server.log)"
   >"$out/server.log" 2>&1 &
 server_pid=$!
 glimpse() { "$build/client/glimpse" --server="127.0.0.1:$port" "$@"; }
-echo "== waiting for SERVING (the warm-up builds and runs every GPU program first)"
+echo "== waiting for SERVING (first the warm-up runs every GPU program auto can pick once)"
 for _ in $(seq 1 1200); do
   if glimpse --timeout-s=2 health >/dev/null 2>&1; then break; fi
   if ! kill -0 "$server_pid" 2>/dev/null; then
