@@ -203,13 +203,8 @@ absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc
 }
 
 absl::Status CompactionVariantAvailable(const DeviceInfo& device, CompactionVariant variant) {
-  if (variant == CompactionVariant::kSubgroupAggregated && !device.limits.subgroup_ballot) {
-    return absl::InvalidArgumentError(StrCat(
-        "variant subgroup_aggregated needs subgroup ballots (GL_ARB_shader_ballot with "
-        "GL_ARB_gpu_shader_int64), which this device (", device.renderer,
-        ") does not offer; use auto or another variant"));
-  }
-  return absl::OkStatus();
+  if (variant != CompactionVariant::kSubgroupAggregated) return absl::OkStatus();
+  return RequireSubgroupBallots(device, CompactionVariantName(variant));
 }
 
 CompactionVariant ResolveCompactionVariant(const DeviceInfo& device, const ImageDesc& desc,

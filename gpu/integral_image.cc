@@ -122,11 +122,8 @@ absl::Status ValidateIntegralImageOptions(const IntegralImageOptions& o) {
 absl::Status IntegralImageVariantAvailable(const DeviceInfo& device, IntegralImageVariant variant,
                                            SampleType type) {
   if (variant != IntegralImageVariant::kSubgroupScan) return absl::OkStatus();
-  if (!device.limits.subgroup_ballot) {
-    return absl::InvalidArgumentError(
-        StrCat("variant subgroup_scan needs subgroup ballots (GL_ARB_shader_ballot with "
-               "GL_ARB_gpu_shader_int64), which this device (",
-               device.renderer, ") does not offer; use auto or another variant"));
+  if (absl::Status s = RequireSubgroupBallots(device, IntegralImageVariantName(variant)); !s.ok()) {
+    return s;
   }
   if (type != SampleType::kUint8 && type != SampleType::kUint16) {
     return absl::InvalidArgumentError(

@@ -1,4 +1,5 @@
-// The one check of a variant value against an analysis's list of variants, and its error.
+// The one check of a variant value against an analysis's list of variants, and of a variant's
+// need for subgroup ballots, with their errors.
 #ifndef GLIMPSE_GPU_VARIANT_CHECK_H_
 #define GLIMPSE_GPU_VARIANT_CHECK_H_
 
@@ -6,8 +7,10 @@
 #include <cstddef>
 #include <iterator>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
+#include "gpu/context.h"
 #include "gpu/str.h"
 
 namespace glimpse::gpu {
@@ -24,6 +27,17 @@ absl::Status CheckVariant(Enum variant, const Enum (&concrete)[N], NameFn name) 
   for (size_t i = 0; i < N; ++i) StrAppend(&names, i + 1 == N ? " or " : ", ", name(concrete[i]));
   return absl::InvalidArgumentError(
       StrCat("variant must be ", names, ", got #", static_cast<int>(variant)));
+}
+
+// OK where `device` has subgroup ballots (DeviceLimits::subgroup_ballot); otherwise the error of
+// `variant`, which needs them, naming the extensions and the device.
+inline absl::Status RequireSubgroupBallots(const DeviceInfo& device, std::string_view variant) {
+  if (device.limits.subgroup_ballot) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      StrCat("variant ", variant,
+             " needs subgroup ballots (GL_ARB_shader_ballot with GL_ARB_gpu_shader_int64), which "
+             "this device (",
+             device.renderer, ") does not offer; use auto or another variant"));
 }
 
 }  // namespace glimpse::gpu

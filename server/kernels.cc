@@ -27,6 +27,14 @@
 namespace glimpse::server {
 namespace {
 
+// VariantNames less those `available` refuses (a variant the device cannot run).
+template <typename Enum, typename NameFn, typename ParseFn, typename AvailableFn>
+std::vector<std::string> VariantsAvailable(NameFn name, ParseFn parse, AvailableFn available) {
+  std::vector<std::string> names = VariantNames<Enum>(name, parse);
+  std::erase_if(names, [&](const std::string& n) { return !available(*parse(n)).ok(); });
+  return names;
+}
+
 // One line per analysis: its name and how its kernel is prepared.
 struct AnalysisEntry {
   std::string_view name;
@@ -45,25 +53,19 @@ constexpr AnalysisEntry kAnalyses[] = {
      [](Kernels& k, gpu::SampleType t) { return k.integral_image.Prepare(t); },
      [](Kernels& k, gpu::WarmUpShare& s) { return k.integral_image.WarmUp(s); },
      [](const gpu::DeviceInfo& device) {  // those that run on the device (8-bit images at least)
-       std::vector<std::string> names = VariantNames<gpu::IntegralImageVariant>(
-           gpu::IntegralImageVariantName, gpu::ParseIntegralImageVariant);
-       std::erase_if(names, [&](const std::string& n) {
-         return !gpu::IntegralImageVariantAvailable(device, *gpu::ParseIntegralImageVariant(n),
-                                                    gpu::SampleType::kUint8)
-                     .ok();
-       });
-       return names;
+       return VariantsAvailable<gpu::IntegralImageVariant>(
+           gpu::IntegralImageVariantName, gpu::ParseIntegralImageVariant,
+           [&](gpu::IntegralImageVariant v) {
+             return gpu::IntegralImageVariantAvailable(device, v, gpu::SampleType::kUint8);
+           });
      }},
     {CompactionAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.compaction.Prepare(t); },
      [](Kernels& k, gpu::WarmUpShare& s) { return k.compaction.WarmUp(s); },
      [](const gpu::DeviceInfo& device) {
-       std::vector<std::string> names = VariantNames<gpu::CompactionVariant>(
-           gpu::CompactionVariantName, gpu::ParseCompactionVariant);
-       std::erase_if(names, [&](const std::string& n) {
-         return !gpu::CompactionVariantAvailable(device, *gpu::ParseCompactionVariant(n)).ok();
-       });
-       return names;
+       return VariantsAvailable<gpu::CompactionVariant>(
+           gpu::CompactionVariantName, gpu::ParseCompactionVariant,
+           [&](gpu::CompactionVariant v) { return gpu::CompactionVariantAvailable(device, v); });
      }},
     {BoxFilterAnalysis::kName,
      [](Kernels& k, gpu::SampleType t) { return k.box_filter.Prepare(t); },
