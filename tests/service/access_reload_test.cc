@@ -160,10 +160,6 @@ Child ServerProcess(std::vector<std::string> args, const std::string& log) {
   return Child(args, log);
 }
 
-bool ServingAt(const std::string& target) {
-  return Serving(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()), "");
-}
-
 TEST(ServerProcessTest, SighupReloadsTheTokensAndABadFileKeepsThem) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(TestSeed() + 12);
@@ -175,7 +171,7 @@ TEST(ServerProcessTest, SighupReloadsTheTokensAndABadFileKeepsThem) {
   const std::string target = "127.0.0.1:" + std::to_string(port);
   Child server = ServerProcess({"--listen=" + target, "--tokens=" + file, "--warm-up=0"},
                        dir.File("server.log"));
-  if (!Eventually([&] { return ServingAt(target); }, 600)) {
+  if (!ServesWithin(server, target)) {
     if (RequireGpuContext()) FAIL() << "no server: " << dir.Read("server.log");
     GTEST_SKIP() << "no server (no EGL context?): " << dir.Read("server.log");
   }
@@ -217,7 +213,7 @@ TEST(ServerProcessTest, StartUpSaysWhetherAccessControlIsOnAndRefusesABadTokenFi
   const int port = FreePort();
   const std::string target = "127.0.0.1:" + std::to_string(port);
   Child open = ServerProcess({"--listen=" + target, "--warm-up=0"}, dir.File("open.log"));
-  if (!Eventually([&] { return ServingAt(target); }, 600)) {
+  if (!ServesWithin(open, target)) {
     if (RequireGpuContext()) FAIL() << "no server: " << dir.Read("open.log");
     GTEST_SKIP() << "no server (no EGL context?): " << dir.Read("open.log");
   }

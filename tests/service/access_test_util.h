@@ -18,6 +18,7 @@
 #include "client/authorization_channel.h"
 #include "glimpse/v1/image_analytics.grpc.pb.h"
 #include "tests/gpu_test_env.h"
+#include "tests/service/process_util.h"
 #include "tests/service/service_test_util.h"
 
 namespace glimpse::testing {
@@ -67,12 +68,7 @@ class TempDir {
     std::filesystem::rename(tmp, File(name));
     return File(name);
   }
-  std::string Read(const std::string& name) const {
-    std::ifstream in(File(name), std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+  std::string Read(const std::string& name) const { return FileText(File(name)); }
 
  private:
   std::filesystem::path path_;

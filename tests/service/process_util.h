@@ -12,8 +12,11 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +38,14 @@ inline int FreePort() {
   }
   close(fd);
   return ntohs(a.sin_port);
+}
+
+// The whole of a file (a child's log), empty if it cannot be read.
+inline std::string FileText(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 // A child process, killed (SIGKILL) when this goes away unless already stopped.
@@ -66,7 +77,11 @@ class Child {
   void Signal(int sig) {
     if (pid_ > 0) kill(pid_, sig);
   }
-  bool running() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+  // Whether it is still running; one that has exited is reaped, and Stop is then a no-op.
+  bool running() {
+    if (pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == pid_) pid_ = -1;
+    return pid_ > 0;
+  }
   // The exit status (128 + signal if killed by one), once it has exited within `tries` * 50 ms;
   // -1 if it is still running then.
   int Exited(int tries = 200) {
@@ -128,6 +143,21 @@ inline bool Serving(const std::shared_ptr<grpc::Channel>& channel, const std::st
   grpc::health::v1::HealthCheckResponse resp;
   return health->Check(&ctx, req, &resp).ok() &&
          resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+// Waits until the server process `child` answers SERVING for the whole server at `target`, for up
+// to `timeout`: a sanitizer build sharing two cores with other tests can take many seconds to open
+// its GL context. Each try has a fresh channel, since one channel's reconnect backoff (1 s growing
+// to minutes) could let the wait end before it tries again. False at once if the process exits.
+inline bool ServesWithin(Child& child, const std::string& target,
+                         std::chrono::seconds timeout = std::chrono::seconds(120)) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (!child.running()) return false;
+    if (Serving(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()), "")) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
 }
 
 }  // namespace glimpse::testing

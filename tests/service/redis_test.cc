@@ -268,12 +268,11 @@ TEST_F(RedisStoreTest, ReplicaKilledWithSigkillLosesNoImage) {
           (dir_ / "a.log").string());
   Child b({GLIMPSE_SERVER_BINARY, "--listen=127.0.0.1:" + std::to_string(pb), redis, "--warm-up=0"},
           (dir_ / "b.log").string());
-  auto ca =
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(pa), grpc::InsecureChannelCredentials());
-  auto cb =
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(pb), grpc::InsecureChannelCredentials());
-  ASSERT_TRUE(Eventually([&] { return Serving(ca, "") && Serving(cb, ""); }))
-      << "server binaries did not start";
+  const std::string ta = "127.0.0.1:" + std::to_string(pa), tb = "127.0.0.1:" + std::to_string(pb);
+  ASSERT_TRUE(ServesWithin(a, ta)) << "replica A did not start: " << FileText(dir_ / "a.log");
+  ASSERT_TRUE(ServesWithin(b, tb)) << "replica B did not start: " << FileText(dir_ / "b.log");
+  auto ca = grpc::CreateChannel(ta, grpc::InsecureChannelCredentials());
+  auto cb = grpc::CreateChannel(tb, grpc::InsecureChannelCredentials());
   auto sa = v1::ImageAnalytics::NewStub(ca);
   auto sb = v1::ImageAnalytics::NewStub(cb);
   std::vector<std::pair<std::string, v1::HistogramResponse>> images;
