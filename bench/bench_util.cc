@@ -153,7 +153,9 @@ void Report(const gpu::Context& ctx, double copy_gbs, const std::vector<Row>& ro
               info.version.c_str());
   const std::string subgroups = gpu::DescribeSubgroups(info.limits);
   std::printf("subgroups: %s\n", subgroups.c_str());
-  std::printf("copy bandwidth (glCopyBufferSubData, read+write): %.2f GB/s\n", copy_gbs);
+  if (copy_gbs > 0) {
+    std::printf("copy bandwidth (glCopyBufferSubData, read+write): %.2f GB/s\n", copy_gbs);
+  }
   std::printf("command: %s\n\n", command.c_str());
   std::printf("| %-10s | %-18s | %-10s | %-22s | %10s | %9s | %8s |\n", "kernel", "variant", "size",
               "params", "median ms", "GB/s", "of copy");

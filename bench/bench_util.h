@@ -92,7 +92,7 @@ struct Row {
 };
 
 // Prints rows as an aligned text table and, when json_path is not empty, writes them as JSON with
-// the device description and the command line.
+// the device description and the command line; copy_gbs 0: not measured (no line for it).
 void Report(const gpu::Context& ctx, double copy_gbs, const std::vector<Row>& rows,
             const std::string& json_path, int argc, char** argv);
 
