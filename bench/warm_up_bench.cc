@@ -10,6 +10,10 @@
 // fault per 4 KiB on llvmpipe (the 4-channel integral table's band at 3200x2400, 134 MB: about
 // 50 ms).
 //   warm_up_bench [--sizes 3200x2400] [--runs N] [--json FILE] [--device auto|software|N]
+//                 [--batch 1] [--warm-up 1]
+// --batch 0: builds the programs one at a time instead of in one gpu::ProgramBatch, as the server
+// does (where the driver compiles on threads of its own, the batch lets it compile side by side);
+// --warm-up 0: stops after building them.
 // A new machine's start: the driver's disk cache off (Mesa: MESA_SHADER_CACHE_DISABLE=true;
 // NVIDIA: __GL_SHADER_DISK_CACHE=0). A restart: twice on one cache directory
 // (MESA_SHADER_CACHE_DIR / __GL_SHADER_DISK_CACHE_PATH), the second run reading what the first
@@ -18,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -67,7 +72,17 @@ uint64_t Digest(const void* data, size_t size) {
 int Main(int argc, char** argv) {
   BenchArgs args;
   args.sizes = {{3200, 2400}};
-  ParseBenchArgs(argc, argv, &args);
+  bool batch = true, warm_up = true;
+  ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
+    if (flag == "--batch") {
+      batch = value != "0";
+    } else if (flag == "--warm-up") {
+      warm_up = value != "0";
+    } else {
+      return false;
+    }
+    return true;
+  });
   std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
   gpu::Context& c = *ctx;
   gpu::HistogramKernel histogram(c);
@@ -152,16 +167,31 @@ int Main(int argc, char** argv) {
     rows.push_back({kernel, what, "-", StrCat(built, " programs built"), ms, 0, 0, 1});
     std::fprintf(stderr, "%s %s: %.0f ms, %zu programs built\n", kernel, what, ms, built);
   };
-  double start_ms = WallMs([&] {
+  const double prepare_ms = WallMs([&] {
+    std::optional<gpu::ProgramBatch> programs;
+    if (batch) programs.emplace(c);
     for (gpu::SampleType t : kTypes) {
       for (const Analysis& a : analyses) {
         step(a.name, StrCat("prepare ", gpu::SampleTypeName(t)).c_str(),
              [&] { return a.prepare(t); });
       }
     }
-    for (auto it = analyses.rbegin(); it != analyses.rend(); ++it)
-      step(it->name, "warm_up", it->warm_up);
+    if (programs) step("all", "prepare: batch finished", [&] { return programs->Finish(); });
   });
+  rows.push_back({"start-up", batch ? "prepare (one batch)" : "prepare (no batch)", "-",
+                  StrCat(c.programs_built(), " programs built"), prepare_ms, 0, 0, 1});
+  std::fprintf(stderr, "prepare%s: %.0f ms, %zu programs built\n", batch ? " (one batch)" : "",
+               prepare_ms, c.programs_built());
+  if (!warm_up) {
+    Report(c, 0, rows, args.json, argc, argv);
+    return 0;
+  }
+  const double warm_up_ms = WallMs([&] {
+    for (auto it = analyses.rbegin(); it != analyses.rend(); ++it) {
+      step(it->name, "warm_up", it->warm_up);
+    }
+  });
+  const double start_ms = prepare_ms + warm_up_ms;
   rows.push_back({"start-up", "prepare+warm_up", "-", StrCat(c.programs_built(), " programs built"),
                   start_ms, 0, 0, 1});
   std::fprintf(stderr, "start-up: %.0f ms, %zu programs built\n", start_ms, c.programs_built());

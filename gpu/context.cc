@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -343,6 +344,9 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
                   info.renderer.find("softpipe") != std::string::npos;
   info.cpu_variants = info.software && !options.auto_as_gpu;
   info.limits = QueryLimits();
+  // Where the driver can compile programs on threads of its own, let it use all it has
+  // (ProgramBatch hands it many at once).
+  if (GLAD_GL_KHR_parallel_shader_compile) glMaxShaderCompilerThreadsKHR(0xFFFFFFFFu);
   // llvmpipe's timer queries do not cover shader execution: time with the CPU clock there.
   GpuTimer::UseWallClock(info.software);
   if (options.debug_output && GLAD_GL_KHR_debug) {
@@ -364,6 +368,7 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
 }
 
 Context::~Context() {
+  pending_.clear();  // (a ProgramBatch finishes before its context goes; this is a backstop)
   programs_.clear();
   if (display_ != nullptr) {
     eglMakeCurrent(display_, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
@@ -393,8 +398,23 @@ absl::StatusOr<GLuint> Context::Program(std::string_view name, std::string_view 
   const char* src = source.c_str();
   glShaderSource(shader.get(), 1, &src, nullptr);
   glCompileShader(shader.get());
-  GLint ok = 0;
-  glGetShaderiv(shader.get(), GL_COMPILE_STATUS, &ok);
+  // Linked at once: a driver that compiles in the background (GL_KHR_parallel_shader_compile)
+  // takes both and returns; a failed compile fails the link, and CheckBuilt reports the compile.
+  GlProgram program = GlProgram::Create();
+  glAttachShader(program.get(), shader.get());
+  glLinkProgram(program.get());
+  const GLuint id = program.get();
+  if (batches_ > 0) {
+    pending_.push_back({key, std::string(name), std::string(defines), std::move(shader)});
+  } else if (absl::Status s = CheckBuilt(name, defines, shader.get(), id); !s.ok()) {
+    return s;
+  }
+  programs_.emplace(std::move(key), std::move(program));
+  return id;
+}
+
+absl::Status Context::CheckBuilt(std::string_view name, std::string_view defines, GLuint shader,
+                                 GLuint program) {
   auto info_log = [](GLuint obj, bool is_program) {
     GLint len = 0;
     (is_program ? glGetProgramiv : glGetShaderiv)(obj, GL_INFO_LOG_LENGTH, &len);
@@ -402,22 +422,32 @@ absl::StatusOr<GLuint> Context::Program(std::string_view name, std::string_view 
     (is_program ? glGetProgramInfoLog : glGetShaderInfoLog)(obj, len, nullptr, log.data());
     return log;
   };
+  GLint ok = 0;
+  glGetShaderiv(shader, GL_COMPILE_STATUS, &ok);
   if (!ok) {
     return absl::InternalError(StrCat("compiling shader ", name, " (defines: ", defines,
-                                            ") failed (file 1 = prelude, 2 = shader):\n",
-                                            info_log(shader.get(), false)));
+                                      ") failed (file 1 = prelude, 2 = shader):\n",
+                                      info_log(shader, false)));
   }
-  GlProgram program = GlProgram::Create();
-  glAttachShader(program.get(), shader.get());
-  glLinkProgram(program.get());
-  glGetProgramiv(program.get(), GL_LINK_STATUS, &ok);
+  glGetProgramiv(program, GL_LINK_STATUS, &ok);
   if (!ok) {
     return absl::InternalError(
-        StrCat("linking shader ", name, " failed:\n", info_log(program.get(), true)));
+        StrCat("linking shader ", name, " failed:\n", info_log(program, true)));
   }
-  GLuint id = program.get();
-  programs_.emplace(std::move(key), std::move(program));
-  return id;
+  return absl::OkStatus();
+}
+
+absl::Status Context::FinishPending() {
+  absl::Status first;
+  for (PendingProgram& p : std::exchange(pending_, {})) {
+    auto it = programs_.find(p.key);
+    absl::Status s = CheckBuilt(p.name, p.defines, p.shader.get(), it->second.get());
+    if (!s.ok()) {
+      programs_.erase(it);
+      first.Update(s);
+    }
+  }
+  return first;
 }
 
 absl::Status Context::CheckGlError(std::string_view where) const {

@@ -98,6 +98,8 @@ class Context {
   // shared prelude prepended; compiled once, then cached. Errors carry the GLSL info log.
   // A line `#include "x.glsl"` in a shader pulls in gpu/shaders/x.glsl (one level deep). In the
   // info log, file 1 is the prelude, 2 the shader, 1002 a file it included.
+  // Inside a ProgramBatch, a new program's id comes back before the driver has compiled it, and
+  // its errors come from ProgramBatch::Finish().
   absl::StatusOr<GLuint> Program(std::string_view name, std::string_view defines = {});
   // How many distinct programs have been built so far. A kernel's WarmUp() builds and dispatches
   // every program its auto variant can pick, so after it this number stays put (tests check it).
@@ -112,12 +114,56 @@ class Context {
   absl::Status MapError(std::string_view what) const;
 
  private:
+  friend class ProgramBatch;
+  // A program handed to the driver inside a ProgramBatch, its compile and link not yet checked.
+  struct PendingProgram {
+    std::string key;  // in programs_
+    std::string name, defines;
+    GlShader shader;
+  };
+  // Whether `shader` compiled and `program` linked (waiting for the driver); the error names the
+  // shader and carries the GLSL info log.
+  static absl::Status CheckBuilt(std::string_view name, std::string_view defines, GLuint shader,
+                                 GLuint program);
+  // Checks every pending program, forgets those that failed; the first failure.
+  absl::Status FinishPending();
+
   Context() = default;
   DeviceInfo info_;
   void* display_ = nullptr;  // EGLDisplay
   void* context_ = nullptr;  // EGLContext
   std::vector<PinnedThread> pinned_threads_;
   std::map<std::string, GlProgram, std::less<>> programs_;
+  int batches_ = 0;  // ProgramBatches open
+  std::vector<PendingProgram> pending_;
+};
+
+// Builds the programs asked of Context::Program() while it is open side by side, where the driver
+// compiles on threads of its own (GL_KHR_parallel_shader_compile, which Context::Create asks to
+// use every thread the driver will): each Program() call hands its program to the driver and
+// returns, and Finish() waits for them all. Where the driver compiles in the calling thread
+// (Mesa's llvmpipe) the time is the same as without a batch. No program built inside a batch may
+// be used before Finish(). REQUIRES: the context's thread; batches may nest (the outermost
+// Finish() checks).
+class ProgramBatch {
+ public:
+  explicit ProgramBatch(Context& ctx) : ctx_(ctx) { ++ctx_.batches_; }
+  ~ProgramBatch() { (void)Finish(); }
+  ProgramBatch(const ProgramBatch&) = delete;
+  ProgramBatch& operator=(const ProgramBatch&) = delete;
+  // Waits for every program of the batch: the first that failed to compile or link, as
+  // Context::Program() words it (the failed ones are forgotten, so asking again fails again).
+  absl::Status Finish() {
+    if (open_) {
+      open_ = false;
+      if (--ctx_.batches_ == 0) return ctx_.FinishPending();
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  Context& ctx_;
+  bool open_ = true;
 };
 
 // Measures GPU time of the commands issued between construction and StopAndRead() with a

@@ -135,6 +135,8 @@ bool MesaShaderCacheDisabled() {
 }  // namespace
 
 absl::Status Kernels::Prepare() {
+  // One batch: a driver that compiles on threads of its own gets every program at once.
+  gpu::ProgramBatch batch(ctx);
   for (gpu::SampleType type :
        {gpu::SampleType::kUint8, gpu::SampleType::kUint16, gpu::SampleType::kFloat32}) {
     for (const AnalysisEntry& a : kAnalyses) {
@@ -144,7 +146,7 @@ absl::Status Kernels::Prepare() {
       }
     }
   }
-  return absl::OkStatus();
+  return Annotate(batch.Finish(), "building the kernels' programs");
 }
 
 absl::Status Kernels::WarmUp() {

@@ -58,7 +58,10 @@ if want start-up; then
   # analysis's first call against its warm calls. NVIDIA's driver compiles at link time and keeps
   # its cache on disk: off (a new pod), then on an empty cache directory, then on that directory
   # again (a restarted one).
+  # Building the programs one at a time against one batch (the driver compiling side by side).
   cache=$(mktemp -d)
+  __GL_SHADER_DISK_CACHE=0 build-gpu/bench/warm_up_bench --batch 0 --warm-up 0 \
+    --json "$out/warm_up_no_batch.json" 2>&1 | tee "$out/warm_up_no_batch.txt"
   __GL_SHADER_DISK_CACHE=0 build-gpu/bench/warm_up_bench --json "$out/warm_up_no_cache.json" 2>&1 |
     tee "$out/warm_up_no_cache.txt"
   for run in empty_cache same_cache; do

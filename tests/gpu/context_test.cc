@@ -9,6 +9,7 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -16,7 +17,9 @@
 
 #include "gpu/context.h"
 #include "gpu/driver_threads.h"
+#include "gpu/histogram.h"
 #include "gpu/image.h"
+#include "gpu/reference/histogram.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {
@@ -83,6 +86,56 @@ TEST(ContextTest, BadShaderReturnsTheInfoLog) {
   ASSERT_FALSE(broken.ok());
   EXPECT_NE(broken.status().message().find("compiling shader prelude"), std::string::npos)
       << broken.status();
+}
+
+// Inside a ProgramBatch a new program's id comes back before its compile is checked; the
+// outermost Finish() (or the batch's end) reports the one that failed, worded as Program()
+// words it, and forgets it; the batch's other programs work.
+TEST(ContextTest, ProgramBatchReportsFailuresAtFinishAndKeepsTheRest) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  const std::string broken_defines = "#define FMT_UINT 1\nthis is not glsl;\n";
+  const size_t before = ctx.programs_built();
+  HistogramKernel histogram(ctx);
+  absl::Status finished;
+  {
+    ProgramBatch outer(ctx);
+    ASSERT_TRUE(histogram.Prepare(SampleType::kUint8).ok());
+    ProgramBatch inner(ctx);
+    absl::StatusOr<GLuint> broken = ctx.Program("prelude", broken_defines);
+    EXPECT_TRUE(broken.ok()) << "inside a batch the error waits for Finish(): " << broken.status();
+    EXPECT_TRUE(inner.Finish().ok()) << "an inner batch leaves the checks to the outermost";
+    finished = outer.Finish();
+    EXPECT_TRUE(outer.Finish().ok()) << "a second Finish() has nothing left to check";
+  }
+  ASSERT_FALSE(finished.ok());
+  EXPECT_EQ(finished.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(finished.message().find("compiling shader prelude"), std::string::npos) << finished;
+  const size_t built = ctx.programs_built() - before;
+  EXPECT_GT(built, 0u);
+  // Forgotten: asked again outside a batch, it fails at once and is not counted.
+  EXPECT_FALSE(ctx.Program("prelude", broken_defines).ok());
+  EXPECT_EQ(ctx.programs_built() - before, built);
+  // A batch that ends without Finish() checks as it goes.
+  {
+    ProgramBatch unfinished(ctx);
+    EXPECT_TRUE(ctx.Program("prelude", broken_defines).ok());
+  }
+  EXPECT_EQ(ctx.programs_built() - before, built);
+  // The batch's programs run: the histogram of a random image equals the CPU reference.
+  const HostImage host = testing::RandomImage({67, 41, 4, SampleType::kUint8}, rng);
+  absl::StatusOr<Image> image = Image::Upload(ctx, host);
+  ASSERT_TRUE(image.ok()) << image.status();
+  for (HistogramVariant v : {HistogramVariant::kGlobalAtomics, HistogramVariant::kAuto}) {
+    HistogramOptions o;
+    o.variant = v;
+    absl::StatusOr<HistogramResult> got = histogram.Run(*image, o);
+    absl::StatusOr<HistogramResult> want = reference::Histogram(host, o);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    EXPECT_EQ(got->counts, want->counts) << HistogramVariantName(v);
+  }
 }
 
 TEST(ContextTest, UnknownDeviceIsRefusedByName) {
