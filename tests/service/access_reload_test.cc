@@ -172,7 +172,8 @@ TEST(ServerProcessTest, SighupReloadsTheTokensAndABadFileKeepsThem) {
   Child server = ServerProcess({"--listen=" + target, "--tokens=" + file, "--warm-up=0"},
                        dir.File("server.log"));
   if (!ServesWithin(server, target)) {
-    if (RequireGpuContext()) FAIL() << "no server: " << dir.Read("server.log");
+    if (RequireGpuContext())
+      FAIL() << "no server (" << server.Describe() << "): " << dir.Read("server.log");
     GTEST_SKIP() << "no server (no EGL context?): " << dir.Read("server.log");
   }
   auto old_stub = StubWith(target, "Bearer " + old_token);
@@ -214,7 +215,8 @@ TEST(ServerProcessTest, StartUpSaysWhetherAccessControlIsOnAndRefusesABadTokenFi
   const std::string target = "127.0.0.1:" + std::to_string(port);
   Child open = ServerProcess({"--listen=" + target, "--warm-up=0"}, dir.File("open.log"));
   if (!ServesWithin(open, target)) {
-    if (RequireGpuContext()) FAIL() << "no server: " << dir.Read("open.log");
+    if (RequireGpuContext())
+      FAIL() << "no server (" << open.Describe() << "): " << dir.Read("open.log");
     GTEST_SKIP() << "no server (no EGL context?): " << dir.Read("open.log");
   }
   EXPECT_NE(dir.Read("open.log").find("access control is off"), std::string::npos)

@@ -366,7 +366,8 @@ TEST(FaultProcessTest, ServerKilledMidUploadRestartsClean) {
   const HostImage img = RandomImage({512, 384, 3, SampleType::kUint8}, rng);
   {
     Child server(argv, log + "-1.log");
-    ASSERT_TRUE(ServesWithin(server, target)) << FileText(log + "-1.log");
+    ASSERT_TRUE(ServesWithin(server, target))
+        << server.Describe() << ": " << FileText(log + "-1.log");
     ASSERT_TRUE(UploadImage(*stub, img).ok());  // one stored before the kill
     grpc::ClientContext ctx;
     v1::UploadImageResponse resp;
@@ -381,7 +382,8 @@ TEST(FaultProcessTest, ServerKilledMidUploadRestartsClean) {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
   }
   Child server(argv, log + "-2.log");
-  ASSERT_TRUE(ServesWithin(server, target)) << FileText(log + "-2.log");
+  ASSERT_TRUE(ServesWithin(server, target))
+      << server.Describe() << ": " << FileText(log + "-2.log");
   // A new channel: the old one may still be backing off from the killed server.
   stub =
       v1::ImageAnalytics::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));

@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,21 +49,24 @@ inline std::string FileText(const std::filesystem::path& path) {
   return ss.str();
 }
 
-// A child process, killed (SIGKILL) when this goes away unless already stopped.
+// A child process, killed (SIGKILL) when this goes away unless already stopped. Started with
+// posix_spawn: between a fork and its exec the child of a multi-threaded process (the tests run
+// servers, gRPC and the driver's threads) may only make async-signal-safe calls, and an
+// allocation there can wait forever on a lock another thread held at the fork (sanitizer
+// allocators take no fork precautions in Debian 12's toolchain); posix_spawn runs no code of ours
+// in the child.
 class Child {
  public:
   Child(const std::vector<std::string>& argv, const std::string& log) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> args;
-      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
   }
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
@@ -76,6 +80,19 @@ class Child {
   }
   void Signal(int sig) {
     if (pid_ > 0) kill(pid_, sig);
+  }
+  // For a failure message: the pid, the program it runs and its state in /proc ("exited" once
+  // reaped).
+  std::string Describe() const {
+    if (pid_ <= 0) return "exited";
+    const std::string proc = "/proc/" + std::to_string(pid_);
+    std::string cmdline = FileText(proc + "/cmdline");
+    cmdline = cmdline.substr(0, cmdline.find('\0'));
+    const std::string stat = FileText(proc + "/stat");
+    const size_t paren = stat.rfind(')');
+    return "pid " + std::to_string(pid_) + " runs " + cmdline + ", state " +
+           (paren == std::string::npos ? "?" : stat.substr(paren + 2, 1)) + ", waiting in " +
+           FileText(proc + "/wchan");
   }
   // Whether it is still running; one that has exited is reaped, and Stop is then a no-op.
   bool running() {

@@ -269,8 +269,10 @@ TEST_F(RedisStoreTest, ReplicaKilledWithSigkillLosesNoImage) {
   Child b({GLIMPSE_SERVER_BINARY, "--listen=127.0.0.1:" + std::to_string(pb), redis, "--warm-up=0"},
           (dir_ / "b.log").string());
   const std::string ta = "127.0.0.1:" + std::to_string(pa), tb = "127.0.0.1:" + std::to_string(pb);
-  ASSERT_TRUE(ServesWithin(a, ta)) << "replica A did not start: " << FileText(dir_ / "a.log");
-  ASSERT_TRUE(ServesWithin(b, tb)) << "replica B did not start: " << FileText(dir_ / "b.log");
+  ASSERT_TRUE(ServesWithin(a, ta))
+      << "replica A did not start (" << a.Describe() << "): " << FileText(dir_ / "a.log");
+  ASSERT_TRUE(ServesWithin(b, tb))
+      << "replica B did not start (" << b.Describe() << "): " << FileText(dir_ / "b.log");
   auto ca = grpc::CreateChannel(ta, grpc::InsecureChannelCredentials());
   auto cb = grpc::CreateChannel(tb, grpc::InsecureChannelCredentials());
   auto sa = v1::ImageAnalytics::NewStub(ca);
