@@ -25,6 +25,15 @@ constexpr IntegralImageVariant kConcreteVariants[] = {IntegralImageVariant::kNai
                                                       IntegralImageVariant::kPackedStrips,
                                                       IntegralImageVariant::kSubgroupScan};
 
+// The variant `requested` resolves to for `desc` on `device`, or why the device cannot run it.
+absl::StatusOr<IntegralImageVariant> RunnableVariant(const DeviceInfo& device,
+                                                     const ImageDesc& desc,
+                                                     IntegralImageVariant requested) {
+  const IntegralImageVariant v = ResolveIntegralImageVariant(device, desc, requested);
+  if (absl::Status s = IntegralImageVariantAvailable(device, v, desc.type); !s.ok()) return s;
+  return v;
+}
+
 // The exact table rows from their elements mod 2^32 (`lo`, n rows of `row_elems` 4-byte elements,
 // C channels interleaved) into `out` (8-byte elements). Exact where every row's first element and
 // every step along a row (a column's sum down to the row) is below 2^32 (RowStepsFitUint32): the
@@ -202,11 +211,10 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
   }
   if (absl::Status s = ValidateImageDesc(desc, ctx_.limits()); !s.ok()) return s;
   if (absl::Status s = ValidateIntegralImageOptions(options); !s.ok()) return s;
-  const IntegralImageVariant variant =
-      ResolveIntegralImageVariant(ctx_.info(), desc, options.variant);
-  if (absl::Status s = IntegralImageVariantAvailable(ctx_.info(), variant, desc.type); !s.ok()) {
-    return s;
-  }
+  const absl::StatusOr<IntegralImageVariant> runnable =
+      RunnableVariant(ctx_.info(), desc, options.variant);
+  if (!runnable.ok()) return runnable.status();
+  const IntegralImageVariant variant = *runnable;
 
   const int64_t row_bytes = int64_t{desc.width} * desc.channels * kElem;
   int64_t band_limit = ctx_.limits().max_storage_block_bytes;
@@ -287,11 +295,10 @@ absl::Status IntegralImageKernel::DeliverBand(
 absl::Status IntegralImageKernel::ComputeOnDevice(const Image& image, int x0, int y0, int w, int h,
                                                   IntegralImageVariant variant, const Buffer& table,
                                                   uint64_t* gpu_ns, bool force_two_word) {
-  variant = ResolveIntegralImageVariant(ctx_.info(), image.desc(), variant);
-  if (absl::Status s = IntegralImageVariantAvailable(ctx_.info(), variant, image.desc().type);
-      !s.ok()) {
-    return s;
-  }
+  const absl::StatusOr<IntegralImageVariant> runnable =
+      RunnableVariant(ctx_.info(), image.desc(), variant);
+  if (!runnable.ok()) return runnable.status();
+  variant = *runnable;
   if (variant == IntegralImageVariant::kPackedStrips) {
     if (!PackedStripsFit(image.desc(), x0) || h > kPackedMaxRows) {
       variant = IntegralImageVariant::kStripScan;
