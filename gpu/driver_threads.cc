@@ -1,8 +1,10 @@
 #include "gpu/driver_threads.h"
 
 #include <dirent.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,9 +36,7 @@ std::vector<pid_t> ProcessThreads() {
 std::mutex g_capturing_mu;
 std::set<pid_t> g_capturing;
 
-// Whether a thread has blocked at least once (voluntary_ctxt_switches): it has run its start-up
-// code, and so given itself its own name if it takes one (llvmpipe's rasterizer threads and
-// Mesa's disk-cache thread do, first thing).
+// Whether a thread has blocked at least once (voluntary_ctxt_switches), or has exited.
 bool HasBlocked(pid_t tid) {
   std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
   for (std::string line; std::getline(status, line);) {
@@ -44,6 +44,21 @@ bool HasBlocked(pid_t tid) {
     if (line.rfind(kKey, 0) == 0) return std::atol(line.c_str() + kKey.size()) > 0;
   }
   return true;  // exited, or no such field: nothing to wait for
+}
+
+// Whether a thread is parked: asleep in a futex wait, where a driver's threads wait for work once
+// started (llvmpipe's workers and rasterizer threads, Mesa's disk-cache thread: a condition
+// variable each). Having blocked once is not enough: a thread still in its start-up code, before
+// it names itself, blocks too, for the process's memory map lock (an allocation's mmap, a page
+// fault) while its siblings are started. Where /proc does not show the thread's system call,
+// having blocked once is all there is to go by.
+bool Parked(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  std::string nr, word, op;
+  if (!(in >> nr)) return HasBlocked(tid);  // exited too
+  if (nr == "running" || nr != std::to_string(SYS_futex) || !(in >> word >> op)) return false;
+  const unsigned long cmd = std::strtoul(op.c_str(), nullptr, 16) & FUTEX_CMD_MASK;
+  return cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET;
 }
 
 std::string ThreadName(pid_t tid) {
@@ -83,15 +98,18 @@ std::vector<pid_t> DriverThreadCapture::Started() const {
       }
     }
   }
-  // A thread that has not run yet still carries the inherited name whatever it will call itself:
-  // wait (briefly: they block within microseconds of starting, unless the machine is loaded)
-  // until each has.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (!std::all_of(started.begin(), started.end(), HasBlocked) &&
+  // A thread that still carries the inherited name may not have finished starting, and may yet
+  // name itself: wait until each such thread is parked (within microseconds of starting on an idle
+  // machine; on a loaded one, up to seconds), and leave out one that never parks. A thread with
+  // another name has named itself, or was started by another thread: nothing to wait for.
+  const auto inherited = [](pid_t tid) { return ThreadName(tid) == kDriverThreadName; };
+  const auto settled = [&](pid_t tid) { return !inherited(tid) || Parked(tid); };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!std::all_of(started.begin(), started.end(), settled) &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  std::erase_if(started, [](pid_t tid) { return ThreadName(tid) != kDriverThreadName; });
+  std::erase_if(started, [&](pid_t tid) { return !inherited(tid) || !Parked(tid); });
   return started;
 }
 

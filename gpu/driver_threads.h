@@ -32,8 +32,9 @@ class DriverThreadCapture {
   DriverThreadCapture(const DriverThreadCapture&) = delete;
   DriverThreadCapture& operator=(const DriverThreadCapture&) = delete;
 
-  // The threads started since construction that carry kDriverThreadName once they have run
-  // (those that name themselves are left out), by tid. Waits up to 2 s for them to run.
+  // The threads started since construction that carry kDriverThreadName once they have started
+  // and wait for work (those that name themselves are left out), by tid. Waits up to 10 s for
+  // them to get there; one that has not is left out.
   std::vector<pid_t> Started() const;
 
  private:

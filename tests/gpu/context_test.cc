@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <fstream>
@@ -208,6 +209,83 @@ TEST(DriverThreadsTest, CaptureFindsTheThreadsStartedWithinIt) {
   }
   EXPECT_EQ(OwnName(), own);  // given back
   EXPECT_EQ(started, inside);  // not the thread started before, nor the calling one
+}
+
+// A thread that blocks in its start-up before it names itself (here a sleep; in a driver, the
+// memory map lock its siblings' stacks hold) is waited for: taken for a driver's thread by the
+// name it inherited, it would be pinned.
+TEST(DriverThreadsTest, ThreadsBlockedBeforeNamingThemselvesAreWaitedFor) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  std::vector<pid_t> started, plain_tids;
+  std::thread late;
+  {
+    DriverThreadCapture capture;
+    WaitingThreads plain(1);  // keeps the inherited name
+    late = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      pthread_setname_np(pthread_self(), "named-late");
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return released; });
+    });
+    started = capture.Started();
+    plain_tids = plain.tids();
+  }
+  {
+    std::lock_guard lock(mu);
+    released = true;
+  }
+  cv.notify_all();
+  late.join();
+  EXPECT_EQ(started, plain_tids);
+}
+
+// Threads started meanwhile by other threads do not carry the inherited name and are not waited
+// for, wherever they block (here reading a pipe, as a server's threads wait in epoll): waiting
+// for them to park would hold a context's creation for the whole 10 s.
+TEST(DriverThreadsTest, OtherThreadsStartedMeanwhileAreNotWaitedFor) {
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool start = false;
+  pid_t outsider_tid = 0;
+  std::thread outsider;
+  std::thread starter([&] {  // started before the capture, so not named by it
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return start; });
+    outsider = std::thread([&] {
+      {
+        std::lock_guard held(mu);
+        outsider_tid = gettid();
+      }
+      cv.notify_all();
+      char byte;
+      EXPECT_EQ(read(pipe_fds[0], &byte, 1), 1);
+    });
+  });
+  std::vector<pid_t> started;
+  std::chrono::steady_clock::duration took{};
+  {
+    DriverThreadCapture capture;
+    {
+      std::unique_lock lock(mu);
+      start = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return outsider_tid != 0; });
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    started = capture.Started();
+    took = std::chrono::steady_clock::now() - t0;
+  }
+  starter.join();
+  EXPECT_EQ(write(pipe_fds[1], "x", 1), 1);
+  outsider.join();
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  EXPECT_TRUE(started.empty()) << started.size() << " threads taken for a driver's";
+  EXPECT_LT(took, std::chrono::seconds(5)) << "waited for a thread that is not the driver's";
 }
 
 // Two captures at once (contexts made on two threads): neither takes the other's thread, named
