@@ -74,6 +74,15 @@ if [ "$step" != build ]; then
   # llvmpipe uses every core for each dispatch: the tests that use the GPU hold the CTest
   # resource lock `gpu` and run one at a time; the rest (client, deploy, Python) run beside them.
   export LP_NUM_THREADS=${LP_NUM_THREADS:-$(nproc)}
+  status=0
   ctest --test-dir "$build" --output-on-failure --timeout 600 -j "$(nproc)" \
-    "${labels[@]}"
+    "${labels[@]}" || status=$?
+  if [ "$status" != 0 ]; then
+    # Each failure's output is in the log above, among the parallel run's lines; run the failed
+    # tests once more, one at a time, so that their output also ends the log (a test that passes
+    # now failed only under the run's load: the run has failed all the same).
+    echo "== the failed tests again, one at a time (the run above failed, whatever they do now)"
+    ctest --test-dir "$build" --rerun-failed --output-on-failure --timeout 600 "${labels[@]}" || true
+    exit "$status"
+  fi
 fi
