@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <thread>
@@ -31,19 +32,34 @@ std::vector<pid_t> ProcessThreads() {
   return tids;
 }
 
+// One of /proc's files about a thread of this process.
+std::ifstream TaskFile(pid_t tid, std::string_view file) {
+  return std::ifstream("/proc/self/task/" + std::to_string(tid) + "/" + std::string(file));
+}
+
 // The threads inside a DriverThreadCapture right now: named kDriverThreadName themselves, and
 // perhaps started after another capture began, so never taken for a driver's thread.
 std::mutex g_capturing_mu;
 std::set<pid_t> g_capturing;
 
+// A field of a thread's /proc status ("Name:" lines), without the blanks before it; nullopt if
+// the thread has exited or the kernel shows no such field.
+std::optional<std::string> StatusField(pid_t tid, std::string_view name) {
+  std::ifstream status = TaskFile(tid, "status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.size() > name.size() && line.compare(0, name.size(), name) == 0 &&
+        line[name.size()] == ':') {
+      const size_t start = line.find_first_not_of(" \t", name.size() + 1);
+      return start == std::string::npos ? "" : line.substr(start);
+    }
+  }
+  return std::nullopt;
+}
+
 // Whether a thread has blocked at least once (voluntary_ctxt_switches), or has exited.
 bool HasBlocked(pid_t tid) {
-  std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
-  for (std::string line; std::getline(status, line);) {
-    constexpr std::string_view kKey = "voluntary_ctxt_switches:";
-    if (line.rfind(kKey, 0) == 0) return std::atol(line.c_str() + kKey.size()) > 0;
-  }
-  return true;  // exited, or no such field: nothing to wait for
+  const std::optional<std::string> switches = StatusField(tid, "voluntary_ctxt_switches");
+  return !switches || std::atol(switches->c_str()) > 0;  // no such field: nothing to wait for
 }
 
 // Whether a thread is parked: asleep in a futex wait, where a driver's threads wait for work once
@@ -53,17 +69,18 @@ bool HasBlocked(pid_t tid) {
 // fault) while its siblings are started. Where /proc does not show the thread's system call,
 // having blocked once is all there is to go by.
 bool Parked(pid_t tid) {
-  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  std::ifstream in = TaskFile(tid, "syscall");
   std::string nr, word, op;
   if (!(in >> nr)) return HasBlocked(tid);  // exited too
-  if (nr == "running" || nr != std::to_string(SYS_futex) || !(in >> word >> op)) return false;
+  // "running", or another system call: not parked.
+  if (nr != std::to_string(SYS_futex) || !(in >> word >> op)) return false;
   const unsigned long cmd = std::strtoul(op.c_str(), nullptr, 16) & FUTEX_CMD_MASK;
   return cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET;
 }
 
 std::string ThreadName(pid_t tid) {
   std::string name;
-  std::ifstream("/proc/self/task/" + std::to_string(tid) + "/comm") >> name;
+  TaskFile(tid, "comm") >> name;
   return name;
 }
 
@@ -134,16 +151,6 @@ std::vector<PinnedThread> PinOnePerCpu(const std::vector<pid_t>& threads) {
   return pinned;
 }
 
-std::string ThreadCpus(pid_t tid) {
-  std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
-  for (std::string line; std::getline(status, line);) {
-    constexpr std::string_view kKey = "Cpus_allowed_list:";
-    if (line.rfind(kKey, 0) == 0) {
-      const size_t start = line.find_first_not_of(" \t", kKey.size());
-      return start == std::string::npos ? "" : line.substr(start);
-    }
-  }
-  return "";
-}
+std::string ThreadCpus(pid_t tid) { return StatusField(tid, "Cpus_allowed_list").value_or(""); }
 
 }  // namespace glimpse::gpu
