@@ -14,33 +14,48 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+server_log=""  # the log of the server start_server started last
 fail() {
   echo "FAIL: $*" >&2
-  echo "--- server log" >&2
-  cat "$work/server.log" >&2
+  if [ -n "$server_log" ]; then
+    echo "--- server log ($server_log)" >&2
+    cat "$server_log" >&2
+  fi
   exit 1
+}
+# start_server NAME ARGS...: starts glimpse-server with ARGS in the background, logging to
+# $work/NAME.log, and waits up to 30 s for the port it reports (sets server_pid, server_log and
+# port). The log is made empty here, before the server starts: the shell opens it in the forked
+# child, and a loaded machine may run this loop first, on a log a previous server left.
+start_server() {
+  server_log="$work/$1.log"
+  shift
+  : >"$server_log"
+  "$server_bin" "$@" >"$server_log" 2>&1 &
+  server_pid=$!
+  port=""
+  for _ in $(seq 1 300); do
+    port=$(sed -n 's/.*listening on .*(port \([0-9]*\)).*/\1/p' "$server_log")
+    [ -n "$port" ] && return 0
+    if ! kill -0 "$server_pid" 2>/dev/null; then
+      server_pid=""
+      return 1
+    fi
+    sleep 0.1
+  done
+  return 1
 }
 
 # No start-up warm-up (tests/service/warm_up_test.cc covers it): one call per analysis here.
-"$server_bin" --listen=127.0.0.1:0 --metrics-listen=127.0.0.1:0 --shutdown-grace-s=10 --warm-up=0 \
-  >"$work/server.log" 2>&1 &
-server_pid=$!
-port=""
-for _ in $(seq 1 300); do
-  port=$(sed -n 's/.*listening on .*(port \([0-9]*\)).*/\1/p' "$work/server.log")
-  [ -n "$port" ] && break
-  if ! kill -0 "$server_pid" 2>/dev/null; then
-    if grep -q "opening the GL context" "$work/server.log" && [ "${GLIMPSE_REQUIRE_GPU_CONTEXT:-0}" != 1 ]; then
-      echo "SKIP: no EGL context: $(cat "$work/server.log")"
-      server_pid=""
-      exit 0
-    fi
-    server_pid=""
-    fail "server exited at start-up"
+if ! start_server server --listen=127.0.0.1:0 --metrics-listen=127.0.0.1:0 --shutdown-grace-s=10 \
+  --warm-up=0; then
+  if [ -z "$server_pid" ] && grep -q "opening the GL context" "$server_log" &&
+    [ "${GLIMPSE_REQUIRE_GPU_CONTEXT:-0}" != 1 ]; then
+    echo "SKIP: no EGL context: $(cat "$server_log")"
+    exit 0
   fi
-  sleep 0.1
-done
-[ -n "$port" ] || fail "server did not report its port"
+  fail "server did not report its port"
+fi
 g() { "$client_bin" --server="127.0.0.1:$port" --timeout-s=60 "$@"; }
 cd "$work"
 
@@ -151,7 +166,7 @@ g histogram /no/such/file.png >/dev/null 2>&1
 [ "$(g health)" = SERVING ] || fail "server no longer serving after bad input"
 
 # Prometheus metrics, fetched over HTTP: the two refused histogram calls above are counted.
-metrics_port=$(sed -n 's/.*metrics on .*(port \([0-9]*\)).*/\1/p' "$work/server.log")
+metrics_port=$(sed -n 's/.*metrics on .*(port \([0-9]*\)).*/\1/p' "$server_log")
 [ -n "$metrics_port" ] || fail "server did not report its metrics port"
 curl -sS --fail --max-time 10 "http://127.0.0.1:$metrics_port/metrics" >metrics.txt \
   || fail "GET /metrics"
@@ -167,23 +182,15 @@ wait "$server_pid"
 rc=$?
 server_pid=""
 [ $rc = 0 ] || fail "server exited $rc after SIGTERM"
-grep -q "stopped" "$work/server.log" || fail "no 'stopped' line in the log"
+grep -q "stopped" "$server_log" || fail "no 'stopped' line in the log"
 # TLS: a self-signed certificate for localhost; the client trusts it with --tls-ca.
 if command -v openssl >/dev/null; then
   openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
     -addext subjectAltName=DNS:localhost -keyout key.pem -out cert.pem >/dev/null 2>&1 \
     || fail "openssl could not make a certificate"
-  "$server_bin" --listen=127.0.0.1:0 --warm-up=0 --tls-cert=cert.pem --tls-key=key.pem \
-    >"$work/server.log" 2>&1 &
-  server_pid=$!
-  port=""
-  for _ in $(seq 1 300); do
-    port=$(sed -n 's/.*listening on .*(port \([0-9]*\)).*/\1/p' "$work/server.log")
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
-  [ -n "$port" ] || fail "TLS server did not start"
-  grep -q "with TLS" "$work/server.log" || fail "server does not say it serves TLS"
+  start_server tls-server --listen=127.0.0.1:0 --warm-up=0 --tls-cert=cert.pem --tls-key=key.pem ||
+    fail "TLS server did not start"
+  grep -q "with TLS" "$server_log" || fail "server does not say it serves TLS"
   [ "$("$client_bin" --server="localhost:$port" --tls-ca=cert.pem --timeout-s=30 health)" = SERVING ] \
     || fail "health over TLS"
   "$client_bin" --server="localhost:$port" --timeout-s=5 health >/dev/null 2>&1 \
@@ -207,17 +214,9 @@ done
 alice_token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 bob_token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 printf '# tenants\nalice %s\nbob %s\n' "$alice_token" "$bob_token" >tokens
-"$server_bin" --listen=127.0.0.1:0 --shutdown-grace-s=10 --warm-up=0 --tokens=tokens \
-  >"$work/server.log" 2>&1 &
-server_pid=$!
-port=""
-for _ in $(seq 1 300); do
-  port=$(sed -n 's/.*listening on .*(port \([0-9]*\)).*/\1/p' "$work/server.log")
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "$port" ] || fail "server with --tokens did not start"
-grep -q "access control on: 2 bearer token" "$work/server.log" || fail "start-up log: access control"
+start_server tokens-server --listen=127.0.0.1:0 --shutdown-grace-s=10 --warm-up=0 --tokens=tokens ||
+  fail "server with --tokens did not start"
+grep -q "access control on: 2 bearer token" "$server_log" || fail "start-up log: access control"
 [ "$(g health)" = SERVING ] || fail "health needs no token"
 g list >/dev/null 2>err.txt
 [ $? = 1 ] || fail "list without a token should exit 1"
@@ -232,7 +231,7 @@ GLIMPSE_TOKEN=$alice_token g load --rpcs=histogram --sizes=1 --concurrency=2 --d
 g --token="$bob_token" load --rpcs=histogram --sizes=1 --concurrency=1 --duration-s=1 \
   >/dev/null 2>&1 || fail "load with --token"
 g --token="$alice_token" delete "$id" || fail "delete with --token"
-grep -q "$alice_token\|$bob_token" "$work/server.log" && fail "a token appears in the server log"
+grep -q "$alice_token\|$bob_token" "$server_log" && fail "a token appears in the server log"
 kill -TERM "$server_pid"
 wait "$server_pid" || fail "server with --tokens: exit status"
 server_pid=""
