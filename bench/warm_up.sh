@@ -21,6 +21,7 @@ start() {
   shift
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
+  : >"$log"  # emptied here: the child opens it, maybe after the loop below reads the last start's
   env "${envs[@]}" "$server" --listen=127.0.0.1:0 --log-level=info "$@" >"$log" 2>&1 &
   pid=$!
   while ! grep -aq "GPU programs built" "$log"; do
