@@ -54,6 +54,7 @@ if ! start_server server --listen=127.0.0.1:0 --metrics-listen=127.0.0.1:0 --shu
     echo "SKIP: no EGL context: $(cat "$server_log")"
     exit 0
   fi
+  [ -z "$server_pid" ] && fail "server exited at start-up"
   fail "server did not report its port"
 fi
 g() { "$client_bin" --server="127.0.0.1:$port" --timeout-s=60 "$@"; }
