@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -65,7 +66,8 @@ class Child {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0) pid_ = -1;
+    spawn_error_ = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
+    if (spawn_error_ != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&actions);
   }
   Child(const Child&) = delete;
@@ -82,8 +84,9 @@ class Child {
     if (pid_ > 0) kill(pid_, sig);
   }
   // For a failure message: the pid, the program it runs and its state in /proc ("exited" once
-  // reaped).
+  // reaped, or why it could not be started).
   std::string Describe() const {
+    if (spawn_error_ != 0) return std::string("not started: ") + std::strerror(spawn_error_);
     if (pid_ <= 0) return "exited";
     const std::string proc = "/proc/" + std::to_string(pid_);
     std::string cmdline = FileText(proc + "/cmdline");
@@ -115,6 +118,7 @@ class Child {
 
  private:
   pid_t pid_ = -1;
+  int spawn_error_ = 0;  // posix_spawn's error number (the exec's included), 0 once started
 };
 
 // Sets (or with nullptr unsets) an environment variable for this scope, for the code under test
