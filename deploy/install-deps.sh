@@ -16,12 +16,14 @@ build_pkgs=(
   python3-venv python3-setuptools python3-wheel python3-grpcio python3-protobuf
   python3-numpy python3-pytest python3-matplotlib
   libhiredis-dev redis-server libssl-dev openssl
+  libturbojpeg0-dev libspng-dev libwebp-dev libdeflate-dev
   clang-15 libfuzzer-15-dev
 )
 runtime_pkgs=(
   libegl1 libegl-mesa0 libgl1-mesa-dri libgrpc++1.51 libgrpc29 libprotobuf32
   libabsl20220623 libspdlog1.10 libfmt9 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
   libhiredis0.14 libssl3
+  libturbojpeg0 libspng0 libwebp7 libwebpdemux2 libdeflate0
   ca-certificates
 )
 
