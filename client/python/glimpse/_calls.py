@@ -1,0 +1,602 @@
+"""The client's calls without a transport: what glimpse.Client and glimpse.aio.Client share.
+
+Each public method is a generator here (Calls) that builds its requests, yields one Rpc at a time
+to the client running it, is sent back the RPC's result and returns the method's result. The
+response of an RPC is read by a Reader as its messages arrive. glimpse.Client runs the Rpcs
+blocking, glimpse.aio.Client awaits them: requests, parsing and errors have one owner here.
+
+    calls = Calls(inline_bytes=3 << 20)
+    steps = calls.histogram(array, bins=64)      # yields Rpc("histogram", "Histogram", ...)
+    rpc = next(steps)
+    steps.send(run(rpc))                         # raises StopIteration(HistogramResult)
+"""
+import dataclasses
+import os
+import re
+from typing import Any, Iterator, Optional, Union
+
+import grpc
+import numpy as np
+
+from glimpse import _health
+from glimpse._types import (AnalyzeResult, BoxFilterResult, CompactResult, GlimpseError,
+                            HistogramResult, ImageHandle, IntegralResult, Timing, dtype_of_format,
+                            raw_pixels)
+from glimpse.v1 import image_analytics_pb2 as pb
+from glimpse.v1 import image_analytics_pb2_grpc as pb_grpc
+
+ImageLike = Union[ImageHandle, str, os.PathLike, bytes, bytearray, memoryview, np.ndarray]
+
+_ID = re.compile(r"[0-9a-f]{32}")
+_CHUNK = 1 << 20  # upload message size (the proto suggests 1 MiB)
+_HISTOGRAM_SOURCES = {"all": pb.HISTOGRAM_SOURCE_ALL_CHANNELS, "channel": pb.HISTOGRAM_SOURCE_CHANNEL,
+                      "luma": pb.HISTOGRAM_SOURCE_LUMA, "rgb_mean": pb.HISTOGRAM_SOURCE_RGB_MEAN}
+_COMPACT_SOURCES = {"channel": pb.COMPACT_SOURCE_CHANNEL, "luma": pb.COMPACT_SOURCE_LUMA}
+_BORDERS = {"reflect101": pb.BORDER_MODE_REFLECT101, "replicate": pb.BORDER_MODE_REPLICATE,
+            "constant": pb.BORDER_MODE_CONSTANT}
+_OUTPUTS = {"array": pb.PIXEL_ENCODING_RAW, "png": pb.PIXEL_ENCODING_PNG,
+            "none": pb.PIXEL_ENCODING_NONE}
+HEALTH_CHECK = "grpc.health.v1.Health/Check"
+
+
+def _choice(name: str, value: str, table: dict) -> int:
+    if value not in table:
+        raise ValueError(f"{name} must be one of {', '.join(table)}, got {value!r}")
+    return table[value]
+
+
+def _data_loss(method: str, message: str) -> GlimpseError:
+    return GlimpseError(method, grpc.StatusCode.DATA_LOSS, message)
+
+
+# ---- transport-independent pieces: the RPC to run, its response reader, the channel's settings
+
+_END = object()
+
+
+class Reader:
+    """Reads one response as its messages arrive: feed(message) for each, then finish() returns
+    the result. `body` is a started generator that takes messages by `m = (yield)` until END."""
+
+    def __init__(self, body):
+        self._body = body
+        next(body)
+
+    def feed(self, message) -> None:
+        self._body.send(message)
+
+    def finish(self):
+        try:
+            self._body.send(_END)
+        except StopIteration as done:
+            return done.value
+        raise RuntimeError("a response reader went on past the end of its stream")
+
+
+def _reader(body_function):
+    """Decorates a generator function reading messages into a function returning its Reader."""
+    def start(*args, **kwargs) -> Reader:
+        return Reader(body_function(*args, **kwargs))
+    return start
+
+
+@dataclasses.dataclass
+class Rpc:
+    """One RPC for a client to run. `name`: an ImageAnalytics method, or HEALTH_CHECK (the keys
+    of stub_and_methods()); `request`: a message, or an iterator of messages when
+    request_stream. Every response message goes to `reader`, whose result is the RPC's; without
+    one the (single) response message is. Errors name `method`, the client method calling."""
+    method: str
+    name: str
+    request: Any
+    request_stream: bool = False
+    response_stream: bool = False
+    reader: Optional[Reader] = None
+
+    def result_of(self, response):
+        """The result of a call with a single response message."""
+        if self.reader is None:
+            return response
+        self.reader.feed(response)
+        return self.reader.finish()
+
+
+def stub_and_methods(channel):
+    """The channel's ImageAnalytics stub, and its multi-callables by Rpc.name (a grpc or a
+    grpc.aio channel)."""
+    stub = pb_grpc.ImageAnalyticsStub(channel)
+    names = pb.DESCRIPTOR.services_by_name["ImageAnalytics"].methods_by_name
+    return stub, {**{name: getattr(stub, name) for name in names},
+                  HEALTH_CHECK: _health.check_method(channel)}
+
+
+def _pem(source) -> Optional[bytes]:
+    """PEM bytes from bytes or a file path; None stays None."""
+    if source is None:
+        return None
+    if isinstance(source, (bytes, bytearray)):
+        return bytes(source)
+    with open(source, "rb") as f:
+        return f.read()
+
+
+@dataclasses.dataclass
+class Connection:
+    """What a channel is made from: credentials None for a plaintext channel."""
+    target: str
+    credentials: Optional[grpc.ChannelCredentials]
+    options: list
+    metadata: Optional[tuple]
+
+
+def connection(target: Optional[str], *, tls_ca, tls_cert, tls_key, token: Optional[str],
+               round_robin: bool, options) -> Connection:
+    """The constructor arguments of both clients (see glimpse.Client) resolved."""
+    target = target or os.environ.get("GLIMPSE_SERVER") or "localhost:50051"
+    if token is None:
+        token = os.environ.get("GLIMPSE_TOKEN")
+    if (tls_cert is None) != (tls_key is None):
+        raise ValueError("tls_cert and tls_key must be given together")
+    opts = [("grpc.max_receive_message_length", 64 << 20)]
+    if round_robin:
+        opts.append(("grpc.lb_policy_name", "round_robin"))
+    opts.extend(options)
+    credentials = None
+    if tls_ca or tls_cert is not None:
+        roots = None if tls_ca is True else _pem(tls_ca)
+        credentials = grpc.ssl_channel_credentials(root_certificates=roots,
+                                                   private_key=_pem(tls_key),
+                                                   certificate_chain=_pem(tls_cert))
+    metadata = (("authorization", f"Bearer {token}"),) if token else None
+    return Connection(target, credentials, opts, metadata)
+
+
+# ---- each analysis: its request from keyword options, and a reader of its response messages
+# (the messages its own RPC streams, which Analyze also carries). One plan per analysis name.
+
+def _histogram_plan(method, *, bins: int = 256, lo: Optional[float] = None,
+                    hi: Optional[float] = None, source: Optional[str] = None,
+                    channel: Optional[int] = None, variant: str = "auto"):
+    if source is None:
+        source = "all" if channel is None else "channel"
+    options = pb.HistogramOptions(bins=bins, channel=channel or 0,
+                                  source=_choice("source", source, _HISTOGRAM_SOURCES))
+    if lo is not None:
+        options.lo = lo
+    if hi is not None:
+        options.hi = hi
+
+    @_reader
+    def read():
+        r = None
+        while (m := (yield)) is not _END:
+            r = m
+        if r is None:
+            raise _data_loss(method, "no histogram in the answer")
+        counts = np.array([h.counts for h in r.histograms], dtype=np.uint64).reshape(-1, r.bins)
+        return HistogramResult(counts=counts, bins=r.bins, lo=r.lo, hi=r.hi, total=r.total,
+                               source=source, variant=r.variant,
+                               image=ImageHandle.from_proto(r.image),
+                               timing=Timing.from_proto(r.timing))
+
+    return pb.HistogramRequest(options=options, variant=variant), read()
+
+
+def _integral_image_plan(method, *, squared: bool = False, variant: str = "auto"):
+    @_reader
+    def read():
+        header = trailer = None
+        tables, received = [None, None], [0, 0]
+        while (m := (yield)) is not _END:
+            part = m.WhichOneof("part")
+            if part == "header":
+                header = m.header
+                for t in range(2 if header.squared else 1):
+                    tables[t] = np.empty(header.table_bytes, np.uint8)
+            elif part == "chunk":
+                c = m.chunk
+                data = c.data  # each read of a bytes field copies it
+                t = 1 if c.squared else 0
+                row_bytes = header.width * header.channels * 8 if header else 0
+                off, n = c.y0 * row_bytes, len(data)
+                if tables[t] is None or n != c.rows * row_bytes or off + n > header.table_bytes:
+                    raise _data_loss(method, f"a band of rows {c.y0}+{c.rows} ({n} bytes) "
+                                     "does not fit the table the header announced")
+                tables[t][off:off + n] = np.frombuffer(data, np.uint8)
+                received[t] += n
+            elif part == "trailer":
+                trailer = m.trailer
+        if header is None or trailer is None:
+            raise _data_loss(method, "the stream ended without its header or trailer")
+        dtype = np.dtype("<f8" if header.element == pb.INTEGRAL_ELEMENT_FLOAT64 else "<u8")
+        shape = (header.height, header.width, header.channels)
+        out = []
+        for t in range(2 if header.squared else 1):
+            if received[t] != header.table_bytes:
+                raise _data_loss(method, f"received {received[t]} of {header.table_bytes} bytes "
+                                 f"of the {'squared' if t else 'sum'} table")
+            out.append(tables[t].view(dtype).reshape(shape).astype(dtype.newbyteorder("="),
+                                                                   copy=False))
+        return IntegralResult(table=out[0], squared_table=out[1] if len(out) > 1 else None,
+                              variant=trailer.variant, image=ImageHandle.from_proto(header.image),
+                              timing=Timing.from_proto(trailer.timing))
+
+    return pb.IntegralImageRequest(options=pb.IntegralImageOptions(squared=squared),
+                                   variant=variant), read()
+
+
+def _compaction_plan(method, *, lo: float, hi: float, outside: bool = False,
+                     source: str = "channel", channel: int = 0, max_results: Optional[int] = None,
+                     count_only: bool = False, variant: str = "auto"):
+    options = pb.CompactOptions(source=_choice("source", source, _COMPACT_SOURCES),
+                                channel=channel, lo=lo, hi=hi, outside=outside,
+                                count_only=count_only)
+    if max_results is not None:
+        options.max_results = max_results
+
+    @_reader
+    def read():
+        header = timing = None
+        xy = values = None
+        received = pixel_bytes = 0
+        while (m := (yield)) is not _END:
+            part = m.WhichOneof("part")
+            if part == "header":
+                header = m.header
+                value_size = dtype_of_format(header.value_format).itemsize
+                pixel_bytes = header.value_channels * value_size
+                xy = np.zeros(header.returned * 8, np.uint8)
+                values = np.zeros(header.returned * pixel_bytes, np.uint8)
+                received = 0
+            elif part == "chunk":
+                c = m.chunk
+                c_xy, c_values = c.xy, c.values  # each read of a bytes field copies it
+                n = len(c_xy) // 8
+                if header is None or c.first + n > header.returned or \
+                        len(c_values) != n * pixel_bytes:
+                    raise _data_loss(method, f"a chunk of {n} pixels at {c.first} does not "
+                                     "fit the list the header announced")
+                xy[c.first * 8:(c.first + n) * 8] = np.frombuffer(c_xy, np.uint8)
+                values[c.first * pixel_bytes:(c.first + n) * pixel_bytes] = \
+                    np.frombuffer(c_values, np.uint8)
+                received += n
+            elif part == "timing":
+                timing = m.timing
+        if header is None or timing is None:
+            raise _data_loss(method, "the stream ended without its header or timing")
+        if received != header.returned:
+            raise _data_loss(method, f"received {received} of {header.returned} pixels")
+        vdtype = dtype_of_format(header.value_format)
+        return CompactResult(
+            xy=xy.view("<u4").reshape(-1, 2).astype(np.uint32, copy=False),
+            values=values.view(vdtype).reshape(-1, header.value_channels).astype(
+                vdtype.newbyteorder("="), copy=False),
+            total=header.total, truncated=header.truncated, variant=header.variant,
+            image=ImageHandle.from_proto(header.image), timing=Timing.from_proto(timing))
+
+    return pb.CompactRequest(options=options, variant=variant), read()
+
+
+def _box_filter_plan(method, *, rx: int, ry: Optional[int] = None, border: str = "reflect101",
+                     border_value: float = 0.0, keep: bool = False, label: str = "",
+                     output: Optional[str] = None, variant: str = "auto"):
+    if output is None:
+        output = "none" if keep else "array"
+    options = pb.BoxFilterOptions(rx=rx, ry=rx if ry is None else ry,
+                                  border=_choice("border", border, _BORDERS),
+                                  border_value=border_value)
+    request = pb.BoxFilterRequest(options=options, variant=variant, keep=keep, label=label,
+                                  encoding=_choice("output", output, _OUTPUTS))
+
+    @_reader
+    def read():
+        header = timing = data = None
+        received = 0
+        while (m := (yield)) is not _END:
+            part = m.WhichOneof("part")
+            if part == "header":
+                header = m.header
+                data = np.empty(header.data_bytes, np.uint8)
+            elif part == "chunk":
+                chunk = m.chunk  # each read of a bytes field copies it
+                n = len(chunk)
+                if data is None or received + n > len(data):
+                    raise _data_loss(method, "more pixel bytes than the header announced")
+                data[received:received + n] = np.frombuffer(chunk, np.uint8)
+                received += n
+            elif part == "timing":
+                timing = m.timing
+        if header is None or timing is None:
+            raise _data_loss(method, "the stream ended without its header or timing")
+        if received != header.data_bytes:
+            raise _data_loss(method, f"received {received} of {header.data_bytes} bytes")
+        pixels = png = None
+        if output == "array":
+            r = header.result
+            dtype = dtype_of_format(r.format)
+            pixels = data.view(dtype).reshape(r.height, r.width, r.channels).astype(
+                dtype.newbyteorder("="), copy=False)
+        elif output == "png":
+            png = data.tobytes()
+        return BoxFilterResult(pixels=pixels, png=png,
+                               handle=ImageHandle.from_proto(header.result) if keep else None,
+                               variant=header.variant, image=ImageHandle.from_proto(header.image),
+                               timing=Timing.from_proto(timing))
+
+    return request, read()
+
+
+# Analyze's analyses by name (the proto's field names; "compact" as the method is called).
+_PLANS = {"histogram": _histogram_plan, "integral_image": _integral_image_plan,
+          "compaction": _compaction_plan, "compact": _compaction_plan,
+          "box_filter": _box_filter_plan}
+_FIELDS = {"compact": "compaction"}
+
+
+@_reader
+def _read_analyze(method, readers):
+    """Analyze's parts, each analysis's together and in order, each read by its own reader as it
+    streams."""
+    results = [None] * len(readers)
+    kept = timing = None
+    current = None  # the index whose parts are streaming
+    while (m := (yield)) is not _END:
+        part = m.WhichOneof("part")
+        if part == "kept":
+            kept = ImageHandle.from_proto(m.kept)
+        elif part == "timing":
+            timing = m.timing
+        else:
+            if m.index != current:
+                if current is not None:
+                    results[current] = readers[current].finish()
+                    readers[current] = None
+                if m.index >= len(readers) or readers[m.index] is None:
+                    raise _data_loss(method, f"parts of analysis {m.index} out of order")
+                current = m.index
+            readers[current].feed(getattr(m, part))
+    if current is not None:
+        results[current] = readers[current].finish()
+        readers[current] = None
+    if timing is None or any(r is not None for r in readers):
+        raise _data_loss(method, "the stream ended before every result and its timing")
+    return AnalyzeResult(results=results, kept=kept, timing=Timing.from_proto(timing))
+
+
+def _encoded_bytes(image) -> bytes:
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        return bytes(image)
+    if isinstance(image, (str, os.PathLike)):
+        with open(image, "rb") as f:
+            return f.read()
+    raise TypeError("image must be an ImageHandle, an image id, a numpy array, a path or "
+                    f"encoded bytes, got {type(image).__name__}")
+
+
+def _is_image_id(image) -> bool:
+    return isinstance(image, str) and bool(_ID.fullmatch(image)) and not os.path.exists(image)
+
+
+def _chunked(message_type, header, data: memoryview) -> Iterator:
+    """The request stream of an upload: the header with the first chunk, then 1 MiB chunks."""
+    yield message_type(header=header, chunk=bytes(data[:_CHUNK]))
+    for off in range(_CHUNK, len(data), _CHUNK):
+        yield message_type(chunk=bytes(data[off:off + _CHUNK]))
+
+
+class Calls:
+    """The public methods of both clients as generators of Rpcs (see the module's comment).
+    inline_bytes: arrays and files up to this size travel inside the analysis request; larger
+    ones are uploaded, analysed by id and deleted."""
+
+    def __init__(self, inline_bytes: int):
+        self._inline_bytes = inline_bytes
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    def _upload(self, method: str, header, data: memoryview):
+        header.total_bytes = len(data)
+        r = yield Rpc(method, "UploadImage", _chunked(pb.UploadImageRequest, header, data),
+                      request_stream=True)
+        return ImageHandle.from_proto(r.image)
+
+    def _image_ref(self, method: str, image: ImageLike):
+        """(ImageRef, the temporary image it names or None): a large array or file is stored
+        for the call; the caller deletes it."""
+        ref = pb.ImageRef()
+        temporary = None
+        if isinstance(image, ImageHandle):
+            ref.image_id = image.image_id
+        elif _is_image_id(image):
+            ref.image_id = image
+        elif isinstance(image, np.ndarray):
+            layout, pixels = raw_pixels(image)
+            if pixels.nbytes <= self._inline_bytes:
+                ref.raw.layout.CopyFrom(layout)
+                ref.raw.data = pixels.tobytes()
+            else:
+                temporary = yield from self._upload(method, pb.UploadHeader(raw=layout),
+                                                    memoryview(pixels).cast("B"))
+        else:
+            data = _encoded_bytes(image)
+            if len(data) <= self._inline_bytes:
+                ref.encoded.data = data
+            else:
+                temporary = yield from self._upload(
+                    method, pb.UploadHeader(encoded=pb.EncodedUpload()), memoryview(data))
+        if temporary is not None:
+            ref.image_id = temporary.image_id
+        return ref, temporary
+
+    def _forget(self, temporary: Optional[ImageHandle]):
+        """Deletes an image stored for one call; a failure leaves it to expire."""
+        if temporary is None:
+            return
+        try:
+            yield Rpc("delete", "DeleteImage", pb.DeleteImageRequest(image_id=temporary.image_id))
+        except GlimpseError:
+            pass
+
+    def _analysis(self, method: str, name: str, image: ImageLike, request, reader: Reader,
+                  response_stream: bool = True):
+        """One analysis RPC on `image`, whose temporary copy (if any) is deleted after it."""
+        ref, temporary = yield from self._image_ref(method, image)
+        request.image.CopyFrom(ref)
+        try:
+            result = yield Rpc(method, name, request, response_stream=response_stream,
+                               reader=reader)
+        except GeneratorExit:  # the client dropped the call: no more Rpcs may be yielded
+            raise
+        except BaseException:
+            yield from self._forget(temporary)
+            raise
+        yield from self._forget(temporary)
+        return result
+
+    # ---- the store ---------------------------------------------------------------------------
+
+    def upload(self, image, *, label: Optional[str] = None, channels: int = 0):
+        """Stores an image: a numpy array (H, W) or (H, W, C) of uint8/uint16/float32, a path to
+        an image file, or the bytes of one. `channels` (1-4) converts an encoded file on decode.
+        Returns its ImageHandle."""
+        if isinstance(image, np.ndarray):
+            if channels:
+                raise ValueError(f"channels applies to encoded files, not arrays (got {channels})")
+            layout, pixels = raw_pixels(image)
+            header = pb.UploadHeader(raw=layout, label=label or "")
+            return (yield from self._upload("upload", header, memoryview(pixels).cast("B")))
+        if not 0 <= channels <= 4:
+            raise ValueError(f"channels must be in [0, 4], got {channels}")
+        if label is None:
+            label = os.path.basename(os.fspath(image)) if isinstance(image, (str, os.PathLike)) else ""
+        data = _encoded_bytes(image)
+        header = pb.UploadHeader(encoded=pb.EncodedUpload(desired_channels=channels), label=label)
+        return (yield from self._upload("upload", header, memoryview(data)))
+
+    def image_info(self, image: Union[ImageHandle, str]):
+        """The ImageHandle of a stored image."""
+        image_id = image.image_id if isinstance(image, ImageHandle) else image
+        r = yield Rpc("image_info", "GetImageInfo", pb.GetImageInfoRequest(image_id=image_id))
+        return ImageHandle.from_proto(r)
+
+    def list(self):
+        """Stored images (ImageHandles), most recently used first."""
+        r = yield Rpc("list", "ListImages", pb.ListImagesRequest())
+        return [ImageHandle.from_proto(i) for i in r.images]
+
+    def delete(self, image: Union[ImageHandle, str]):
+        """Frees a stored image; returns the bytes freed."""
+        image_id = image.image_id if isinstance(image, ImageHandle) else image
+        r = yield Rpc("delete", "DeleteImage", pb.DeleteImageRequest(image_id=image_id))
+        return r.freed_bytes
+
+    def info(self):
+        """The server's version, device, limits, settings, queue and store (a ServerInfo)."""
+        return (yield Rpc("info", "GetServerInfo", pb.GetServerInfoRequest()))
+
+    def health(self, service: str = ""):
+        """The health service's answer: "SERVING", "NOT_SERVING", ..."""
+        r = yield Rpc("health", HEALTH_CHECK, _health.HealthCheckRequest(service=service))
+        return _health.status_name(r)
+
+    # ---- analyses ----------------------------------------------------------------------------
+
+    def histogram(self, image: ImageLike, **options):
+        """Histograms over [lo, hi) (default the format's range): bins=256, lo, hi, source "all"
+        (one per channel, the default), "channel", "luma" or "rgb_mean", channel, variant.
+        Returns a HistogramResult."""
+        request, reader = _histogram_plan("histogram", **options)
+        return (yield from self._analysis("histogram", "Histogram", image, request, reader,
+                                          response_stream=False))
+
+    def integral_image(self, image: ImageLike, **options):
+        """The inclusive summed-area table (and that of squares, squared=True), (H, W, C) uint64
+        or float64: an IntegralResult."""
+        request, reader = _integral_image_plan("integral_image", **options)
+        return (yield from self._analysis("integral_image", "IntegralImage", image, request,
+                                          reader))
+
+    def compact(self, image: ImageLike, lo: float, hi: float, **options):
+        """The pixels whose value (a channel, or luma) lies in [lo, hi], or outside it
+        (outside=True), in row-major order, with the exact total; source, channel, max_results,
+        count_only, variant. Returns a CompactResult."""
+        request, reader = _compaction_plan("compact", lo=lo, hi=hi, **options)
+        return (yield from self._analysis("compact", "Compact", image, request, reader))
+
+    def box_filter(self, image: ImageLike, rx: int, ry: Optional[int] = None, **options):
+        """The mean over a (2rx+1) x (2ry+1) window (ry defaults to rx); border, border_value.
+        output "array" (the default without keep) returns the (H, W, C) pixels, "png" a PNG file
+        (uint8 images), "none" nothing (the default with keep); keep=True stores the result:
+        `.handle`. Returns a BoxFilterResult."""
+        request, reader = _box_filter_plan("box_filter", rx=rx, ry=ry, **options)
+        return (yield from self._analysis("box_filter", "BoxFilter", image, request, reader))
+
+    def analyze(self, image: ImageLike, analyses, *, keep: bool = False, label: str = ""):
+        """Several analyses of one image in one Analyze call: `analyses` is a list of
+        (name, options) pairs, name one of "histogram", "integral_image", "compaction" (or
+        "compact"), "box_filter", options the keyword arguments of the method of that name
+        (without the image). Arrays and files are streamed whatever their size and not kept unless
+        keep=True (then `.kept` is the stored image). Returns an AnalyzeResult: the results in
+        order."""
+        method = "analyze"
+        header = pb.AnalyzeHeader(keep=keep, label=label)
+        readers = []
+        for name, options in analyses:
+            if name not in _PLANS:
+                raise ValueError(f"analysis must be one of {', '.join(_PLANS)}, got {name!r}")
+            request, reader = _PLANS[name](method, **dict(options))
+            getattr(header.analyses.add(), _FIELDS.get(name, name)).CopyFrom(request)
+            readers.append(reader)
+        data = memoryview(b"")
+        if isinstance(image, ImageHandle):
+            header.image.image_id = image.image_id
+        elif _is_image_id(image):
+            header.image.image_id = image
+        elif isinstance(image, np.ndarray):
+            layout, pixels = raw_pixels(image)
+            header.upload.raw.CopyFrom(layout)
+            data = memoryview(pixels).cast("B")
+        else:
+            data = memoryview(_encoded_bytes(image))
+            header.upload.encoded.SetInParent()
+            if isinstance(image, (str, os.PathLike)):
+                header.upload.label = os.path.basename(os.fspath(image))
+        if header.HasField("upload"):
+            header.upload.total_bytes = len(data)
+        return (yield Rpc(method, "Analyze", _chunked(pb.AnalyzeRequest, header, data),
+                          request_stream=True, response_stream=True,
+                          reader=_read_analyze(method, readers)))
+
+
+# The public methods, in the order the clients list them.
+PUBLIC = ("upload", "image_info", "list", "delete", "info", "health", "histogram",
+          "integral_image", "compact", "box_filter", "analyze")
+
+
+def drive(steps, send):
+    """Runs a Calls generator: each Rpc through send(rpc) -> result; whatever send raises is
+    raised inside the generator (which may clean up with more Rpcs). Returns its result."""
+    value, error = None, None
+    while True:
+        try:
+            rpc = steps.throw(error) if error is not None else steps.send(value)
+        except StopIteration as done:
+            return done.value
+        try:
+            value, error = send(rpc), None
+        except BaseException as e:  # noqa: B036 -- handed to the generator, which re-raises it
+            value, error = None, e
+
+
+async def drive_async(steps, send):
+    """drive() with a coroutine function `send`: the same steps, each Rpc awaited."""
+    value, error = None, None
+    while True:
+        try:
+            rpc = steps.throw(error) if error is not None else steps.send(value)
+        except StopIteration as done:
+            return done.value
+        try:
+            value, error = await send(rpc), None
+        except BaseException as e:  # noqa: B036 -- cancellation too: the generator re-raises it
+            value, error = None, e
