@@ -14,7 +14,7 @@ build_pkgs=(
   libspdlog-dev libfmt-dev libabsl-dev libstb-dev googletest libgtest-dev
   prometheus-cpp-dev curl fonts-dejavu-core
   python3-venv python3-setuptools python3-wheel python3-grpcio python3-protobuf
-  python3-numpy python3-pytest python3-matplotlib
+  python3-numpy python3-pytest python3-pytest-asyncio python3-matplotlib
   libhiredis-dev redis-server libssl-dev openssl
   libturbojpeg0-dev libspng-dev libwebp-dev libdeflate-dev
   clang-15 libfuzzer-15-dev

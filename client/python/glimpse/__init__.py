@@ -7,12 +7,15 @@
         # Several analyses in one call, nothing left on the server:
         hist, table = g.analyze("photo.png", [("histogram", {"bins": 64}),
                                               ("integral_image", {})])
+
+glimpse.aio.Client is the same client for asyncio: its methods are coroutines.
 """
 from glimpse._types import (AnalyzeResult, BoxFilterResult, CompactResult, GlimpseError, HistogramResult,
                             ImageHandle, IntegralResult, Timing)
+from glimpse import aio
 from glimpse.client import Client
 from glimpse.plot import plot_histogram
 
-__all__ = ["Client", "GlimpseError", "ImageHandle", "Timing", "HistogramResult",
+__all__ = ["Client", "aio", "GlimpseError", "ImageHandle", "Timing", "HistogramResult",
            "IntegralResult", "CompactResult", "BoxFilterResult", "AnalyzeResult",
            "plot_histogram"]
