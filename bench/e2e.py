@@ -1,0 +1,694 @@
+#!/usr/bin/env python3
+"""End to end, row by row: Glimpse against the service a user would write in an afternoon.
+
+One client sends an encoded photo (JPEG/PNG) or a raw array inline in one call (ImageRef.encoded
+or .raw) and waits for the whole answer, read into numpy. In one run, on the same cores, one
+after the other for each row, it measures:
+  Glimpse   the real glimpse-server, started here (warmed up: it reports SERVING once every GPU
+            program `auto` can pick has run), LP_NUM_THREADS threads for llvmpipe;
+  peer      bench/e2e_peer.py, started here: grpcio and OpenCV on the CPU, the same service and
+            the same messages (cv2.setNumThreads(LP_NUM_THREADS), --peer-workers gRPC threads);
+  local     the floor: the same OpenCV decode and analysis in this process, no network.
+Both services get the same raw grpcio stub calls (glimpse.v1 from the Python client package) and
+their answers are read by the same code into numpy, so the client's cost is the same on both
+sides. Per row and service:
+  p50, p99    latency of one caller, calls one after the other (--seconds, at least --runs calls);
+  req/s @N    throughput of N concurrent callers (threads), each with its own channel and its own
+              connection (a local subchannel pool), for --seconds;
+  server      Glimpse's Timing of the one-caller calls (medians): decode, upload (host to GPU),
+              queue, GPU, rest = server - those; client+wire = p50 latency - server time.
+Each row's answers are compared once (exactly): "equal", or what differs. When a JPEG decodes to
+different pixels (Glimpse's decoder is not OpenCV's), the row says by how much (Glimpse's pixels
+fetched back with a box filter of radius 0) and whether the answers agree on OpenCV's pixels sent
+raw, which isolates the analysis from the decoder.
+
+Test images: synthetic but photo-like (smooth colour fields, soft-edged shapes, fine texture and
+sensor-like noise), made from --seed and encoded with cv2.imencode.
+
+Usually run through bench/e2e.sh (installs, builds the Release server, sets up the client, sets
+LP_NUM_THREADS=2); by hand, from the repository root, with the client package importable:
+  LP_NUM_THREADS=2 e2e.py --server-binary build/server/glimpse-server [--seconds 3] [--runs 5]
+      [--rows REGEX] [--peer-workers 8] [--markdown FILE] [--json FILE] [--seed 1]
+"""
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import pathlib
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Callable, Optional
+
+import cv2
+import grpc
+import numpy as np
+
+from glimpse import _health
+from glimpse.v1 import image_analytics_pb2 as pb
+from glimpse.v1 import image_analytics_pb2_grpc as pb_grpc
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import e2e_peer  # noqa: E402  (bench/ is not a package)
+
+MAX_MESSAGE_BYTES = 64 << 20
+CALL_TIMEOUT_S = 300
+
+
+# ---- test images -------------------------------------------------------------------------------
+
+def photo(width, height, seed):
+    """An RGB uint8 image with a photograph's statistics: smooth colour fields (a sky-like
+    gradient and a few broad waves), soft-edged shapes, fine texture and sensor-like noise. JPEG
+    q90 of 1920x1080 comes out at about half a megabyte, as a camera's does."""
+    rng = np.random.default_rng([seed, width, height])
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    u, v = x / width, y / height
+    img = np.empty((height, width, 3), np.float32)
+    top, bottom = rng.uniform(60, 230, 3), rng.uniform(20, 200, 3)
+    for c in range(3):
+        img[:, :, c] = top[c] * (1 - v) + bottom[c] * v
+        for _ in range(3):
+            fx, fy, ph = rng.uniform(0.5, 3), rng.uniform(0.5, 3), rng.uniform(0, 6.3)
+            img[:, :, c] += rng.uniform(8, 25) * np.sin(6.28 * (fx * u + fy * v) + ph)
+    scale = min(width, height)
+    for _ in range(40):
+        colour = [float(c) for c in rng.uniform(0, 255, 3)]
+        cx, cy = int(rng.uniform(0, width)), int(rng.uniform(0, height))
+        if rng.uniform() < 0.5:
+            r = int(rng.uniform(0.02, 0.15) * scale)
+            cv2.circle(img, (cx, cy), max(r, 1), colour, -1, cv2.LINE_AA)
+        else:
+            axes = (max(int(rng.uniform(0.02, 0.2) * scale), 1),
+                    max(int(rng.uniform(0.02, 0.1) * scale), 1))
+            cv2.ellipse(img, (cx, cy), axes, float(rng.uniform(0, 180)), 0, 360, colour, -1,
+                        cv2.LINE_AA)
+    img = cv2.GaussianBlur(img, (0, 0), max(scale / 1080 * 1.5, 0.5))
+    # Texture: noise blurred to a few pixels (foliage, fabric), then per-pixel noise.
+    texture = cv2.GaussianBlur(rng.normal(0, 1, (height, width, 1)).astype(np.float32), (0, 0),
+                               1.2)
+    img += 20 * texture.reshape(height, width, 1)
+    img += rng.normal(0, 3.5, img.shape).astype(np.float32)
+    return np.clip(img + 0.5, 0, 255).astype(np.uint8)
+
+
+def encode(rgb, ext, *params):
+    ok, buf = cv2.imencode(ext, cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR) if rgb.ndim == 3 and
+                           rgb.shape[2] == 3 else rgb, list(params))
+    assert ok, ext
+    return buf.tobytes()
+
+
+@dataclasses.dataclass
+class Input:
+    name: str                     # "1920x1080 JPEG q90"
+    ref: pb.ImageRef              # as sent
+    pixels: np.ndarray            # as OpenCV decodes it (HxWxC)
+    encoded: Optional[bytes]      # the file, None for raw
+
+
+def make_inputs(seed):
+    cache = {}
+
+    def rgb(w, h):
+        if (w, h) not in cache:
+            cache[w, h] = photo(w, h, seed)
+        return cache[w, h]
+
+    def encoded(name, data):
+        return Input(name, pb.ImageRef(encoded=pb.EncodedImage(data=data)),
+                     e2e_peer.decode(data), data)
+
+    def raw(name, a):
+        layout = pb.ImageLayout(width=a.shape[1], height=a.shape[0], channels=a.shape[2],
+                                format=pb.SAMPLE_FORMAT_UINT8)
+        return Input(name, pb.ImageRef(raw=pb.RawImage(layout=layout, data=a.tobytes())), a, None)
+
+    jpeg90 = (cv2.IMWRITE_JPEG_QUALITY, 90)
+    return {
+        "thumb": lambda: encoded("256x256 JPEG q90", encode(rgb(256, 256), ".jpg", *jpeg90)),
+        "1080jpg": lambda: encoded("1920x1080 JPEG q90", encode(rgb(1920, 1080), ".jpg", *jpeg90)),
+        "1080png": lambda: encoded("1920x1080 PNG", encode(rgb(1920, 1080), ".png")),
+        "2160jpg": lambda: encoded("3840x2160 JPEG q90", encode(rgb(3840, 2160), ".jpg", *jpeg90)),
+        "540raw": lambda: raw("960x540 raw RGB uint8", rgb(960, 540)),
+        "1080grey": lambda: encoded("1920x1080 grey PNG", encode(
+            cv2.cvtColor(rgb(1920, 1080), cv2.COLOR_RGB2GRAY), ".png")),
+    }
+
+
+# ---- rows ---------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Row:
+    name: str
+    input: str                                   # key of make_inputs
+    analyses: Callable                           # (decoded pixels) -> [(name, options)]
+    analyze: bool = False                        # one Analyze call, else the analysis's own RPC
+
+
+def _compact_options(pixels):
+    """Luma at or above its 90th percentile: about 10% of the pixels pass."""
+    lo = float(np.quantile(e2e_peer.luma(pixels), 0.9))
+    return dict(lo=lo, hi=255.0, source="luma")
+
+
+HIST = ("histogram", dict(bins=256))
+BOX = ("box_filter", dict(rx=3, ry=3))
+
+ROWS = [
+    Row("histogram 256x256 JPEG", "thumb", lambda p: [HIST]),
+    Row("histogram 1080p JPEG q90", "1080jpg", lambda p: [HIST]),
+    Row("histogram 1080p PNG", "1080png", lambda p: [HIST]),
+    Row("histogram 2160p JPEG q90", "2160jpg", lambda p: [HIST]),
+    Row("histogram 960x540 raw", "540raw", lambda p: [HIST]),
+    Row("box filter 7x7 1080p JPEG, pixels back", "1080jpg", lambda p: [BOX]),
+    Row("integral image 1080p grey PNG, table back", "1080grey",
+        lambda p: [("integral_image", {})]),
+    Row("compaction luma >= p90 1080p JPEG", "1080jpg",
+        lambda p: [("compaction", _compact_options(p))]),
+    Row("Analyze: all four, 1080p JPEG", "1080jpg",
+        lambda p: [HIST, BOX, ("integral_image", {}), ("compaction", _compact_options(p))],
+        analyze=True),
+]
+
+
+def local_call(analyses, inp: Input):
+    """The floor: decode (for files) and the peer's own analysis functions, in this process."""
+    img = e2e_peer.decode(inp.encoded) if inp.encoded is not None else \
+        np.frombuffer(inp.ref.raw.data, np.uint8).reshape(inp.pixels.shape)
+    out = []
+    for name, o in analyses:
+        if name == "histogram":
+            out.append(e2e_peer.histogram(img, o.get("bins", 256)))
+        elif name == "box_filter":
+            out.append(e2e_peer.box_filter(img, o["rx"], o["ry"]))
+        elif name == "integral_image":
+            out.append(e2e_peer.integral_image(img)[0])
+        else:
+            out.append(e2e_peer.compact(img, o["lo"], o["hi"], source=o["source"]))
+    return out
+
+
+# Each analysis: its request from the row's options, and the arrays read from its answer (the
+# messages its own RPC streams, which Analyze carries too), read the way a client reads them: each
+# bytes field once, straight into a preallocated array.
+
+def _request(name, o):
+    if name == "histogram":
+        return pb.HistogramRequest(options=pb.HistogramOptions(bins=o.get("bins", 256)))
+    if name == "box_filter":
+        return pb.BoxFilterRequest(options=pb.BoxFilterOptions(rx=o["rx"], ry=o["ry"]),
+                                   encoding=pb.PIXEL_ENCODING_RAW)
+    if name == "integral_image":
+        return pb.IntegralImageRequest()
+    return pb.CompactRequest(options=pb.CompactOptions(
+        lo=o["lo"], hi=o["hi"],
+        source=pb.COMPACT_SOURCE_LUMA if o["source"] == "luma" else pb.COMPACT_SOURCE_CHANNEL))
+
+
+_SAMPLE = {pb.SAMPLE_FORMAT_UINT8: np.dtype("u1"), pb.SAMPLE_FORMAT_UINT16: np.dtype("<u2"),
+           pb.SAMPLE_FORMAT_FLOAT32: np.dtype("<f4")}
+
+
+def _read_histogram(messages):
+    r = messages[-1]
+    return (np.array([h.counts for h in r.histograms], np.uint64).reshape(-1, r.bins),), r.timing
+
+
+def _read_box_filter(messages):
+    header = messages[0].header
+    data = np.empty(header.data_bytes, np.uint8)
+    at = 0
+    for m in messages[1:-1]:
+        chunk = m.chunk
+        data[at:at + len(chunk)] = np.frombuffer(chunk, np.uint8)
+        at += len(chunk)
+    if at != header.data_bytes or not messages[-1].HasField("timing"):
+        raise RuntimeError(f"box filter: {at} of {header.data_bytes} bytes, or no timing")
+    r = header.result
+    return (data.view(_SAMPLE[r.format]).reshape(r.height, r.width, r.channels),), \
+        messages[-1].timing
+
+
+def _read_integral_image(messages):
+    header = messages[0].header
+    tables = [np.empty(header.table_bytes, np.uint8) for _ in range(2 if header.squared else 1)]
+    row_bytes, got = header.width * header.channels * 8, 0
+    for m in messages[1:-1]:
+        c = m.chunk
+        data = c.data
+        off = c.y0 * row_bytes
+        tables[int(c.squared)][off:off + len(data)] = np.frombuffer(data, np.uint8)
+        got += len(data)
+    if got != header.table_bytes * len(tables) or not messages[-1].HasField("trailer"):
+        raise RuntimeError(f"integral image: {got} of {header.table_bytes} bytes, or no trailer")
+    dtype = "<f8" if header.element == pb.INTEGRAL_ELEMENT_FLOAT64 else "<u8"
+    shape = (header.height, header.width, header.channels)
+    return tuple(t.view(dtype).reshape(shape) for t in tables), messages[-1].trailer.timing
+
+
+def _read_compaction(messages):
+    header = messages[0].header
+    pixel = header.value_channels * _SAMPLE[header.value_format].itemsize
+    xy = np.empty(header.returned * 8, np.uint8)
+    values = np.empty(header.returned * pixel, np.uint8)
+    got = 0
+    for m in messages[1:-1]:
+        c = m.chunk
+        c_xy, c_values = c.xy, c.values
+        n = len(c_xy) // 8
+        xy[c.first * 8:(c.first + n) * 8] = np.frombuffer(c_xy, np.uint8)
+        values[c.first * pixel:(c.first + n) * pixel] = np.frombuffer(c_values, np.uint8)
+        got += n
+    if got != header.returned or not messages[-1].HasField("timing"):
+        raise RuntimeError(f"compaction: {got} of {header.returned} pixels, or no timing")
+    return (xy.view("<u4").reshape(-1, 2),
+            values.view(_SAMPLE[header.value_format]).reshape(-1, header.value_channels),
+            np.uint64(header.total)), messages[-1].timing
+
+
+_READ = {"histogram": _read_histogram, "box_filter": _read_box_filter,
+         "integral_image": _read_integral_image, "compaction": _read_compaction}
+_METHOD = {"histogram": ("Histogram", pb.HistogramResponse),
+           "box_filter": ("BoxFilter", pb.BoxFilterResponse),
+           "integral_image": ("IntegralImage", pb.IntegralImageResponse),
+           "compaction": ("Compact", pb.CompactResponse)}
+
+
+class Caller:
+    """One row's call on one service: the request, serialized once, and the reading of the
+    answer into arrays."""
+
+    def __init__(self, analyses, ref: pb.ImageRef, analyze: bool):
+        self.names = [n for n, _ in analyses]
+        self.analyze = analyze
+        if analyze:
+            header = pb.AnalyzeHeader(image=ref)
+            for name, o in analyses:
+                getattr(header.analyses.add(), name).CopyFrom(_request(name, o))
+            request = pb.AnalyzeRequest(header=header)
+        else:
+            request = _request(*analyses[0])
+            request.image.CopyFrom(ref)
+        # Serialized once: every call sends the same bytes to either service.
+        self.wire = request.SerializeToString()
+
+    def method(self, channel):
+        ident = (lambda b: b)
+        if self.analyze:
+            return channel.stream_stream("/glimpse.v1.ImageAnalytics/Analyze",
+                                         request_serializer=ident,
+                                         response_deserializer=pb.AnalyzeResponse.FromString)
+        name, response = _METHOD[self.names[0]]
+        kind = channel.unary_unary if name == "Histogram" else channel.unary_stream
+        return kind(f"/glimpse.v1.ImageAnalytics/{name}", request_serializer=ident,
+                    response_deserializer=response.FromString)
+
+    def __call__(self, rpc):
+        """(the arrays of every result, the call's Timing)."""
+        if not self.analyze:
+            answer = rpc(self.wire, timeout=CALL_TIMEOUT_S)
+            arrays, timing = _READ[self.names[0]](
+                [answer] if self.names[0] == "histogram" else list(answer))
+            return [arrays], timing
+        parts = [[] for _ in self.names]
+        timing = None
+        for m in rpc(iter([self.wire]), timeout=CALL_TIMEOUT_S):
+            part = m.WhichOneof("part")
+            if part == "timing":
+                timing = m.timing
+            elif part != "kept":
+                parts[m.index].append(getattr(m, part))
+        if timing is None or not all(parts):
+            raise RuntimeError("Analyze ended before every result and its timing")
+        return [_READ[n](p)[0] for n, p in zip(self.names, parts)], timing
+
+
+# ---- the services ---------------------------------------------------------------------------
+
+def channel(address, own_connection=False):
+    opts = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+    if own_connection:
+        opts.append(("grpc.use_local_subchannel_pool", 1))
+    return grpc.insecure_channel(address, options=opts)
+
+
+class Service:
+    """A server process started on a free port (it prints `listening on ... (port N)`), ready
+    once its health check says SERVING (when it has one); stopped with SIGTERM."""
+
+    def __init__(self, name, command, env=None, health=True):
+        self.name = name
+        self.log = tempfile.NamedTemporaryFile("w+", prefix=f"glimpse-e2e-{name}-", suffix=".log")
+        self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=env)
+        deadline = time.monotonic() + 1800  # a warm-up with no shader cache: minutes
+        while True:
+            text = open(self.log.name).read()
+            m = re.search(r"listening on .*\(port (\d+)\)", text)
+            if m:
+                self.address = f"127.0.0.1:{m.group(1)}"
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                sys.exit(f"e2e: {name} did not start ({' '.join(command)}):\n{text}")
+            time.sleep(0.05)
+        self.channel = channel(self.address)
+        if health:
+            check = _health.check_method(self.channel)
+            while True:
+                try:
+                    r = check(_health.HealthCheckRequest(), timeout=5)
+                    if _health.status_name(r) == "SERVING":
+                        break
+                except grpc.RpcError:
+                    pass
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    sys.exit(f"e2e: {name} never said SERVING:\n{open(self.log.name).read()}")
+                time.sleep(0.1)
+
+    def info(self):
+        return pb_grpc.ImageAnalyticsStub(self.channel).GetServerInfo(pb.GetServerInfoRequest(),
+                                                                      timeout=30)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+# ---- measuring --------------------------------------------------------------------------------
+
+def latency(caller, rpc, seconds, runs):
+    """Calls one after the other for `seconds` (at least `runs`): the times in ms, the Timings."""
+    ms, timings = [], []
+    end = time.perf_counter() + seconds
+    while len(ms) < runs or time.perf_counter() < end:
+        t0 = time.perf_counter()
+        _, timing = caller(rpc)
+        ms.append((time.perf_counter() - t0) * 1e3)
+        timings.append(timing)
+    return ms, timings
+
+
+def throughput(caller, address, callers, seconds):
+    """Completed calls per second of `callers` threads calling back to back for `seconds`, each
+    on its own channel and connection (connected and warmed by one call before the clock
+    starts); and the calls that failed."""
+    channels = [channel(address, own_connection=True) for _ in range(callers)]
+    rpcs = [caller.method(c) for c in channels]
+    ready = threading.Barrier(callers + 1)
+    counts, errors = [0] * callers, []
+    finished = [0.0] * callers
+    start = [0.0]
+
+    def work(i):
+        try:
+            caller(rpcs[i])
+        except grpc.RpcError as e:
+            errors.append(f"{e.code().name}: {e.details()}")
+        ready.wait()
+        ready.wait()  # start[0] is set
+        while time.perf_counter() < start[0] + seconds:
+            try:
+                caller(rpcs[i])
+                counts[i] += 1
+            except grpc.RpcError as e:
+                errors.append(f"{e.code().name}: {e.details()}")
+        finished[i] = time.perf_counter()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(callers)]
+    for t in threads:
+        t.start()
+    ready.wait()
+    start[0] = time.perf_counter()
+    ready.wait()
+    for t in threads:
+        t.join()
+    for c in channels:
+        c.close()
+    elapsed = max(finished) - start[0]
+    return sum(counts) / elapsed, errors
+
+
+def percentile(values, q):
+    return float(np.percentile(values, q, method="higher"))
+
+
+def compare(a, b):
+    """'equal', or how the result arrays differ."""
+    if len(a) != len(b):
+        return f"DIFFERENT ({len(a)} results against {len(b)})"
+    notes = []
+    for i, (ra, rb) in enumerate(zip(a, b)):
+        for x, y in zip(ra, rb):
+            x, y = np.asarray(x), np.asarray(y)
+            if x.shape != y.shape:
+                notes.append(f"#{i} shape {x.shape} vs {y.shape}")
+            elif not np.array_equal(x, y):
+                d = np.abs(x.astype(np.float64) - y.astype(np.float64))
+                notes.append(f"#{i} {np.count_nonzero(d) / d.size:.2%} differ, max {d.max():g}")
+    return "equal" if not notes else "DIFFERENT (" + "; ".join(notes) + ")"
+
+
+def check_row(row, inp, analyses, g_rpc_for, g_out, p_out):
+    """The row's check: equal, or the differences and, for files, where they come from."""
+    verdict = compare(g_out, p_out)
+    if verdict == "equal" or inp.encoded is None:
+        return verdict
+    # Glimpse's decoded pixels: a box filter of radius 0 returns them unchanged.
+    ident = Caller([("box_filter", dict(rx=0, ry=0))], inp.ref, False)
+    (g_pixels,), _ = ident(ident.method(g_rpc_for))
+    g_pixels = g_pixels[0]
+    d = np.abs(g_pixels.astype(np.int16) - inp.pixels.astype(np.int16))
+    raw = pb.ImageRef(raw=pb.RawImage(
+        layout=pb.ImageLayout(width=inp.pixels.shape[1], height=inp.pixels.shape[0],
+                              channels=inp.pixels.shape[2], format=pb.SAMPLE_FORMAT_UINT8),
+        data=np.ascontiguousarray(inp.pixels).tobytes()))
+    on_raw = Caller(analyses, raw, row.analyze)
+    g_raw, _ = on_raw(on_raw.method(g_rpc_for))
+    same = compare(g_raw, p_out)
+    return (f"DIFFERENT: the decoders' pixels differ in {np.count_nonzero(d) / d.size:.1%} of "
+            f"samples (by at most {d.max()}); on OpenCV's pixels sent raw: {same}")
+
+
+def run_row(row, inp, glimpse_svc, peer_svc, args):
+    analyses = row.analyses(inp.pixels)
+    caller = Caller(analyses, inp.ref, row.analyze)
+    r = dict(row=row.name, input=inp.name, input_bytes=len(inp.ref.SerializeToString()))
+    outs = {}
+    for key, svc in (("glimpse", glimpse_svc), ("peer", peer_svc)):
+        rpc = caller.method(svc.channel)
+        outs[key], _ = caller(rpc)  # warm-up, and the answer to check
+        caller(rpc)
+        ms, timings = latency(caller, rpc, args.seconds, args.runs)
+        med = {f: statistics.median(getattr(t, f) for t in timings) * 1e-6
+               for f in ("decode_ns", "upload_ns", "queue_ns", "gpu_ns", "server_ns")}
+        r[key] = dict(p50=percentile(ms, 50), p99=percentile(ms, 99), calls=len(ms),
+                      decode=med["decode_ns"], upload=med["upload_ns"], queue=med["queue_ns"],
+                      gpu=med["gpu_ns"], server=med["server_ns"],
+                      rest=med["server_ns"] - med["decode_ns"] - med["upload_ns"] -
+                      med["queue_ns"] - med["gpu_ns"],
+                      client_wire=percentile(ms, 50) - med["server_ns"])
+        for n in args.callers:
+            rate, errors = throughput(caller, svc.address, n, args.seconds)
+            r[key][f"rps{n}"] = rate
+            if errors:
+                r[key][f"errors{n}"] = sorted(set(errors))[:3] + [f"{len(errors)} in all"]
+    for _ in range(2):  # the first call warms OpenCV up
+        local_call(analyses, inp)
+    ms = []
+    end = time.perf_counter() + min(args.seconds, 2)
+    while len(ms) < args.runs or time.perf_counter() < end:
+        t0 = time.perf_counter()
+        local_call(analyses, inp)
+        ms.append((time.perf_counter() - t0) * 1e3)
+    r["local"] = dict(p50=percentile(ms, 50), calls=len(ms))
+    r["check"] = check_row(row, inp, analyses, glimpse_svc.channel, outs["glimpse"], outs["peer"])
+    return r
+
+
+# ---- output -----------------------------------------------------------------------------------
+
+def format_row(r, callers):
+    g, p = r["glimpse"], r["peer"]
+    rates = "  ".join(f"@{n} {g[f'rps{n}']:.1f}/{p[f'rps{n}']:.1f} req/s" for n in callers)
+    return (f"{r['row']:<44} G p50 {g['p50']:8.1f} p99 {g['p99']:8.1f} | peer p50 {p['p50']:8.1f} "
+            f"p99 {p['p99']:8.1f} | local {r['local']['p50']:7.1f} ms | {rates} | G split "
+            f"dec {g['decode']:.1f} up {g['upload']:.1f} q {g['queue']:.1f} gpu {g['gpu']:.1f} "
+            f"rest {g['rest']:.1f} | {r['check']}")
+
+
+def markdown(rows, header, command, callers):
+    rate_cols = "".join(f" Glimpse req/s @{n} | peer req/s @{n} | G/P @{n} |" for n in callers)
+    out = [f"| row | input (request bytes) | Glimpse p50 / p99 ms | peer p50 / p99 ms | "
+           f"G/P p50 | local ms |{rate_cols} Glimpse server ms: decode / upload / queue / GPU / "
+           f"rest | client+wire ms: Glimpse / peer | same answer |",
+           "|---|---|---:|---:|---:|---:|" + "---:|" * (3 * len(callers)) + "---|---|---|"]
+    for r in rows:
+        g, p = r["glimpse"], r["peer"]
+        rates = "".join(f" {g[f'rps{n}']:.1f} | {p[f'rps{n}']:.1f} | "
+                        f"{g[f'rps{n}'] / p[f'rps{n}']:.2f}x |" for n in callers)
+        errors = "; ".join(f"{k} errors @{n}: {', '.join(v[f'errors{n}'])}"
+                           for k, v in (("Glimpse", g), ("peer", p)) for n in callers
+                           if f"errors{n}" in v)
+        out.append(
+            f"| {r['row']} | {r['input']} ({r['input_bytes'] / 1e3:.0f} kB) | "
+            f"{g['p50']:.1f} / {g['p99']:.1f} | {p['p50']:.1f} / {p['p99']:.1f} | "
+            f"{g['p50'] / p['p50']:.2f}x | {r['local']['p50']:.1f} |{rates} "
+            f"{g['decode']:.1f} / {g['upload']:.1f} / {g['queue']:.1f} / {g['gpu']:.1f} / "
+            f"{g['rest']:.1f} | {g['client_wire']:.1f} / {p['client_wire']:.1f} | {r['check']}"
+            f"{' ' + errors if errors else ''} |")
+    return "\n".join([*header, "", f"`{command}`", "", *out, "", *NOTES, ""])
+
+
+NOTES = [
+    "Latency: one caller, calls one after the other; p99 is the highest of the calls but one "
+    "percent (with under 100 calls, the slowest). G/P p50: Glimpse's p50 over the peer's (under "
+    "1: Glimpse answers sooner). req/s @N: N threads in this process calling back to back, each "
+    "on its own channel and connection; G/P @N: Glimpse's rate over the peer's (over 1: Glimpse "
+    "serves more). The client, Glimpse and the peer share the same CPUs.",
+    "",
+    "Local: the floor, the peer's own decode and analysis in the client's process (no gRPC, no "
+    "copy into messages). Glimpse server ms: medians of the Timing of the one-caller calls; rest "
+    "= server - decode - upload - queue - GPU (below 0 where the parts' spans overlap). "
+    "client+wire: p50 latency - the server's median own time (serializing, the loopback "
+    "connection, reading the answer into numpy).",
+    "",
+    "Same answer: the arrays of Glimpse's and the peer's answers compared exactly once per row. "
+    "Where a JPEG decodes to different pixels (Glimpse's decoder is not OpenCV's libjpeg), the "
+    "row says how many samples differ (Glimpse's pixels fetched back with a box filter of radius "
+    "0) and compares Glimpse's answer on OpenCV's pixels sent raw with the peer's. The peer's "
+    "box filter is cv2.blur where it rounds as Glimpse does, floor(sum / area + 1/2), for every "
+    "window sum (checked once per window size; true for 7x7), else exact window sums "
+    "rounded in numpy. Compaction passes lo <= luma <= 255 (both bounds inclusive, as Glimpse "
+    "defines it), lo the luma's 90th percentile.",
+]
+
+
+def machine():
+    model = platform.processor() or "unknown CPU"
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+            if line.startswith("Model name:"):
+                model = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} CPUs"
+
+
+def utc(seconds):
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M UTC")
+
+
+def git_commit():
+    try:
+        head = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        subject = subprocess.run(["git", "-C", str(HERE), "log", "-1", "--format=%s"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        return f"{head} ({subject})"
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--server-binary", required=True, help="the glimpse-server to start")
+    ap.add_argument("--seconds", type=float, default=2.0,
+                    help="seconds per cell (latency, each throughput), default %(default)s")
+    ap.add_argument("--runs", type=int, default=5,
+                    help="at least this many one-caller calls per cell (default %(default)s)")
+    ap.add_argument("--callers", default="4,16",
+                    help="concurrent callers of the throughput columns (default %(default)s)")
+    ap.add_argument("--rows", default="", help="regular expression on the row names")
+    ap.add_argument("--peer-workers", type=int, default=8,
+                    help="the peer's gRPC worker threads (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=1, help="test image seed (default 1)")
+    ap.add_argument("--markdown", help="also write the table as markdown to this file")
+    ap.add_argument("--json", help="also write the results as JSON to this file")
+    args = ap.parse_args()
+    if args.runs < 1:
+        ap.error(f"--runs must be at least 1, got {args.runs}")
+    if args.seconds <= 0:
+        ap.error(f"--seconds must be positive, got {args.seconds}")
+    try:
+        args.callers = [int(c) for c in args.callers.split(",")]
+        if any(c < 1 for c in args.callers):
+            raise ValueError
+    except ValueError:
+        ap.error(f"--callers takes positive integers N,M,..., got {args.callers!r}")
+    if not 1 <= args.peer_workers <= 256:
+        ap.error(f"--peer-workers must be in [1, 256], got {args.peer_workers}")
+    rows = [r for r in ROWS if re.search(args.rows, r.name)]
+    if not rows:
+        ap.error(f"--rows {args.rows!r} matches none of: {', '.join(r.name for r in ROWS)}")
+    threads = int(os.environ.get("LP_NUM_THREADS") or os.cpu_count())
+    cv2.setNumThreads(threads)
+    print(f"images: seed {args.seed}", flush=True)
+    inputs = make_inputs(args.seed)
+    made = {}
+
+    env = dict(os.environ, LP_NUM_THREADS=str(threads))
+    g = Service("glimpse", [args.server_binary, "--listen=127.0.0.1:0", "--log-level=info",
+                            f"--max-message-bytes={MAX_MESSAGE_BYTES}"], env=env)
+    results = []
+    try:
+        p = Service("peer", [sys.executable, str(HERE / "e2e_peer.py"), "--listen=127.0.0.1:0",
+                             f"--workers={args.peer_workers}", f"--threads={threads}"],
+                    env=env, health=False)
+        try:
+            info = g.info()
+            built = os.path.getmtime(args.server_binary)
+            now = time.time()
+            header = [
+                f"Machine: {machine()}. Glimpse {info.version}: renderer {info.renderer} "
+                f"({info.gl_version}), LP_NUM_THREADS={threads}, warm-up {info.warm_up_ms} ms. "
+                f"Peer: bench/e2e_peer.py, grpcio {grpc.__version__}, OpenCV {cv2.__version__}, "
+                f"cv2.setNumThreads({threads}), {args.peer_workers} gRPC workers. Python "
+                f"{platform.python_version()}, numpy {np.__version__}.",
+                f"Measured: {git_commit()}, server binary built {utc(built)}; {utc(now)}. "
+                f"Images: seed {args.seed}. Per cell: {args.seconds:g} s, at least "
+                f"{args.runs} calls; throughput callers each on their own channel and "
+                f"connection.",
+            ]
+            print("\n".join(header), flush=True)
+            for row in rows:
+                if row.input not in made:
+                    made[row.input] = inputs[row.input]()
+                    inp = made[row.input]
+                    print(f"  {inp.name}: {len(inp.encoded or inp.ref.raw.data)} bytes",
+                          flush=True)
+                r = run_row(row, made[row.input], g, p, args)
+                results.append(r)
+                print(format_row(r, args.callers), flush=True)
+        finally:
+            p.stop()
+    finally:
+        g.stop()
+    command = "bench/e2e.py " + " ".join(sys.argv[1:])
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown(results, header, command, args.callers))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(header=header, command=command, rows=results), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
