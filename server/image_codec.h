@@ -1,5 +1,6 @@
-// Encoded image files <-> host pixels (stb_image / stb_image_write), on the host, never on the
-// GPU thread. Sizes are checked from the file's header before anything is decoded.
+// Encoded image files <-> host pixels, on the host, never on the GPU thread: decoding by
+// server/ingest/decode.h (which says which library reads which format), PNG encoding by
+// stb_image_write. Sizes are checked from the file's header before anything is decoded.
 #ifndef GLIMPSE_SERVER_IMAGE_CODEC_H_
 #define GLIMPSE_SERVER_IMAGE_CODEC_H_
 
@@ -9,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "gpu/image.h"
+#include "server/ingest/decode.h"
 
 namespace glimpse::server {
 
@@ -17,9 +19,11 @@ namespace glimpse::server {
 absl::StatusOr<gpu::ImageDesc> ProbeEncoded(std::span<const uint8_t> file, std::string_view field);
 
 // Decodes the file. desired_channels 0 keeps the file's channels. Checks the header against
-// max_pixels (RESOURCE_EXHAUSTED naming --max-image-pixels) before decoding.
+// max_pixels (RESOURCE_EXHAUSTED naming --max-image-pixels) before decoding. `format`, if not
+// null, is set to the file's format once its header has been read.
 absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int desired_channels,
-                                             uint64_t max_pixels, std::string_view field);
+                                             uint64_t max_pixels, std::string_view field,
+                                             ingest::ImageFormat* format = nullptr);
 
 // A PNG file of a uint8 image (1-4 channels); uint16 and float32 images are refused
 // (INVALID_ARGUMENT), since PNG output would lose their values.

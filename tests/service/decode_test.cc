@@ -1,0 +1,694 @@
+// The decoders of server/ingest against independent references, on fresh random images: JPEG
+// against libjpeg-turbo's own decode (a TurboJPEG handle of the test's), PNG against stb_image
+// (this file's own copy) on files written here, WebP against libwebp's own decode; every result
+// also through DecodeInto with a row stride, whose padding must stay untouched. Then bad files.
+// No GPU needed.
+#include "server/ingest/decode.h"
+
+// clang-format off: jpeglib.h needs <cstdio> first.
+#include <jpeglib.h>
+
+#include <cstdio>
+// clang-format on
+#include <gtest/gtest.h>
+#include <turbojpeg.h>
+#include <webp/decode.h>
+#include <webp/encode.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "server/image_codec.h"
+#include "tests/gpu_test_env.h"
+
+#define STB_IMAGE_STATIC
+#define STB_IMAGE_IMPLEMENTATION
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wshadow"
+#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
+#include <stb/stb_image.h>
+#pragma GCC diagnostic pop
+
+namespace glimpse::server::ingest {
+namespace {
+
+using File = std::vector<uint8_t>;
+using gpu::ImageDesc;
+using gpu::SampleType;
+
+constexpr uint64_t kMaxPixels = uint64_t{1} << 20;
+
+std::mt19937_64 SeededRng() {
+  const uint64_t seed = ::glimpse::testing::TestSeed();
+  std::printf("seed %llu (GLIMPSE_SEED to replay)\n", static_cast<unsigned long long>(seed));
+  return std::mt19937_64(seed);
+}
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+// Decodes `file` as `channels` (0: its own) twice: DecodeEncoded, and DecodeInto with rows a few
+// bytes apart beyond their length, checking that the bytes between them are left as they were.
+// Expects both to give `desc` and `pixels`.
+void ExpectDecodes(const File& file, int channels, const ImageDesc& desc,
+                   const std::vector<uint8_t>& pixels) {
+  SCOPED_TRACE(::testing::Message() << "as " << channels << " channels");
+  ASSERT_EQ(pixels.size(), desc.bytes());
+  ImageFormat format = ImageFormat::kTga;
+  absl::StatusOr<gpu::HostImage> decoded =
+      DecodeEncoded(file, channels, kMaxPixels, "image", &format);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(decoded->desc, desc);
+  EXPECT_TRUE(decoded->data == pixels) << "pixels differ from the reference";
+
+  absl::StatusOr<Probed> probed = Probe(file, "image");
+  ASSERT_TRUE(probed.ok()) << probed.status().message();
+  EXPECT_EQ(probed->format, format);
+  const size_t row = desc.row_bytes(), stride = row + 7;
+  std::vector<uint8_t> out(stride * size_t(desc.height - 1) + row, 0xA5);
+  absl::Status s = DecodeInto(file, *probed, desc.channels, out, stride, "image");
+  ASSERT_TRUE(s.ok()) << s.message();
+  for (int y = 0; y < desc.height; ++y) {
+    ASSERT_EQ(std::memcmp(&out[size_t(y) * stride], &pixels[size_t(y) * row], row), 0)
+        << "strided row " << y << " differs";
+    if (y + 1 < desc.height) {
+      for (size_t i = row; i < stride; ++i) {
+        ASSERT_EQ(out[size_t(y) * stride + i], 0xA5) << "padding after row " << y << " written";
+      }
+    }
+  }
+}
+
+// Adds an opaque alpha (255) after every `channels` samples.
+std::vector<uint8_t> WithOpaqueAlpha(const std::vector<uint8_t>& px, int channels) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i < px.size(); i += size_t(channels)) {
+    out.insert(out.end(), px.begin() + long(i), px.begin() + long(i) + channels);
+    out.push_back(255);
+  }
+  return out;
+}
+
+// ---- JPEG -------------------------------------------------------------------------------------
+
+// Smooth gradients plus noise: what a photo is to JPEG, with edges at every size.
+std::vector<uint8_t> PhotoLike(int w, int h, int channels, std::mt19937_64& rng) {
+  std::vector<uint8_t> px(size_t(w) * size_t(h) * size_t(channels));
+  std::uniform_real_distribution<double> phase(0, 6.28);
+  std::array<double, 4> p{phase(rng), phase(rng), phase(rng), phase(rng)};
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      for (int c = 0; c < channels; ++c) {
+        const double v = 128 + 90 * std::sin(x * 0.07 + y * 0.05 * (c + 1) + p[size_t(c)]) +
+                         double(rng() % 41) - 20;
+        px[(size_t(y) * size_t(w) + size_t(x)) * size_t(channels) + size_t(c)] =
+            uint8_t(std::clamp(v, 0.0, 255.0));
+      }
+    }
+  }
+  return px;
+}
+
+File TjCompress(const std::vector<uint8_t>& px, int w, int h, int pixel_format, int subsampling,
+                int quality, int flags) {
+  tjhandle tj = tjInitCompress();
+  EXPECT_NE(tj, nullptr);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  const int rc =
+      tjCompress2(tj, px.data(), w, 0, h, pixel_format, &buf, &size, subsampling, quality, flags);
+  EXPECT_EQ(rc, 0) << tjGetErrorStr2(tj);
+  File file(buf, buf + size);
+  tjFree(buf);
+  tjDestroy(tj);
+  return file;
+}
+
+// libjpeg-turbo's own decode, default flags.
+std::vector<uint8_t> TjDecompress(const File& file, int w, int h, int pixel_format) {
+  tjhandle tj = tjInitDecompress();
+  EXPECT_NE(tj, nullptr);
+  std::vector<uint8_t> px(size_t(w) * size_t(h) * size_t(tjPixelSize[pixel_format]));
+  EXPECT_EQ(tjDecompress2(tj, file.data(), file.size(), px.data(), w, 0, h, pixel_format, 0), 0)
+      << tjGetErrorStr2(tj);
+  tjDestroy(tj);
+  return px;
+}
+
+// Every channel count against libjpeg-turbo's RGB and GRAY decodes.
+void ExpectJpegDecodes(const File& file, int w, int h, bool grey_file) {
+  const std::vector<uint8_t> rgb = TjDecompress(file, w, h, TJPF_RGB);
+  const std::vector<uint8_t> grey = TjDecompress(file, w, h, TJPF_GRAY);
+  const ImageDesc d{w, h, 1, SampleType::kUint8};
+  ExpectDecodes(file, 0, {w, h, grey_file ? 1 : 3, SampleType::kUint8}, grey_file ? grey : rgb);
+  ExpectDecodes(file, 1, d, grey);
+  ExpectDecodes(file, 2, {w, h, 2, SampleType::kUint8}, WithOpaqueAlpha(grey, 1));
+  ExpectDecodes(file, 3, {w, h, 3, SampleType::kUint8}, rgb);
+  ExpectDecodes(file, 4, {w, h, 4, SampleType::kUint8}, WithOpaqueAlpha(rgb, 3));
+}
+
+constexpr std::array<std::array<int, 2>, 7> kSizes = {
+    {{1, 1}, {1, 17}, {17, 1}, {31, 33}, {61, 7}, {8, 8}, {127, 131}}};
+
+TEST(DecodeTest, JpegEqualsLibjpegTurbosOwnDecode) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  for (auto [w, h] : kSizes) {
+    const std::vector<uint8_t> px = PhotoLike(w, h, 3, rng);
+    for (int subsampling : {TJSAMP_444, TJSAMP_420, TJSAMP_422, TJSAMP_GRAY}) {
+      for (int quality : {50, 90, 100}) {
+        for (int flags : {0, TJFLAG_PROGRESSIVE}) {
+          SCOPED_TRACE(::testing::Message() << w << "x" << h << " subsampling " << subsampling
+                                            << " quality " << quality << " flags " << flags);
+          const File file = TjCompress(px, w, h, TJPF_RGB, subsampling, quality, flags);
+          ASSERT_NO_FATAL_FAILURE(ExpectJpegDecodes(file, w, h, subsampling == TJSAMP_GRAY));
+        }
+      }
+    }
+  }
+}
+
+// Restart markers (DRI) every MCU row, written with libjpeg's own API.
+File JpegWithRestarts(const std::vector<uint8_t>& px, int w, int h) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_compress(&cinfo);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buf, &size);
+  cinfo.image_width = JDIMENSION(w);
+  cinfo.image_height = JDIMENSION(h);
+  cinfo.input_components = 3;
+  cinfo.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_quality(&cinfo, 85, TRUE);
+  cinfo.restart_in_rows = 1;
+  jpeg_start_compress(&cinfo, TRUE);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(&px[size_t(cinfo.next_scanline) * size_t(w) * 3]);
+    jpeg_write_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  File file(buf, buf + size);
+  jpeg_destroy_compress(&cinfo);
+  std::free(buf);
+  return file;
+}
+
+TEST(DecodeTest, JpegWithRestartMarkersCmykAndFillBytes) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  const int w = 53, h = 41;
+  const std::vector<uint8_t> px = PhotoLike(w, h, 3, rng);
+  const File restarts = JpegWithRestarts(px, w, h);
+  const uint8_t dri[2] = {0xFF, 0xDD};
+  ASSERT_NE(std::search(restarts.begin(), restarts.end(), dri, dri + 2), restarts.end());
+  ExpectJpegDecodes(restarts, w, h, false);
+
+  // 0xFF fill bytes before SOI, as markers may have: the same pixels.
+  File filled = {0xFF, 0xFF};
+  filled.insert(filled.end(), restarts.begin(), restarts.end());
+  ExpectDecodes(filled, 3, {w, h, 3, SampleType::kUint8}, TjDecompress(restarts, w, h, TJPF_RGB));
+
+  // CMYK (TurboJPEG writes YCCK): RGB = inverted CMY times K / 255, rounded, as stb_image made it.
+  const std::vector<uint8_t> cmyk_px = PhotoLike(w, h, 4, rng);
+  const File cmyk = TjCompress(cmyk_px, w, h, TJPF_CMYK, TJSAMP_444, 95, 0);
+  const std::vector<uint8_t> decoded_cmyk = TjDecompress(cmyk, w, h, TJPF_CMYK);
+  std::vector<uint8_t> rgb;
+  for (size_t i = 0; i < decoded_cmyk.size(); i += 4) {
+    for (int c = 0; c < 3; ++c) {
+      rgb.push_back(uint8_t((decoded_cmyk[i + size_t(c)] * decoded_cmyk[i + 3] + 127) / 255));
+    }
+  }
+  ExpectDecodes(cmyk, 0, {w, h, 3, SampleType::kUint8}, rgb);
+  ExpectDecodes(cmyk, 4, {w, h, 4, SampleType::kUint8}, WithOpaqueAlpha(rgb, 3));
+}
+
+// ---- PNG --------------------------------------------------------------------------------------
+
+uint32_t Crc32(const uint8_t* p, size_t n, uint32_t crc = 0) {
+  crc = ~crc;
+  for (size_t i = 0; i < n; ++i) {
+    crc ^= p[i];
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1)));
+  }
+  return ~crc;
+}
+
+void Put32(File& f, uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) f.push_back(uint8_t(v >> s));
+}
+
+void Chunk(File& f, const char* type, const File& data) {
+  Put32(f, uint32_t(data.size()));
+  const size_t start = f.size();
+  f.insert(f.end(), type, type + 4);
+  f.insert(f.end(), data.begin(), data.end());
+  Put32(f, Crc32(&f[start], f.size() - start));
+}
+
+// A zlib stream of stored (uncompressed) deflate blocks: no compressor needed.
+File Zlib(const File& data) {
+  File z = {0x78, 0x01};
+  size_t at = 0;
+  do {
+    const size_t n = std::min<size_t>(65535, data.size() - at);
+    z.push_back(at + n == data.size() ? 1 : 0);
+    z.push_back(uint8_t(n));
+    z.push_back(uint8_t(n >> 8));
+    z.push_back(uint8_t(~n));
+    z.push_back(uint8_t(~n >> 8));
+    z.insert(z.end(), data.begin() + long(at), data.begin() + long(at + n));
+    at += n;
+  } while (at < data.size());
+  uint32_t a = 1, b = 0;
+  for (uint8_t v : data) {
+    a = (a + v) % 65521;
+    b = (b + a) % 65521;
+  }
+  Put32(z, b << 16 | a);
+  return z;
+}
+
+struct PngImage {
+  int width = 0, height = 0, color_type = 0, depth = 8;
+  bool interlaced = false;
+  std::vector<uint16_t> samples;  // per pixel, the file's channels (a palette index for type 3)
+  File palette, trns;
+};
+
+int PngChannels(int color_type) {
+  return color_type == 0 ? 1 : color_type == 2 ? 3 : color_type == 3 ? 1 : color_type == 4 ? 2 : 4;
+}
+
+// The scanlines of the pixels (x0 + i dx, y0 + j dy), each filtered with a random filter type.
+void Scanlines(const PngImage& img, int x0, int y0, int dx, int dy, std::mt19937_64& rng,
+               File& out) {
+  const int n = PngChannels(img.color_type);
+  const int bits = n * img.depth;
+  const size_t bpp = size_t(std::max(1, bits / 8));
+  File prior;
+  for (int y = y0; y < img.height; y += dy) {
+    File raw;
+    int acc = 0, used = 0;
+    for (int x = x0; x < img.width; x += dx) {
+      for (int c = 0; c < n; ++c) {
+        const uint16_t v =
+            img.samples[(size_t(y) * size_t(img.width) + size_t(x)) * size_t(n) + size_t(c)];
+        if (img.depth == 16) {
+          raw.push_back(uint8_t(v >> 8));
+          raw.push_back(uint8_t(v));
+        } else if (img.depth == 8) {
+          raw.push_back(uint8_t(v));
+        } else {
+          acc = acc << img.depth | v;
+          used += img.depth;
+          if (used == 8) {
+            raw.push_back(uint8_t(acc));
+            acc = used = 0;
+          }
+        }
+      }
+    }
+    if (raw.empty() && used == 0) return;  // an empty pass has no scanlines
+    if (used > 0) raw.push_back(uint8_t(acc << (8 - used)));
+    if (prior.empty()) prior.assign(raw.size(), 0);
+    const int filter = int(rng() % 5);
+    out.push_back(uint8_t(filter));
+    for (size_t i = 0; i < raw.size(); ++i) {
+      const int a = i >= bpp ? raw[i - bpp] : 0, b = prior[i], c = i >= bpp ? prior[i - bpp] : 0;
+      int pred = 0;
+      if (filter == 1) pred = a;
+      if (filter == 2) pred = b;
+      if (filter == 3) pred = (a + b) / 2;
+      if (filter == 4) {
+        const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+        pred = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+      }
+      out.push_back(uint8_t(raw[i] - pred));
+    }
+    prior = raw;
+  }
+}
+
+File WritePng(const PngImage& img, std::mt19937_64& rng) {
+  File f = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  File ihdr;
+  Put32(ihdr, uint32_t(img.width));
+  Put32(ihdr, uint32_t(img.height));
+  ihdr.insert(ihdr.end(),
+              {uint8_t(img.depth), uint8_t(img.color_type), 0, 0, uint8_t(img.interlaced ? 1 : 0)});
+  Chunk(f, "IHDR", ihdr);
+  if (!img.palette.empty()) Chunk(f, "PLTE", img.palette);
+  if (!img.trns.empty()) Chunk(f, "tRNS", img.trns);
+  File data;
+  if (img.interlaced) {
+    constexpr int kPass[7][4] = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4},
+                                 {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}};
+    for (const auto& p : kPass) Scanlines(img, p[0], p[1], p[2], p[3], rng, data);
+  } else {
+    Scanlines(img, 0, 0, 1, 1, rng, data);
+  }
+  // The image data split over two IDAT chunks, as encoders do.
+  const File z = Zlib(data);
+  const size_t half = z.size() / 2;
+  Chunk(f, "IDAT", File(z.begin(), z.begin() + long(half)));
+  Chunk(f, "IDAT", File(z.begin() + long(half), z.end()));
+  Chunk(f, "IEND", {});
+  return f;
+}
+
+PngImage RandomPng(int w, int h, int color_type, int depth, bool trns, bool interlaced,
+                   std::mt19937_64& rng) {
+  PngImage img{w, h, color_type, depth, interlaced, {}, {}, {}};
+  const int n = PngChannels(color_type);
+  const uint32_t max = color_type == 3 ? std::min((1u << depth) - 1, 255u) : (1u << depth) - 1;
+  img.samples.resize(size_t(w) * size_t(h) * size_t(n));
+  for (uint16_t& s : img.samples) s = uint16_t(rng() % (max + 1));
+  if (color_type == 3) {
+    img.palette.resize(size_t(max + 1) * 3);
+    for (uint8_t& b : img.palette) b = uint8_t(rng());
+    if (trns) {
+      img.trns.resize(size_t(rng() % (max + 1)) + 1);
+      for (uint8_t& b : img.trns) b = uint8_t(rng());
+    }
+  } else if (trns) {
+    // The transparent colour is that of a pixel of the image, so that some pixels are.
+    const size_t pixel = size_t(rng() % (size_t(w) * size_t(h)));
+    for (int c = 0; c < n; ++c) {
+      const uint16_t v = img.samples[pixel * size_t(n) + size_t(c)];
+      img.trns.push_back(uint8_t(v >> 8));
+      img.trns.push_back(uint8_t(v));
+    }
+  }
+  return img;
+}
+
+// What a PNG decodes to as `channels` (0: its own, `own`), from the PNG spec: low-depth grey scaled
+// to 8 bits, palette entries looked up, tRNS made alpha; then the server's channel rules.
+std::vector<uint8_t> ExpectedPng(const PngImage& img, int channels, int own) {
+  const int to = channels == 0 ? own : channels;
+  const int n = PngChannels(img.color_type);
+  const bool sixteen = img.depth == 16;
+  const uint32_t max = sixteen ? 65535 : 255;
+  std::vector<uint8_t> out;
+  for (size_t p = 0; p < size_t(img.width) * size_t(img.height); ++p) {
+    const uint16_t* s = &img.samples[p * size_t(n)];
+    uint32_t r = 0, g = 0, b = 0, a = max;
+    bool grey = false;
+    auto scale = [&](uint32_t v) {
+      return sixteen || img.depth == 8 ? v : v * 255 / ((1u << img.depth) - 1);
+    };
+    auto trns16 = [&](int i) {
+      return uint32_t(img.trns[size_t(2 * i)]) << 8 | img.trns[size_t(2 * i + 1)];
+    };
+    switch (img.color_type) {
+      case 0:
+      case 4:
+        grey = true;
+        r = g = b = scale(s[0]);
+        if (img.color_type == 4) a = s[1];
+        if (!img.trns.empty() && s[0] == trns16(0)) a = 0;
+        break;
+      case 2:
+      case 6:
+        r = s[0], g = s[1], b = s[2];
+        if (img.color_type == 6) a = s[3];
+        if (!img.trns.empty() && s[0] == trns16(0) && s[1] == trns16(1) && s[2] == trns16(2)) a = 0;
+        break;
+      case 3:
+        r = img.palette[s[0] * 3u], g = img.palette[s[0] * 3u + 1], b = img.palette[s[0] * 3u + 2];
+        if (s[0] < img.trns.size()) a = img.trns[s[0]];
+        break;
+    }
+    const uint32_t y = grey ? g : (r * 77 + g * 150 + b * 29) >> 8;
+    const std::array<std::vector<uint32_t>, 4> by_channels = {
+        std::vector<uint32_t>{y}, {y, a}, {r, g, b}, {r, g, b, a}};
+    for (uint32_t v : by_channels[size_t(to - 1)]) {
+      out.push_back(uint8_t(v));
+      if (sixteen) out.push_back(uint8_t(v >> 8));  // host order: little-endian
+    }
+  }
+  return out;
+}
+
+// Against the PNG spec's pixels (ExpectedPng) and stb_image's decode, which the server used before:
+// every kind, depth, tRNS, Adam7, random scanline filters.
+TEST(DecodeTest, PngEqualsTheSpecAndStbImageForEveryKind) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  struct Kind {
+    int color_type, depth;
+    bool trns;
+  };
+  std::vector<Kind> kinds;
+  for (int depth : {1, 2, 4, 8, 16}) {
+    kinds.push_back({0, depth, false});
+    kinds.push_back({0, depth, true});
+  }
+  for (int depth : {1, 2, 4, 8}) {
+    kinds.push_back({3, depth, false});
+    kinds.push_back({3, depth, true});
+  }
+  for (int depth : {8, 16}) {
+    kinds.push_back({2, depth, false});
+    kinds.push_back({2, depth, true});
+    kinds.push_back({4, depth, false});
+    kinds.push_back({6, depth, false});
+  }
+  for (const Kind& k : kinds) {
+    for (bool interlaced : {false, true}) {
+      for (auto [w, h] : kSizes) {
+        SCOPED_TRACE(::testing::Message() << "colour type " << k.color_type << ", " << k.depth
+                                          << "-bit" << (k.trns ? ", tRNS" : "")
+                                          << (interlaced ? ", Adam7 " : " ") << w << "x" << h);
+        const PngImage img = RandomPng(w, h, k.color_type, k.depth, k.trns, interlaced, rng);
+        const File file = WritePng(img, rng);
+        const auto* data = reinterpret_cast<const stbi_uc*>(file.data());
+        const int len = int(file.size());
+        int sw = 0, sh = 0, comp = 0;
+        ASSERT_TRUE(stbi_info_from_memory(data, len, &sw, &sh, &comp)) << stbi_failure_reason();
+        const SampleType type = k.depth == 16 ? SampleType::kUint16 : SampleType::kUint8;
+        absl::StatusOr<gpu::ImageDesc> probed = ProbeEncoded(file, "image");
+        ASSERT_TRUE(probed.ok()) << probed.status().message();
+        EXPECT_EQ(*probed, (ImageDesc{w, h, comp, type}));
+        for (int channels = 0; channels <= 4; ++channels) {
+          const ImageDesc d{w, h, channels == 0 ? probed->channels : channels, type};
+          const std::vector<uint8_t> expected = ExpectedPng(img, channels, probed->channels);
+          ASSERT_NO_FATAL_FAILURE(ExpectDecodes(file, channels, d, expected));
+          // As the server called it: the channels stbi_info reported, not 0 (which would add the
+          // alpha of a tRNS chunk to grey and RGB files).
+          void* ref = k.depth == 16 ? static_cast<void*>(stbi_load_16_from_memory(
+                                          data, len, &sw, &sh, &comp, d.channels))
+                                    : static_cast<void*>(stbi_load_from_memory(data, len, &sw, &sh,
+                                                                               &comp, d.channels));
+          ASSERT_NE(ref, nullptr) << stbi_failure_reason();
+          const std::vector<uint8_t> stb(static_cast<uint8_t*>(ref),
+                                         static_cast<uint8_t*>(ref) + d.bytes());
+          stbi_image_free(ref);
+          EXPECT_TRUE(stb == expected) << "stb_image differs, as " << channels << " channels";
+        }
+      }
+    }
+  }
+}
+
+// ---- WebP -------------------------------------------------------------------------------------
+
+File WebpEncode(const std::vector<uint8_t>& px, int w, int h, int channels, bool lossless) {
+  uint8_t* out = nullptr;
+  size_t size = 0;
+  if (lossless) {
+    size = channels == 4 ? WebPEncodeLosslessRGBA(px.data(), w, h, w * 4, &out)
+                         : WebPEncodeLosslessRGB(px.data(), w, h, w * 3, &out);
+  } else {
+    size = channels == 4 ? WebPEncodeRGBA(px.data(), w, h, w * 4, 80, &out)
+                         : WebPEncodeRGB(px.data(), w, h, w * 3, 80, &out);
+  }
+  EXPECT_GT(size, 0u);
+  File file(out, out + size);
+  WebPFree(out);
+  return file;
+}
+
+std::vector<uint8_t> WebpDecode(const File& file, int channels) {
+  int w = 0, h = 0;
+  uint8_t* px = channels == 4 ? WebPDecodeRGBA(file.data(), file.size(), &w, &h)
+                              : WebPDecodeRGB(file.data(), file.size(), &w, &h);
+  EXPECT_NE(px, nullptr);
+  std::vector<uint8_t> out(px, px + size_t(w) * size_t(h) * size_t(channels));
+  WebPFree(px);
+  return out;
+}
+
+// Luma as the server makes grey of colour everywhere but in JPEG: (77 R + 150 G + 29 B) >> 8.
+std::vector<uint8_t> Grey(const std::vector<uint8_t>& px, int channels, bool keep_alpha) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i < px.size(); i += size_t(channels)) {
+    out.push_back(uint8_t((px[i] * 77 + px[i + 1] * 150 + px[i + 2] * 29) >> 8));
+    if (keep_alpha) out.push_back(channels == 4 ? px[i + 3] : 255);
+  }
+  return out;
+}
+
+TEST(DecodeTest, WebpLosslessIsExactAndLossyEqualsLibwebp) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  for (auto [w, h] : kSizes) {
+    for (int channels : {3, 4}) {
+      std::vector<uint8_t> px = PhotoLike(w, h, channels, rng);
+      for (bool lossless : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << w << "x" << h << " " << channels << " channels "
+                                          << (lossless ? "lossless" : "lossy"));
+        const File file = WebpEncode(px, w, h, channels, lossless);
+        const std::vector<uint8_t> rgb = WebpDecode(file, 3), rgba = WebpDecode(file, 4);
+        if (lossless) {
+          EXPECT_TRUE((channels == 4 ? rgba : rgb) == px) << "lossless WebP is not exact";
+        }
+        ASSERT_NO_FATAL_FAILURE(ExpectDecodes(file, 0, {w, h, channels, SampleType::kUint8},
+                                              channels == 4 ? rgba : rgb));
+        ExpectDecodes(file, 1, {w, h, 1, SampleType::kUint8}, Grey(rgb, 3, false));
+        ExpectDecodes(file, 2, {w, h, 2, SampleType::kUint8}, Grey(rgba, 4, true));
+        ExpectDecodes(file, 3, {w, h, 3, SampleType::kUint8}, rgb);
+        ExpectDecodes(file, 4, {w, h, 4, SampleType::kUint8}, rgba);
+      }
+    }
+  }
+}
+
+// ---- bad files --------------------------------------------------------------------------------
+
+void ExpectRefused(const File& file, const std::string& needle,
+                   absl::StatusCode code = absl::StatusCode::kInvalidArgument) {
+  absl::StatusOr<gpu::HostImage> decoded = DecodeEncoded(file, 0, kMaxPixels, "image.encoded");
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), code) << decoded.status().message();
+  EXPECT_NE(decoded.status().message().find("image.encoded"), std::string::npos)
+      << decoded.status().message();
+  EXPECT_NE(decoded.status().message().find(needle), std::string::npos)
+      << decoded.status().message();
+}
+
+std::vector<size_t> CutPoints(size_t size) {
+  return {4, 11, 20, 33, size / 4, size / 2, size * 3 / 4, size - 2, size - 1};
+}
+
+TEST(DecodeTest, TruncatedAndCorruptFilesAreRefusedNamingTheirFormat) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  const int w = 45, h = 37;
+  const std::vector<uint8_t> px = PhotoLike(w, h, 3, rng);
+  for (int flags : {0, TJFLAG_PROGRESSIVE}) {
+    const File jpeg = TjCompress(px, w, h, TJPF_RGB, TJSAMP_420, 90, flags);
+    for (size_t cut : CutPoints(jpeg.size())) {
+      SCOPED_TRACE(::testing::Message() << "JPEG flags " << flags << " cut at " << cut);
+      ExpectRefused(File(jpeg.begin(), jpeg.begin() + long(cut)),
+                    "image.encoded is a truncated or corrupt JPEG file: ");
+    }
+  }
+
+  PngImage img = RandomPng(w, h, 2, 8, false, false, rng);
+  const File png = WritePng(img, rng);
+  for (size_t cut : CutPoints(png.size())) {
+    SCOPED_TRACE(::testing::Message() << "PNG cut at " << cut);
+    ExpectRefused(File(png.begin(), png.begin() + long(cut)),
+                  "image.encoded is a truncated or corrupt PNG file: ");
+  }
+  // A CRC that does not match its chunk's data, in the image data and in the header.
+  File bad_crc = png;
+  bad_crc[png.size() - 13] ^= 0x01;  // the last IDAT's CRC
+  ExpectRefused(bad_crc, "image.encoded is a truncated or corrupt PNG file: ");
+  bad_crc = png;
+  bad_crc[29] ^= 0x80;  // IHDR's CRC
+  ExpectRefused(bad_crc, "image.encoded is a truncated or corrupt PNG file: ");
+
+  for (bool lossless : {true, false}) {
+    const File webp = WebpEncode(px, w, h, 3, lossless);
+    for (size_t cut : CutPoints(webp.size())) {
+      SCOPED_TRACE(::testing::Message() << "WebP lossless " << lossless << " cut at " << cut);
+      ExpectRefused(File(webp.begin(), webp.begin() + long(cut)),
+                    "image.encoded is a truncated or corrupt WebP file: ");
+    }
+  }
+
+  ExpectRefused({}, "image.encoded is empty");
+  const std::string formats =
+      "is not an image file that can be read (formats: JPEG, PNG, WebP, BMP, GIF, TGA, PSD, HDR, "
+      "PNM)";
+  std::string text = "hello, this is text";
+  ExpectRefused(File(text.begin(), text.end()), formats);
+  File garbage(1000);
+  for (uint8_t& b : garbage) b = uint8_t(rng());
+  std::memcpy(garbage.data(), "garbage:", 8);  // no signature, and no TGA header either
+  ExpectRefused(garbage, formats);
+}
+
+TEST(DecodeTest, HeadersOverThePixelLimitAreRefusedBeforeDecoding) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  const std::vector<uint8_t> px = PhotoLike(16, 16, 3, rng);
+  // JPEG: SOF0 says 60000 x 50000.
+  File jpeg = TjCompress(px, 16, 16, TJPF_RGB, TJSAMP_444, 90, 0);
+  const uint8_t sof[2] = {0xFF, 0xC0};
+  auto at = std::search(jpeg.begin(), jpeg.end(), sof, sof + 2);
+  ASSERT_NE(at, jpeg.end());
+  const size_t s = size_t(at - jpeg.begin());
+  jpeg[s + 5] = 50000 >> 8;
+  jpeg[s + 6] = 50000 & 0xFF;
+  jpeg[s + 7] = 60000 >> 8;
+  jpeg[s + 8] = 60000 & 0xFF;
+  ExpectRefused(jpeg, "60000x50000 = 3000000000 pixels", absl::StatusCode::kResourceExhausted);
+  ExpectRefused(jpeg, "--max-image-pixels", absl::StatusCode::kResourceExhausted);
+  // PNG: IHDR says 100000 x 100000, its CRC left as it was (the size is refused first).
+  File png = WritePng(RandomPng(4, 4, 0, 8, false, false, rng), rng);
+  for (int i : {16, 20}) {
+    png[size_t(i)] = 0;
+    png[size_t(i) + 1] = 0x01;
+    png[size_t(i) + 2] = 0x86;
+    png[size_t(i) + 3] = 0xA0;
+  }
+  ExpectRefused(png, "100000x100000", absl::StatusCode::kResourceExhausted);
+  // WebP (lossless): the VP8L header says 16384 x 16384.
+  File webp = WebpEncode(px, 16, 16, 3, true);
+  ASSERT_EQ(std::memcmp(&webp[12], "VP8L", 4), 0);
+  const uint32_t bits = 16383u | 16383u << 14;
+  for (int i = 0; i < 4; ++i) webp[21 + size_t(i)] = uint8_t(bits >> (8 * i));
+  ExpectRefused(webp, "16384x16384", absl::StatusCode::kResourceExhausted);
+}
+
+TEST(DecodeTest, AnimatedWebpIsRefused) {
+  // RIFF, then a VP8X chunk whose flags say animation, on a 3 x 2 canvas.
+  File f = {'R', 'I', 'F', 'F', 22, 0,    0, 0, 'W', 'E', 'B', 'P', 'V', 'P', '8',
+            'X', 10,  0,   0,   0,  0x02, 0, 0, 0,   2,   0,   0,   1,   0,   0};
+  ExpectRefused(f, "image.encoded is an animated WebP file (3x2)");
+}
+
+TEST(DecodeTest, FormatsAreNamed) {
+  std::mt19937_64 rng = SeededRng();
+  const std::vector<uint8_t> px = PhotoLike(5, 3, 3, rng);
+  absl::StatusOr<Probed> jpeg = Probe(TjCompress(px, 5, 3, TJPF_RGB, TJSAMP_444, 90, 0), "f");
+  absl::StatusOr<Probed> png = Probe(WritePng(RandomPng(5, 3, 2, 8, false, false, rng), rng), "f");
+  absl::StatusOr<Probed> webp = Probe(WebpEncode(px, 5, 3, 3, true), "f");
+  ASSERT_TRUE(jpeg.ok() && png.ok() && webp.ok());
+  EXPECT_EQ(ImageFormatName(jpeg->format), "JPEG");
+  EXPECT_EQ(ImageFormatName(png->format), "PNG");
+  EXPECT_EQ(ImageFormatName(webp->format), "WebP");
+  absl::StatusOr<Probed> pgm = Probe(Bytes(std::string("P5 2 1 255\n\x01\x02")), "f");
+  ASSERT_TRUE(pgm.ok());
+  EXPECT_EQ(ImageFormatName(pgm->format), "PNM");
+}
+
+}  // namespace
+}  // namespace glimpse::server::ingest
