@@ -393,15 +393,19 @@ class Service:
 
 # ---- measuring --------------------------------------------------------------------------------
 
-def latency(caller, rpc, seconds, runs):
-    """Calls one after the other for `seconds` (at least `runs`): the times in ms, the Timings."""
-    ms, timings = [], []
-    end = time.perf_counter() + seconds
-    while len(ms) < runs or time.perf_counter() < end:
-        t0 = time.perf_counter()
-        _, timing = caller(rpc)
-        ms.append((time.perf_counter() - t0) * 1e3)
-        timings.append(timing)
+def latency(caller, rpcs, seconds, runs):
+    """One caller, calls one after the other, alternating between the services (so that a
+    shared machine's drifting load falls on both alike) for `seconds` each, at least `runs`
+    each: per service, the times in ms and the Timings."""
+    ms = [[] for _ in rpcs]
+    timings = [[] for _ in rpcs]
+    end = time.perf_counter() + seconds * len(rpcs)
+    while len(ms[-1]) < runs or time.perf_counter() < end:
+        for i, rpc in enumerate(rpcs):
+            t0 = time.perf_counter()
+            _, timing = caller(rpc)
+            ms[i].append((time.perf_counter() - t0) * 1e3)
+            timings[i].append(timing)
     return ms, timings
 
 
@@ -489,13 +493,16 @@ def check_row(row, inp, analyses, g_rpc_for, g_out, p_out):
 def run_row(row, inp, glimpse_svc, peer_svc, args):
     analyses = row.analyses(inp.pixels)
     caller = Caller(analyses, inp.ref, row.analyze)
-    r = dict(row=row.name, input=inp.name, input_bytes=len(inp.ref.SerializeToString()))
+    r = dict(row=row.name, input=inp.name, input_bytes=len(inp.ref.SerializeToString()),
+             load=os.getloadavg()[0])
+    services = (("glimpse", glimpse_svc), ("peer", peer_svc))
+    rpcs = [caller.method(svc.channel) for _, svc in services]
     outs = {}
-    for key, svc in (("glimpse", glimpse_svc), ("peer", peer_svc)):
-        rpc = caller.method(svc.channel)
+    for (key, _), rpc in zip(services, rpcs):
         outs[key], _ = caller(rpc)  # warm-up, and the answer to check
         caller(rpc)
-        ms, timings = latency(caller, rpc, args.seconds, args.runs)
+    all_ms, all_timings = latency(caller, rpcs, args.seconds, args.runs)
+    for (key, _), ms, timings in zip(services, all_ms, all_timings):
         med = {f: statistics.median(getattr(t, f) for t in timings) * 1e-6
                for f in ("decode_ns", "upload_ns", "queue_ns", "gpu_ns", "server_ns")}
         r[key] = dict(p50=percentile(ms, 50), p99=percentile(ms, 99), calls=len(ms),
@@ -504,7 +511,8 @@ def run_row(row, inp, glimpse_svc, peer_svc, args):
                       rest=med["server_ns"] - med["decode_ns"] - med["upload_ns"] -
                       med["queue_ns"] - med["gpu_ns"],
                       client_wire=percentile(ms, 50) - med["server_ns"])
-        for n in args.callers:
+    for n in args.callers:
+        for key, svc in services:
             rate, errors = throughput(caller, svc.address, n, args.seconds)
             r[key][f"rps{n}"] = rate
             if errors:
@@ -553,13 +561,16 @@ def markdown(rows, header, command, callers):
             f"{g['decode']:.1f} / {g['upload']:.1f} / {g['queue']:.1f} / {g['gpu']:.1f} / "
             f"{g['rest']:.1f} | {g['client_wire']:.1f} / {p['client_wire']:.1f} | {r['check']}"
             f"{' ' + errors if errors else ''} |")
-    return "\n".join([*header, "", f"`{command}`", "", *out, "", *NOTES, ""])
+    loads = [r["load"] for r in rows]
+    load = (f"Load average (1 min) of the machine as each row started: {min(loads):.1f} to "
+            f"{max(loads):.1f} on {os.cpu_count()} CPUs (this run's processes included).")
+    return "\n".join([*header, load, "", f"`{command}`", "", *out, "", *NOTES, ""])
 
 
 NOTES = [
-    "Latency: one caller, calls one after the other; p99 is the highest of the calls but one "
-    "percent (with under 100 calls, the slowest). G/P p50: Glimpse's p50 over the peer's (under "
-    "1: Glimpse answers sooner). req/s @N: N threads in this process calling back to back, each "
+    "Latency: one caller, calls one after the other, alternating between Glimpse and the peer; "
+    "p99 is the highest of the calls but one percent (with under 100 calls, the slowest). "
+    "G/P p50: Glimpse's p50 over the peer's (under 1: Glimpse answers sooner). req/s @N: N threads in this process calling back to back, each "
     "on its own channel and connection; G/P @N: Glimpse's rate over the peer's (over 1: Glimpse "
     "serves more). The client, Glimpse and the peer share the same CPUs.",
     "",
@@ -596,13 +607,13 @@ def utc(seconds):
         "%Y-%m-%d %H:%M UTC")
 
 
-def git_commit():
+def git_commit(before=None):
+    """HEAD, or the last commit made before the time `before` (seconds), with its subject."""
+    args = ["git", "-C", str(HERE), "log", "-1", "--format=%h (%s)"]
+    if before is not None:
+        args.append(f"--before=@{int(before)}")
     try:
-        head = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short=12", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        subject = subprocess.run(["git", "-C", str(HERE), "log", "-1", "--format=%s"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
-        return f"{head} ({subject})"
+        return subprocess.run(args, capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -662,7 +673,8 @@ def main():
                 f"Peer: bench/e2e_peer.py, grpcio {grpc.__version__}, OpenCV {cv2.__version__}, "
                 f"cv2.setNumThreads({threads}), {args.peer_workers} gRPC workers. Python "
                 f"{platform.python_version()}, numpy {np.__version__}.",
-                f"Measured: {git_commit()}, server binary built {utc(built)}; {utc(now)}. "
+                f"Run {utc(now)} at {git_commit()}; the server binary was built {utc(built)}, "
+                f"when the last commit was {git_commit(built)}. "
                 f"Images: seed {args.seed}. Per cell: {args.seconds:g} s, at least "
                 f"{args.runs} calls; throughput callers each on their own channel and "
                 f"connection.",
