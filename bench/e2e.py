@@ -572,7 +572,8 @@ NOTES = [
     "p99 is the highest of the calls but one percent (with under 100 calls, the slowest). "
     "G/P p50: Glimpse's p50 over the peer's (under 1: Glimpse answers sooner). req/s @N: N "
     "threads in this process calling back to back, each on its own channel and connection; "
-    "G/P @N: Glimpse's rate over the peer's (over 1: Glimpse serves more). The client, Glimpse and the peer share the same CPUs.",
+    "G/P @N: Glimpse's rate over the peer's (over 1: Glimpse serves more). The client, Glimpse "
+    "and the peer share the same CPUs.",
     "",
     "Local: the floor, the peer's own decode and analysis in the client's process (no gRPC, no "
     "copy into messages). Glimpse server ms: medians of the Timing of the one-caller calls; rest "
