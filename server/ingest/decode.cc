@@ -271,6 +271,14 @@ absl::StatusOr<Probed> ProbePng(std::span<const uint8_t> file, std::string_view 
   if (!ctx.ok()) return ctx.status();
   spng_ihdr ihdr{};
   if (int ret = spng_get_ihdr(ctx->get(), &ihdr); ret != 0) {
+    if (ret == SPNG_EUSER_WIDTH || ret == SPNG_EUSER_HEIGHT) {
+      const size_t at = ret == SPNG_EUSER_WIDTH ? 16 : 20;  // IHDR's width, height
+      const uint32_t side = uint32_t{file[at]} << 24 | uint32_t{file[at + 1]} << 16 |
+                            uint32_t{file[at + 2]} << 8 | uint32_t{file[at + 3]};
+      return absl::InvalidArgumentError(StrCat(field, " is a PNG file whose header's ",
+                                               at == 16 ? "width" : "height", " is ", side,
+                                               ", over the largest side decoded, ", kMaxPngSide));
+    }
     return Corrupt(field, ImageFormat::kPng, spng_strerror(ret));
   }
   // The channels stb_image reported: a palette's are RGB, RGBA if a tRNS chunk gives alpha.

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets (tests/fuzz/<target>/seed-*): tiny valid files of
 every format the server decodes, files whose headers claim too much, raw upload streams and
-requests. Proto inputs are written as text and encoded with protoc. Standard library only.
+requests. Proto inputs are written as text and encoded with protoc. Standard library only (the
+JPEG and WebP files are kept as bytes).
 
     tests/fuzz/make_seeds.py        (from the repository root; rewrites seed-* files only, so the
                                      crash-* regression inputs stay)
@@ -15,18 +16,31 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
 
-def png(w, h, color_type, depth, raw_rows, palette=None, claim=None):
-    """A PNG of `raw_rows` (each row's bytes, filter byte 0 added here)."""
+def png(w, h, color_type, depth, raw_rows, palette=None, claim=None, trns=None, interlace=0):
+    """A PNG of `raw_rows` (each scanline's bytes, filter byte 0 added here; with interlace 1,
+    the scanlines of the Adam7 passes in order, as adam7_rows makes them)."""
     def chunk(kind, data):
         return (struct.pack(">I", len(data)) + kind + data +
                 struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
     cw, ch = claim or (w, h)
     out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", cw, ch, depth, color_type,
-                                                            0, 0, 0))
+                                                            0, 0, interlace))
     if palette:
         out += chunk(b"PLTE", palette)
+    if trns:
+        out += chunk(b"tRNS", trns)
     out += chunk(b"IDAT", zlib.compress(b"".join(b"\0" + r for r in raw_rows)))
     return out + chunk(b"IEND", b"")
+
+
+def adam7_rows(w, h, pixel):
+    """The scanlines of the seven Adam7 passes of a w x h image of whole-byte pixels."""
+    rows = []
+    for x0, y0, dx, dy in ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4),
+                           (1, 0, 2, 2), (0, 1, 1, 2)):
+        if x0 < w:
+            rows += [b"".join(pixel(x, y) for x in range(x0, w, dx)) for y in range(y0, h, dy)]
+    return rows
 
 
 def bmp(w, h):
@@ -52,6 +66,72 @@ def hdr(w, h):
 # A 1x1 GIF89a (one colour table entry pair, one LZW-coded pixel).
 GIF_1X1 = bytes.fromhex("47494638396101000100800000000000ffffff21f90401000000002c000000000100"
                         "010000020144003b")
+
+
+# Small JPEG and WebP files of an 8x8 gradient, made with Pillow 9.4 (libjpeg-turbo 2.1, libwebp
+# 1.2): im.save(buf, "JPEG", quality=50, optimize=True, subsampling=2 | 0, progressive=True; the
+# grey and CMYK ones of im.convert("L" | "CMYK")), im.save(buf, "WEBP", quality=80 | lossless=True;
+# the alpha one of an RGBA image). Kept as bytes so that this script needs no imaging library.
+JPEG_420 = bytes.fromhex(
+    "ffd8ffe000104a46494600010100000100010000ffdb004300100b0c0e0c0a100e0d0e1211101318281a1816"
+    "16183123251d283a333d3c3933383740485c4e404457453738506d51575f626768673e4d71797064785c6567"
+    "63ffdb0043011112121815182f1a1a2f63423842636363636363636363636363636363636363636363636363"
+    "6363636363636363636363636363636363636363636363636363ffc000110800080008030122000211010311"
+    "01ffc4001500010100000000000000000000000000000004ffc4001710010101010000000000000000000000"
+    "0000052231ffc4001501010100000000000000000000000000000002ffc4001b110001040300000000000000"
+    "00000000000001020304111321ffda000c03010002110311003f008e6c2e6001ae5c154adcba93a7ffd9"
+)
+JPEG_444 = bytes.fromhex(
+    "ffd8ffe000104a46494600010100000100010000ffdb004300100b0c0e0c0a100e0d0e1211101318281a1816"
+    "16183123251d283a333d3c3933383740485c4e404457453738506d51575f626768673e4d71797064785c6567"
+    "63ffdb0043011112121815182f1a1a2f63423842636363636363636363636363636363636363636363636363"
+    "6363636363636363636363636363636363636363636363636363ffc000110800080008030111000211010311"
+    "01ffc40014000100000000000000000000000000000004ffc400171001000300000000000000000000000000"
+    "05002231ffc40014010100000000000000000000000000000000ffc400181100030101000000000000000000"
+    "0000000002042131ffda000c03010002110311003f0019a1652158437734ffd9"
+)
+JPEG_PROGRESSIVE = bytes.fromhex(
+    "ffd8ffe000104a46494600010100000100010000ffdb004300100b0c0e0c0a100e0d0e1211101318281a1816"
+    "16183123251d283a333d3c3933383740485c4e404457453738506d51575f626768673e4d71797064785c6567"
+    "63ffdb0043011112121815182f1a1a2f63423842636363636363636363636363636363636363636363636363"
+    "6363636363636363636363636363636363636363636363636363ffc200110800080008030122000211010311"
+    "01ffc4001500010100000000000000000000000000000003ffc4001501010100000000000000000000000000"
+    "000001ffda000c03010002100310000001885fffc4001510010100000000000000000000000000000300ffda"
+    "000801010001050230bfffc40017110003010000000000000000000000000000020312ffda0008010301013f"
+    "018d5b27ffc4001511010100000000000000000000000000000100ffda0008010201013f011bffc400141001"
+    "00000000000000000000000000000000ffda0008010100063f027fffc4001510010100000000000000000000"
+    "000000000061ffda0008010100013f2193ffda000c0301000200030000001003ffc400161100030000000000"
+    "000000000000000000001121ffda0008010301013f105f4fffc4001611000300000000000000000000000000"
+    "00000111ffda0008010201013f10643fffc4001510010100000000000000000000000000000031ffda000801"
+    "0100013f108bffd9"
+)
+JPEG_GREY = bytes.fromhex(
+    "ffd8ffe000104a46494600010100000100010000ffdb004300100b0c0e0c0a100e0d0e1211101318281a1816"
+    "16183123251d283a333d3c3933383740485c4e404457453738506d51575f626768673e4d71797064785c6567"
+    "63ffc0000b080008000801011100ffc40014000100000000000000000000000000000004ffc4001710010003"
+    "0000000000000000000000000005002231ffda0008010100003f0019a16527ffd9"
+)
+JPEG_CMYK = bytes.fromhex(
+    "ffd8ffee000e41646f626500640000000000ffdb004300100b0c0e0c0a100e0d0e1211101318281a18161618"
+    "3123251d283a333d3c3933383740485c4e404457453738506d51575f626768673e4d71797064785c656763ff"
+    "c000140800080008044311004d11005911004b1100ffc4001500010100000000000000000000000000000407"
+    "ffc4001c10000200070000000000000000000000000005061622324363a1ffda000e0443004d0059004b0000"
+    "3f001c1b8c1ca3af80d328b692807fffd9"
+)
+WEBP_LOSSY = bytes.fromhex(
+    "524946464c000000574542505650382040000000f001009d012a0800080001402625a8027400dd8b5dce7600"
+    "00fefd284ae3cf8ec9f5ccead287672d097d9c849f7fffd47f34172497fbfe7ed0ffdb1ff4040000"
+)
+WEBP_LOSSLESS = bytes.fromhex(
+    "524946462c000000574542505650384c200000002f07c00100998ce87f6c0a518882f73f2024202cf17fa8e6"
+    "c078444c00d8de00"
+)
+WEBP_ALPHA = bytes.fromhex(
+    "524946469000000057454250565038580a00000010000000070000070000414c504827000000013f40906d1b"
+    "52b8c1fa8888750806214979851452482185145238ffa388e87fc6b21dd7f30500005650382042000000f001"
+    "009d012a0800080001402625a8027400dd8b5dceb20000fefd284ae3cf8ec9f5ccead287672d097cb57f5f5f"
+    "ffa8fe682e1ff2c9fc463d1ff69ffd14ba0a0000"
+)
 
 
 def image_seeds():
@@ -81,6 +161,27 @@ def image_seeds():
         "tga-grey-3x1": tga(3, 1, 1),
         "hdr-2x1": hdr(2, 1),
         "gif-1x1": GIF_1X1,
+        "png-palette-trns-3x1": png(3, 1, 3, 2, [b"\x1b"], palette=bytes(range(12)),
+                                    trns=b"\x00\x80"),
+        "png-grey2bit-trns-5x1": png(5, 1, 0, 2, [b"\x1b\x40"], trns=b"\x00\x01"),
+        "png-rgba16-2x1": png(2, 1, 6, 16, [struct.pack(">8H", 1, 2, 3, 65535, 4, 5, 6, 0)]),
+        "png-rgb-adam7-5x5": png(5, 5, 2, 8, adam7_rows(5, 5, lambda x, y: bytes((x * 50, y * 50, 7))),
+                                 interlace=1),
+        "png-rgb-trns-2x1": png(2, 1, 2, 8, [b"\x01\x02\x03\x04\x05\x06"],
+                                trns=b"\x00\x01\x00\x02\x00\x03"),
+        "jpeg-420-8x8": JPEG_420,
+        "jpeg-444-8x8": JPEG_444,
+        "jpeg-progressive-8x8": JPEG_PROGRESSIVE,
+        "jpeg-grey-8x8": JPEG_GREY,
+        "jpeg-cmyk-8x8": JPEG_CMYK,
+        "jpeg-truncated": JPEG_420[:len(JPEG_420) * 2 // 3],
+        "webp-lossy-8x8": WEBP_LOSSY,
+        "webp-lossless-8x8": WEBP_LOSSLESS,
+        "webp-alpha-8x8": WEBP_ALPHA,
+        "webp-truncated": WEBP_LOSSY[:60],
+        # RIFF, then VP8X flagging animation on a 3x2 canvas: refused.
+        "webp-animated-header": bytes.fromhex("52494646160000005745425056503858" "0a000000"
+                                              "02000000020000010000"),
     }
     out = {}
     for name, data in files.items():
@@ -88,6 +189,11 @@ def image_seeds():
     out["png-rgb-3x2-as-grey"] = b"\1" + files["png-rgb-3x2"]
     out["png-grey-3x1-as-rgba"] = b"\4" + files["png-grey-3x1"]
     out["pgm16-2x1-as-rgb"] = b"\3" + files["pgm16-2x1"]
+    out["jpeg-420-8x8-as-grey-alpha"] = b"\2" + files["jpeg-420-8x8"]
+    out["jpeg-cmyk-8x8-as-grey"] = b"\1" + files["jpeg-cmyk-8x8"]
+    out["webp-alpha-8x8-as-grey"] = b"\1" + files["webp-alpha-8x8"]
+    out["png-palette-trns-3x1-as-rgba"] = b"\4" + files["png-palette-trns-3x1"]
+    out["png-rgba16-2x1-as-grey"] = b"\1" + files["png-rgba16-2x1"]
     return out, files
 
 
@@ -127,6 +233,9 @@ def upload_seeds(files):
             [png_file[:10], png_file[10:30], png_file[30:]]),
         "encoded-png-desired-4": stream("encoded { desired_channels: 4 }", [png_file]),
         "encoded-pgm16": stream("encoded { }", [files["pgm16-2x1"]]),
+        "encoded-jpeg-two-chunks": stream("encoded { desired_channels: 1 }",
+                                          [JPEG_420[:100], JPEG_420[100:]]),
+        "encoded-webp": stream("encoded { }", [WEBP_ALPHA]),
         "encoded-total-mismatch": stream("encoded { } total_bytes: 5", [png_file]),
     }
 
