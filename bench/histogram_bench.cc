@@ -1,7 +1,9 @@
-// Times every histogram variant with GL timer queries and prints the classic comparison table (CPU 1 thread,
-// GPU global atomics, GPU shared, GPU shared + per-thread, plus private rows and private array)
-// at 3200x2400 and 8K, for 16 bins of the RGB mean, 256 bins of each channel and 256 of luma.
+// Times every histogram variant with GL timer queries and prints the classic comparison table (CPU
+// 1 thread, GPU global atomics, GPU shared, GPU shared + per-thread, plus private rows and private
+// array) at 3200x2400 and 8K, for 16 bins of the RGB mean, 256 bins of each channel and 256 of
+// luma.
 //   histogram_bench [--runs N] [--large-runs N] [--warmup N] [--sizes 3200x2400,7680x4320]
+//                   [--channels 4[,3,1]]
 //                   [--variants a,b,...] [--configs rgb_mean,all,luma]
 //                   [--json FILE] [--device auto|software|N]
 #include <algorithm>
@@ -36,7 +38,12 @@ int Main(int argc, char** argv) {
       gpu::HistogramVariant::kSharedPerThread, gpu::HistogramVariant::kPrivateRows,
       gpu::HistogramVariant::kPrivateArray,    gpu::HistogramVariant::kAuto};
   std::vector<std::string> config_names = {"rgb_mean", "all", "luma"};
+  std::vector<int> channel_counts = {4};
   ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
+    if (flag == "--channels") {
+      channel_counts = ParseInts(value);
+      return true;
+    }
     if (flag == "--configs") {
       config_names = SplitCommas(value);
       return true;
@@ -49,7 +56,8 @@ int Main(int argc, char** argv) {
   gpu::Context& c = *ctx;
   const double copy = CopyBandwidthGBs(c);
 
-  // The classic GPU-course histogram: 16 bins of the RGB mean. The usual ones: 256 bins per channel, of luma.
+  // The classic GPU-course histogram: 16 bins of the RGB mean. The usual ones: 256 bins per
+  // channel, of luma.
   std::vector<Config> configs;
   for (const std::string& name : config_names) {
     Config cfg;
@@ -75,51 +83,56 @@ int Main(int argc, char** argv) {
   std::mt19937_64 rng(42);
   gpu::HistogramKernel kernel(c);
   for (auto [w, h] : args.sizes) {
-    gpu::HostImage host = gpu::HostImage::Zeros({w, h, 4, gpu::SampleType::kUint8});
-    // A photo-like image: smooth gradients plus noise, so runs of equal bins occur as in real data.
-    for (int y = 0; y < h; ++y) {
-      for (int x = 0; x < w; ++x) {
-        for (int ch = 0; ch < 4; ++ch) {
-          int v = (x * 255 / w + y * 255 / h + ch * 40) / 2 + int(rng() % 9) - 4;
-          host.set<uint8_t>(x, y, ch, uint8_t(std::clamp(v, 0, 255)));
+    for (int channels : channel_counts) {
+      gpu::HostImage host = gpu::HostImage::Zeros({w, h, channels, gpu::SampleType::kUint8});
+      // A photo-like image: smooth gradients plus noise, so runs of equal bins occur as in real
+      // data.
+      for (int y = 0; y < h; ++y) {
+        for (int x = 0; x < w; ++x) {
+          for (int ch = 0; ch < channels; ++ch) {
+            int v = (x * 255 / w + y * 255 / h + ch * 40) / 2 + int(rng() % 9) - 4;
+            host.set<uint8_t>(x, y, ch, uint8_t(std::clamp(v, 0, 255)));
+          }
         }
       }
-    }
-    const gpu::Image image = UploadOrExit(c, host);
-    const double bytes = double(host.desc.bytes());
-    const std::string size = StrCat(w, "x", h);
-    for (const Config& cfg : configs) {
-      const int runs = args.RunsFor(w, h);
-      const int cpu_runs = std::max(1, runs / 5);
-      Timing cpu =
-          Measure([&] { return WallMs([&] { (void)reference::Histogram(host, cfg.options); }); }, 1,
-                  cpu_runs);
-      rows.push_back({"histogram", "cpu_1_thread", size, cfg.label, cpu.median_ms,
-                      bytes / (cpu.median_ms * 1e6), 0, cpu.runs});
-      auto expected = reference::Histogram(host, cfg.options);
-      for (gpu::HistogramVariant v : variants) {
-        gpu::HistogramOptions o = cfg.options;
-        o.variant = v;
-        bool correct = true;
-        gpu::HistogramVariant ran = v;
-        Timing t = Measure(
-            [&] {
-              auto r = kernel.Run(image, o);
-              if (!r.ok() || r->counts != expected->counts) correct = false;
-              if (r.ok()) ran = r->variant;
-              return r.ok() ? double(r->gpu_ns) / 1e6 : 0.0;
-            },
-            args.warmup, runs);
-        if (!correct) {
-          std::fprintf(stderr, "variant %s disagrees with the CPU reference\n",
-                       std::string(gpu::HistogramVariantName(v)).c_str());
-          return 1;
+      const gpu::Image image = UploadOrExit(c, host);
+      const double bytes = double(host.desc.bytes());
+      const std::string size = StrCat(w, "x", h, "x", channels);
+      for (const Config& cfg : configs) {
+        if (channels < 3 && cfg.options.source != gpu::HistogramSource::kAllChannels) continue;
+        const int runs = args.RunsFor(w, h);
+        const int cpu_runs = std::max(1, runs / 5);
+        Timing cpu =
+            Measure([&] { return WallMs([&] { (void)reference::Histogram(host, cfg.options); }); },
+                    1, cpu_runs);
+        rows.push_back({"histogram", "cpu_1_thread", size, cfg.label, cpu.median_ms,
+                        bytes / (cpu.median_ms * 1e6), 0, cpu.runs});
+        auto expected = reference::Histogram(host, cfg.options);
+        for (gpu::HistogramVariant v : variants) {
+          gpu::HistogramOptions o = cfg.options;
+          o.variant = v;
+          bool correct = true;
+          gpu::HistogramVariant ran = v;
+          Timing t = Measure(
+              [&] {
+                auto r = kernel.Run(image, o);
+                if (!r.ok() || r->counts != expected->counts) correct = false;
+                if (r.ok()) ran = r->variant;
+                return r.ok() ? double(r->gpu_ns) / 1e6 : 0.0;
+              },
+              args.warmup, runs);
+          if (!correct) {
+            std::fprintf(stderr, "variant %s disagrees with the CPU reference\n",
+                         std::string(gpu::HistogramVariantName(v)).c_str());
+            return 1;
+          }
+          std::string name(gpu::HistogramVariantName(v));
+          if (v == gpu::HistogramVariant::kAuto)
+            name = StrCat("auto=", gpu::HistogramVariantName(ran));
+          const double gbs = bytes / (t.median_ms * 1e6);
+          rows.push_back(
+              {"histogram", name, size, cfg.label, t.median_ms, gbs, gbs / copy, t.runs});
         }
-        std::string name(gpu::HistogramVariantName(v));
-        if (v == gpu::HistogramVariant::kAuto)
-          name = StrCat("auto=", gpu::HistogramVariantName(ran));
-        const double gbs = bytes / (t.median_ms * 1e6);
-        rows.push_back({"histogram", name, size, cfg.label, t.median_ms, gbs, gbs / copy, t.runs});
       }
     }
   }

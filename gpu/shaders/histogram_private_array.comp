@@ -91,10 +91,9 @@ SAMPLE sample_of(uvec4 t, int j) { return uintBitsToFloat(t[j]); }
 // Red and green of the pixel being read, kept across texels (a 3-channel pixel may straddle two).
 SAMPLE g_r, g_g;
 
-// Sample value v of channel c; j: the sample's place in its texel.
-void count_sample(SAMPLE v, int c, int j) {
-  // The copy for this pixel: even or odd (3-channel pixels do not align with texels: one copy).
-  const int copy = COPIES == 2 && CHANNELS != 3 ? (j / CHANNELS) & 1 : 0;
+// Sample value v of channel c; copy: the pixel's counter copy (0 or 1: even or odd pixels).
+void count_sample(SAMPLE v, int c, int copy) {
+  if (COPIES != 2) copy = 0;
 #if SOURCE == 0
   if (c == u_channel) count(copy, v);
 #elif SOURCE == 1
@@ -135,18 +134,41 @@ void main() {
   const int full = u_row_samples / kSamplesPerTexel;
   const int rest = u_row_samples % kSamplesPerTexel;
   for (int y = me; y < u_size.y; y += u_invocations) {
+    int tx = 0;
+#if CHANNELS == 3
+    // Three texels hold a whole number of 3-channel pixels (16, 8 or 4): read them together, so
+    // that every sample's channel and pixel are known when the shader is compiled, as they are
+    // for 1, 2 and 4 channels, instead of a running (c0 + j) % 3 that keeps the loop generic.
+    for (; tx + 3 <= full; tx += 3) {
+      uvec4 t0 = imageLoad(u_packed, ivec2(tx, y));
+      uvec4 t1 = imageLoad(u_packed, ivec2(tx + 1, y));
+      uvec4 t2 = imageLoad(u_packed, ivec2(tx + 2, y));
+      for (int j = 0; j < kSamplesPerTexel; ++j) count_sample(sample_of(t0, j), j % 3, (j / 3) & 1);
+      for (int j = 0; j < kSamplesPerTexel; ++j) {
+        int s = kSamplesPerTexel + j;
+        count_sample(sample_of(t1, j), s % 3, (s / 3) & 1);
+      }
+      for (int j = 0; j < kSamplesPerTexel; ++j) {
+        int s = 2 * kSamplesPerTexel + j;
+        count_sample(sample_of(t2, j), s % 3, (s / 3) & 1);
+      }
+    }
+#endif
     // c0: the channel of the texel's first sample (always 0 unless CHANNELS == 3).
     int c0 = 0;
-    for (int tx = 0; tx < full; ++tx) {
+    for (; tx < full; ++tx) {
       uvec4 t = imageLoad(u_packed, ivec2(tx, y));
       for (int j = 0; j < kSamplesPerTexel; ++j) {
-        count_sample(sample_of(t, j), CHANNELS == 3 ? (c0 + j) % 3 : j % CHANNELS, j);
+        count_sample(sample_of(t, j), CHANNELS == 3 ? (c0 + j) % 3 : j % CHANNELS,
+                     CHANNELS == 3 ? 0 : (j / CHANNELS) & 1);
       }
       if (CHANNELS == 3) c0 = (c0 + kSamplesPerTexel) % 3;
     }
     if (rest > 0) {  // the row's last texel is part padding
       uvec4 t = imageLoad(u_packed, ivec2(full, y));
-      for (int j = 0; j < rest; ++j) count_sample(sample_of(t, j), (c0 + j) % CHANNELS, j);
+      for (int j = 0; j < rest; ++j) {
+        count_sample(sample_of(t, j), (c0 + j) % CHANNELS, CHANNELS == 3 ? 0 : (j / CHANNELS) & 1);
+      }
     }
   }
   for (int k = 0; k < u_bins; ++k) {
