@@ -79,8 +79,10 @@ GlTexture NewRgba32uiTexture(Context& ctx, int width, int height);
 // (PackedTexelsPerRow(desc) x height, allocated a texel or a row larger where a side would be a
 // power of two: see image.cc), read with imageLoad, 16 bytes per load. CPU renderers run
 // storage and texture reads one SIMD lane at a time but an image load of a wide texel at once, so
-// the kernels made for them read this form; it is made at upload on CPU renderers (where "GPU"
-// memory is host memory) and on first use elsewhere.
+// the kernels made for them read this form. On CPU renderers (where "GPU" memory is host memory)
+// an upload makes only the packed form, and the plain texture is made from it the first time a
+// kernel reads it (texture(), Bind()); elsewhere the upload makes the plain texture, and the
+// packed form is made on first use (EnsurePacked).
 class Image {
  public:
   Image() = default;

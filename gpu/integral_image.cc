@@ -249,7 +249,8 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
       table_ = Buffer::Create(table_bytes);
     }
     ws->table = &table_;
-    image.Bind(0);
+    // The packed variant reads only the packed form: binding the plain texture would make it.
+    if (variant != IntegralImageVariant::kPackedStrips) image.Bind(0);
     for (int y0 = 0; y0 < desc.height; y0 += rows_max) {
       const int rows = std::min(rows_max, desc.height - y0);
       GpuTimer timer;
@@ -309,7 +310,7 @@ absl::Status IntegralImageKernel::ComputeOnDevice(const Image& image, int x0, in
   absl::StatusOr<Workspace> ws = MakeWorkspace(image, x0, y0, w, h, variant, false, force_two_word);
   if (!ws.ok()) return ws.status();
   ws->table = &table;
-  image.Bind(0);
+  if (variant != IntegralImageVariant::kPackedStrips) image.Bind(0);
   GpuTimer timer;
   absl::Status s = RunBand(*ws, 0, h, true);
   *gpu_ns += timer.StopAndRead();

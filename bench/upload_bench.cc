@@ -1,0 +1,116 @@
+// Upload of host pixels to the device against the physical floor measured in the same run: a
+// memcpy of the same bytes (on CPU renderers "device" memory is host memory, so one copy is the
+// least an upload can cost). For each size and channel count: gpu::Image::Upload whole (what a
+// call pays), and, for reading the numbers, its parts: the plain texture alone and the packed form
+// alone.
+//   upload_bench [--runs N] [--warmup N] [--sizes 1920x1080,3840x2160] [--channels 1,3,4]
+//                [--json FILE] [--device auto|software|N]
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "gpu/str.h"
+
+namespace glimpse::bench {
+namespace {
+
+double Ms(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int Main(int argc, char** argv) {
+  BenchArgs args;
+  args.runs = 15;
+  args.warmup = 3;
+  args.sizes = {{1920, 1080}, {3840, 2160}};
+  std::vector<int> channels = {1, 3, 4};
+  ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
+    if (flag != "--channels") return false;
+    channels = ParseInts(value);
+    return true;
+  });
+  std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
+  std::mt19937 rng(1);
+  std::vector<Row> rows;
+  for (const auto& [w, h] : args.sizes) {
+    for (int c : channels) {
+      const gpu::ImageDesc desc{w, h, c, gpu::SampleType::kUint8};
+      gpu::HostImage host = gpu::HostImage::Zeros(desc);
+      for (uint8_t& b : host.data) b = uint8_t(rng());
+      std::vector<uint8_t> target(host.data.size());
+      const std::string size = StrCat(w, "x", h);
+      const std::string params = StrCat(c, " channels, ", desc.bytes() >> 10, " KiB");
+      auto row = [&](const std::string& what, const Timing& t) {
+        const double gbs = t.median_ms > 0 ? 2.0 * double(desc.bytes()) / t.median_ms / 1e6 : 0;
+        rows.push_back({"upload", what, size, params, t.median_ms, gbs, 0, t.runs});
+      };
+      const Timing copy = Measure(
+          [&] {
+            const auto t0 = std::chrono::steady_clock::now();
+            std::memcpy(target.data(), host.data.data(), host.data.size());
+            return Ms(t0);
+          },
+          args.warmup, args.runs);
+      row("memcpy (floor)", copy);
+      row("Image::Upload", Measure(
+                               [&] {
+                                 const auto t0 = std::chrono::steady_clock::now();
+                                 gpu::Image image = UploadOrExit(*ctx, host);
+                                 glFinish();
+                                 const double ms = Ms(t0);
+                                 return ms;
+                               },
+                               args.warmup, args.runs));
+      // The parts, for reading the numbers: a texture's allocation, and the copy into a texture
+      // allocated once, of the plain format and of the packed (RGBA32UI) form.
+      row("allocate plain texture", Measure(
+                                        [&] {
+                                          const auto t0 = std::chrono::steady_clock::now();
+                                          absl::StatusOr<gpu::Image> image =
+                                              gpu::Image::Allocate(*ctx, desc);
+                                          glFinish();
+                                          return Ms(t0);
+                                        },
+                                        args.warmup, args.runs));
+      absl::StatusOr<gpu::Image> plain = gpu::Image::Allocate(*ctx, desc);
+      const GLenum formats[] = {GL_RED_INTEGER, GL_RG_INTEGER, GL_RGB_INTEGER, GL_RGBA_INTEGER};
+      row("copy into plain texture", Measure(
+                                         [&] {
+                                           const auto t0 = std::chrono::steady_clock::now();
+                                           glBindTexture(GL_TEXTURE_2D, plain->texture());
+                                           glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, w, h,
+                                                           formats[c - 1], GL_UNSIGNED_BYTE,
+                                                           host.data.data());
+                                           glFinish();
+                                           return Ms(t0);
+                                         },
+                                         args.warmup, args.runs));
+      if (desc.row_bytes() % 16 == 0) {
+        gpu::GlTexture packed = gpu::NewRgba32uiTexture(*ctx, gpu::PackedTexelsPerRow(desc), h);
+        row("copy into packed texture",
+            Measure(
+                [&] {
+                  const auto t0 = std::chrono::steady_clock::now();
+                  glBindTexture(GL_TEXTURE_2D, packed.get());
+                  glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, gpu::PackedTexelsPerRow(desc), h,
+                                  GL_RGBA_INTEGER, GL_UNSIGNED_INT, host.data.data());
+                  glFinish();
+                  return Ms(t0);
+                },
+                args.warmup, args.runs));
+      }
+      glBindTexture(GL_TEXTURE_2D, 0);
+    }
+  }
+  Report(*ctx, 0, rows, args.json, argc, argv);
+  return 0;
+}
+
+}  // namespace
+}  // namespace glimpse::bench
+
+int main(int argc, char** argv) { return glimpse::bench::Main(argc, argv); }
