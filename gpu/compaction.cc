@@ -24,8 +24,9 @@ std::string FormatDefines(SampleType type) {
 
 // The gather program's defines: the channel count is a constant there, so that splitting the
 // packed samples among pixels compiles to shifts and multiplies rather than divisions.
-std::string GatherDefines(SampleType type, int channels) {
-  return StrCat(FormatDefines(type), "#define CHANNELS ", channels, "\n");
+std::string GatherDefines(SampleType type, int channels, bool packed) {
+  return StrCat(FormatDefines(type), "#define CHANNELS ", channels, "\n",
+                packed ? "#define GATHER_PACKED 1\n" : "");
 }
 
 std::string PredicateDefines(SampleType type, CompactionSource source, bool count_only) {
@@ -248,8 +249,14 @@ absl::Status CompactionKernel::Prepare(SampleType type) {
     if (!p.ok()) return p.status();
   }
   for (int channels = 1; channels <= 4; ++channels) {
-    absl::StatusOr<GLuint> p = ctx_.Program("compaction_gather", GatherDefines(type, channels));
-    if (!p.ok()) return p.status();
+    // The strip variant's own gather where auto picks it (CPU renderers); elsewhere it is
+    // compiled on first use, like the strip variant's other programs.
+    for (bool packed : {false, true}) {
+      if (packed && !(ctx_.info().cpu_variants && StripScanFits({1, 1, channels, type}))) continue;
+      absl::StatusOr<GLuint> p =
+          ctx_.Program("compaction_gather", GatherDefines(type, channels, packed));
+      if (!p.ok()) return p.status();
+    }
   }
   return absl::OkStatus();
 }

@@ -28,7 +28,8 @@ inline constexpr GLuint kCountersBinding = 0, kIndicesBinding = 1, kDataBinding 
                         kBitsBinding = 3, kSumsBinding = 4, kXyBinding = 5, kValuesBinding = 6;
 
 // The programs' defines.
-std::string GatherDefines(SampleType type, int channels);
+// packed: read the samples from the image's packed form (the strip variant), else its texture.
+std::string GatherDefines(SampleType type, int channels, bool packed);
 std::string PredicateDefines(SampleType type, CompactionSource source, bool count_only);
 std::string StripDefines(const ImageDesc& desc, CompactionSource source, bool count_only);
 std::string FindDefines(CompactionVariant variant, const ImageDesc& desc, CompactionSource source,

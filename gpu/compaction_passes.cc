@@ -200,7 +200,7 @@ absl::StatusOr<CompactionResult> CompactionKernel::Find(const Image& image,
   absl::StatusOr<GLuint> scatter = ctx_.Program("compaction_scatter", ScanDefines());
   if (!scatter.ok()) return scatter.status();
   absl::StatusOr<GLuint> gather =
-      ctx_.Program("compaction_gather", GatherDefines(desc.type, desc.channels));
+      ctx_.Program("compaction_gather", GatherDefines(desc.type, desc.channels, strip));
   if (!gather.ok()) return gather.status();
 
   // Bands of whole rows whose list of indices fits one binding (every later buffer is smaller).
@@ -220,8 +220,12 @@ absl::StatusOr<CompactionResult> CompactionKernel::Find(const Image& image,
     glProgramUniform2ui(p, glGetUniformLocation(p, "u_keys"), keys.lo, keys.hi);
     SetInt(p, "u_inside", o.inside ? 1 : 0);
   }
-  image.Bind(0);
-  if (strip) image.BindPacked(0);
+  // The strip variant reads only the packed form: binding the plain texture would make it.
+  if (strip) {
+    image.BindPacked(0);
+  } else {
+    image.Bind(0);
+  }
   const int strip_groups = int(CeilDiv(desc.width, kStripGroupPixels));  // per row
 
   Buffer counters = Buffer::Create(size_t(num_bands) * sizeof(uint32_t));

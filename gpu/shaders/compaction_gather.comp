@@ -1,8 +1,32 @@
 // The output for a chunk of the ordered list of pixel keys ((y << 16) | x): the (x, y) of every
 // entry and the packed values (all channels of each pixel, the image's sample type,
 // little-endian: 4 uint8, 2 uint16 or 1 float32 sample per word). Defines: FMT_UINT | FMT_FLOAT,
-// SAMPLE_BITS, CHANNELS.
+// SAMPLE_BITS, CHANNELS, and GATHER_PACKED to read the samples from the image's packed form.
 #include "compaction_block_scan.glsl"
+
+#if defined(GATHER_PACKED)
+// The strip variant reads only the packed form (image unit 0: the rows' raw bytes, 16 per
+// RGBA32UI texel), and so does its gather: on a CPU renderer the plain texture would otherwise be
+// made for the gather alone, a copy of the whole image for the few pixels that pass.
+layout(binding = 0, rgba32ui) readonly uniform uimage2D u_packed;
+uvec4 pixel_bits(ivec2 q) {
+  uvec4 t = uvec4(0u);
+  for (int c = 0; c < CHANNELS; ++c) {
+    uint bit = uint(q.x * CHANNELS + c) * uint(SAMPLE_BITS);
+    uint w = imageLoad(u_packed, ivec2(int(bit >> 7), q.y))[(bit >> 5) & 3u];
+#if SAMPLE_BITS < 32
+    t[c] = bitfieldExtract(w, int(bit & 31u), SAMPLE_BITS);
+#else
+    t[c] = w;
+#endif
+  }
+  return t;
+}
+#elif defined(FMT_UINT)
+uvec4 pixel_bits(ivec2 q) { return load_texel(q); }
+#else
+uvec4 pixel_bits(ivec2 q) { return floatBitsToUint(load_texel(q)); }
+#endif
 
 layout(std430, binding = 1) readonly buffer Indices { uint indices[]; };  // bound at the chunk
 layout(std430, binding = 6) writeonly buffer Values { uint values[]; };
@@ -46,11 +70,7 @@ void main() {
     uint entry = i * uint(PER_WORD) + uint(k);
     ivec2 q = position(indices[min(entry, last)]);
     p[k] = uvec2(q);
-#if defined(FMT_UINT)
-    uvec4 t = load_texel(q);
-#else
-    uvec4 t = floatBitsToUint(load_texel(q));
-#endif
+    uvec4 t = pixel_bits(q);
     uint bits = 0u;
     for (int c = 0; c < CHANNELS; ++c) {
 #if SAMPLE_BITS < 32
@@ -90,25 +110,17 @@ void main() {
   uint samples = u_count * kChannels;
   uint word = 0u;
   uint loaded = 0xFFFFFFFFu;
-#if defined(FMT_UINT)
   uvec4 t;
-#else
-  vec4 t;
-#endif
   for (uint k = 0u; k < kPerWord; ++k) {
     uint s = i * kPerWord + k;
     if (s >= samples) break;
     uint entry = s / kChannels;
     if (entry != loaded) {
-      t = load_texel(position(indices[entry]));
+      t = pixel_bits(position(indices[entry]));
       loaded = entry;
     }
     uint c = s % kChannels;
-#if defined(FMT_UINT)
     uint bits = t[c];
-#else
-    uint bits = floatBitsToUint(t[c]);
-#endif
 #if SAMPLE_BITS < 32
     bits &= (1u << uint(SAMPLE_BITS)) - 1u;
 #endif
