@@ -543,7 +543,8 @@ def format_row(r, callers):
 
 def markdown(rows, header, command, callers):
     rate_cols = "".join(f" Glimpse req/s @{n} | peer req/s @{n} | G/P @{n} |" for n in callers)
-    out = [f"| row | input (request bytes) | Glimpse p50 / p99 ms | peer p50 / p99 ms | "
+    out = [f"| row | input (request bytes) | Glimpse p50 / p99 ms (calls) | peer p50 / p99 ms "
+           f"(calls) | "
            f"G/P p50 | local ms |{rate_cols} Glimpse server ms: decode / upload / queue / GPU / "
            f"rest | client+wire ms: Glimpse / peer | same answer |",
            "|---|---|---:|---:|---:|---:|" + "---:|" * (3 * len(callers)) + "---|---|---|"]
@@ -556,7 +557,8 @@ def markdown(rows, header, command, callers):
                            if f"errors{n}" in v)
         out.append(
             f"| {r['row']} | {r['input']} ({r['input_bytes'] / 1e3:.0f} kB) | "
-            f"{g['p50']:.1f} / {g['p99']:.1f} | {p['p50']:.1f} / {p['p99']:.1f} | "
+            f"{g['p50']:.1f} / {g['p99']:.1f} ({g['calls']}) | "
+            f"{p['p50']:.1f} / {p['p99']:.1f} ({p['calls']}) | "
             f"{g['p50'] / p['p50']:.2f}x | {r['local']['p50']:.1f} |{rates} "
             f"{g['decode']:.1f} / {g['upload']:.1f} / {g['queue']:.1f} / {g['gpu']:.1f} / "
             f"{g['rest']:.1f} | {g['client_wire']:.1f} / {p['client_wire']:.1f} | {r['check']}"
