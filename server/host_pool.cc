@@ -1,6 +1,33 @@
 #include "server/host_pool.h"
 
+#include <sched.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
 namespace glimpse::server {
+
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = sched_getaffinity(0, sizeof(set), &set) == 0
+                 ? CPU_COUNT(&set)
+                 : static_cast<int>(std::thread::hardware_concurrency());
+  double quota = -1, period = 0;
+  if (std::ifstream v2("/sys/fs/cgroup/cpu.max"); v2) {
+    std::string q;
+    if (v2 >> q >> period && q != "max") quota = std::atof(q.c_str());
+  } else {
+    std::ifstream("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") >> quota;
+    std::ifstream("/sys/fs/cgroup/cpu/cpu.cfs_period_us") >> period;
+  }
+  if (quota > 0 && period > 0) cpus = std::min(cpus, static_cast<int>(std::ceil(quota / period)));
+  return std::max(cpus, 1);
+}
+
 
 HostPool::HostPool(int threads) {
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });

@@ -1,5 +1,5 @@
 // A few host threads for CPU work that must not hold up the GPU worker or gRPC's threads:
-// decoding uploads, encoding PNG results, streaming results out.
+// decoding images (uploaded or inline), encoding PNG results, streaming results out.
 #ifndef GLIMPSE_SERVER_HOST_POOL_H_
 #define GLIMPSE_SERVER_HOST_POOL_H_
 
@@ -12,6 +12,13 @@
 
 namespace glimpse::server {
 
+// The CPUs this process may run on: its affinity mask, under its cgroup's CPU quota if any
+// (cgroup v2 cpu.max, else v1 cpu.cfs_quota_us), as a container's CPU limit sets it. At least 1.
+int UsableCpus();
+
+// Threads for host work, tasks run in the order posted. Example:
+//   HostPool pool(std::max(4, UsableCpus()));
+//   pool.Post([&] { Decode(bytes); });
 class HostPool {
  public:
   explicit HostPool(int threads);

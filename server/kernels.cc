@@ -1,14 +1,10 @@
 #include "server/kernels.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -20,6 +16,7 @@
 #include "server/box_filter.h"
 #include "server/compaction.h"
 #include "server/histogram.h"
+#include "server/host_pool.h"
 #include "server/integral_image.h"
 #include "server/runner.h"
 #include "server/status_util.h"
@@ -97,26 +94,6 @@ absl::Status WarmUpAll(Kernels& kernels, gpu::WarmUpShare& share, bool log) {
     }
   }
   return absl::OkStatus();
-}
-
-// The CPUs this process may run on: its affinity mask, under its cgroup's CPU quota if any
-// (cgroup v2 cpu.max, else v1 cpu.cfs_quota_us), as a container's CPU limit sets it.
-int UsableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  int cpus = sched_getaffinity(0, sizeof(set), &set) == 0
-                 ? CPU_COUNT(&set)
-                 : static_cast<int>(std::thread::hardware_concurrency());
-  double quota = -1, period = 0;
-  if (std::ifstream v2("/sys/fs/cgroup/cpu.max"); v2) {
-    std::string q;
-    if (v2 >> q >> period && q != "max") quota = std::atof(q.c_str());
-  } else {
-    std::ifstream("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") >> quota;
-    std::ifstream("/sys/fs/cgroup/cpu/cpu.cfs_period_us") >> period;
-  }
-  if (quota > 0 && period > 0) cpus = std::min(cpus, static_cast<int>(std::ceil(quota / period)));
-  return std::max(cpus, 1);
 }
 
 // Mesa reads MESA_SHADER_CACHE_DISABLE (MESA_GLSL_CACHE_DISABLE in older releases) as a boolean:

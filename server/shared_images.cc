@@ -11,6 +11,15 @@ namespace glimpse::server {
 
 void ResolveImageRef(ServiceEnv& service, const v1::ImageRef& ref, CallRecord& record,
                      InputReady next) {
+  if (ref.source_case() == v1::ImageRef::kEncoded) {
+    // Decoding takes milliseconds: on the host pool, in parallel with other calls' decodes,
+    // never on gRPC's threads. The request and the record outlive the task: the call is not
+    // answered before `next` runs.
+    return service.pool.Post([&service, &ref, &record, next = std::move(next)] {
+      next(ReadImageRef(ref, service.worker.device().limits, service.limits,
+                        service.worker.store(), record));
+    });
+  }
   if (service.redis == nullptr || ref.source_case() != v1::ImageRef::kImageId) {
     return next(ReadImageRef(ref, service.worker.device().limits, service.limits,
                              service.worker.store(), record));

@@ -28,7 +28,9 @@ using InputReady = std::function<void(absl::StatusOr<std::shared_ptr<const Input
 // The input of an analysis (ReadImageRef), an id checked against the shared store: a deleted or
 // expired id is NOT_FOUND here too (and leaves the cache), a use renews its expiry, and an id this
 // replica does not hold is fetched for the GPU cache. With Redis unreachable, an id in the cache
-// still serves; one that is not answers UNAVAILABLE naming Redis.
+// still serves; one that is not answers UNAVAILABLE naming Redis. An encoded image is decoded on
+// the service's host pool, and `next` runs there. REQUIRES: `ref` and `record` live until `next`
+// has run (the call is not answered before).
 void ResolveImageRef(ServiceEnv& service, const v1::ImageRef& ref, CallRecord& record,
                      InputReady next);
 
