@@ -1,12 +1,17 @@
 // The encoded-image path of uploads and inline images: the header probe, the --max-image-pixels
-// check before decoding, the decode, and (for small uint8 results) a PNG round trip.
+// check before decoding, the decode (server/ingest: libjpeg-turbo, libspng, libwebp, stb_image),
+// the same decode into rows a stride apart in a buffer that ends where the last row does, and (for
+// small uint8 results) a PNG round trip.
 // Input: one byte whose value mod 5 is desired_channels, then the file.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
+#include <vector>
 
 #include "gpu/str.h"
 #include "server/image_codec.h"
+#include "server/ingest/decode.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace glimpse::fuzz {
@@ -22,7 +27,9 @@ void Run(const uint8_t* data, size_t size) {
 
   absl::StatusOr<gpu::ImageDesc> probed = server::ProbeEncoded(file, "file");
   CheckRefusal(probed.status());
-  absl::StatusOr<gpu::HostImage> image = server::DecodeEncoded(file, desired, kMaxPixels, "file");
+  server::ingest::ImageFormat format{};
+  absl::StatusOr<gpu::HostImage> image =
+      server::DecodeEncoded(file, desired, kMaxPixels, "file", &format);
   CheckRefusal(image.status());
   if (!image.ok()) return;
   Check(probed.ok(), "decoded a file whose header probe failed");
@@ -33,6 +40,22 @@ void Run(const uint8_t* data, size_t size) {
   Check(d.channels == (desired != 0 ? desired : probed->channels),
         StrCat("decoded ", d.channels, " channels, asked ", desired));
   Check(image->data.size() == d.bytes(), StrCat(image->data.size(), " bytes for ", d.bytes()));
+
+  // Rows 3 bytes apart beyond their length: the same pixels, the gaps untouched.
+  absl::StatusOr<server::ingest::Probed> probe = server::ingest::Probe(file, "file");
+  Check(probe.ok() && probe->format == format && probe->desc == *probed, "Probe disagrees");
+  const size_t row = d.row_bytes(), stride = row + 3;
+  std::vector<uint8_t> strided(stride * size_t(d.height - 1) + row, 0x5A);
+  const absl::Status s =
+      server::ingest::DecodeInto(file, *probe, d.channels, strided, stride, "file");
+  Check(s.ok(), StrCat("DecodeInto with a stride: ", s.ToString()));
+  for (size_t y = 0; y < size_t(d.height); ++y) {
+    Check(std::memcmp(&strided[y * stride], &image->data[y * row], row) == 0,
+          StrCat("strided row ", y, " differs"));
+    for (size_t i = row; i < stride && y + 1 < size_t(d.height); ++i) {
+      Check(strided[y * stride + i] == 0x5A, StrCat("the gap after row ", y, " was written"));
+    }
+  }
 
   if (d.type != gpu::SampleType::kUint8 || d.pixels() > 4096) return;
   absl::StatusOr<std::string> png = server::EncodePng(*image);
