@@ -484,6 +484,66 @@ absl::Status CheckPnmNumbers(const PnmHeader& h, std::string_view field) {
   return absl::OkStatus();
 }
 
+// stb_image 2.27 reads a Radiance HDR file's pixels past the end of the data without noticing:
+// flat pixels then come from an uninitialized array, and run-length scanlines read zeros, a run of
+// length 0, which it loops on forever (as it does on such a run within the data). The pixel data
+// is walked as stb_image walks it, and a file that ends too soon or holds such a run is refused;
+// what stb_image refuses itself is left to it.
+absl::Status CheckHdrData(std::span<const uint8_t> f, const gpu::ImageDesc& desc,
+                          std::string_view field) {
+  // The header: the identifier line, lines up to an empty one, then the resolution line.
+  size_t p = 0;
+  auto next_line = [&] {  // the length of the line at p, p moved past its '\n'
+    const size_t start = p;
+    while (p < f.size() && f[p] != '\n') ++p;
+    const size_t length = p - start;
+    if (p < f.size()) ++p;
+    return length;
+  };
+  next_line();
+  while (p < f.size() && next_line() != 0) {
+  }
+  next_line();
+  const size_t width = size_t(desc.width), pixels = size_t(desc.pixels());
+  auto truncated = [&](size_t at) {
+    return absl::InvalidArgumentError(
+        StrCat(field, " is a truncated HDR file: its ", gpu::DescribeImage(desc),
+               " pixels need more data than its ", f.size(), " bytes (from byte ", at, ")"));
+  };
+  auto flat = [&](size_t from, size_t count) {  // `count` pixels of 4 bytes from `from`
+    return f.size() - from < count * 4 ? truncated(from) : absl::OkStatus();
+  };
+  if (width < 8 || width >= 32768) return flat(p, pixels);
+  for (int y = 0; y < desc.height; ++y) {
+    if (f.size() - p < 4) return truncated(p);
+    if (f[p] != 2 || f[p + 1] != 2 || (f[p + 2] & 0x80) != 0) {
+      return flat(p + 4, pixels - 1);  // stb_image starts over as flat pixels, this one first
+    }
+    if ((size_t{f[p + 2]} << 8 | f[p + 3]) != width) return absl::OkStatus();
+    p += 4;
+    for (int k = 0; k < 4; ++k) {
+      for (size_t x = 0; x < width;) {
+        if (p >= f.size()) return truncated(p);
+        size_t count = f[p++];
+        if (count > 128) {
+          count -= 128;
+          if (p >= f.size()) return truncated(p);
+          ++p;
+        } else if (count == 0) {
+          return absl::InvalidArgumentError(StrCat(
+              field, " is a corrupt HDR file: a scanline holds a run of length 0 at byte ", p - 1));
+        } else {
+          if (count <= width - x && f.size() - p < count) return truncated(p);
+          p += count;
+        }
+        if (count > width - x) return absl::OkStatus();
+        x += count;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Probed> ProbeStb(std::span<const uint8_t> file, std::optional<ImageFormat> sniffed,
                                 std::string_view field) {
   if (absl::Status s = CheckPnmNumbers(ReadPnmHeader(file), field); !s.ok()) return s;
@@ -523,6 +583,9 @@ absl::Status DecodeStb(std::span<const uint8_t> file, const Probed& probed, int 
                                                " cannot be applied to a 16-bit PNM file (",
                                                desc.channels, " channels); send 0 to keep them"));
     }
+  }
+  if (probed.format == ImageFormat::kHdr) {
+    if (absl::Status s = CheckHdrData(file, desc, field); !s.ok()) return s;
   }
   const auto* data = reinterpret_cast<const stbi_uc*>(file.data());
   const int len = int(file.size());

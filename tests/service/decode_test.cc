@@ -668,6 +668,63 @@ TEST(DecodeTest, HeadersOverThePixelLimitAreRefusedBeforeDecoding) {
   ExpectRefused(webp, "16384x16384", absl::StatusCode::kResourceExhausted);
 }
 
+// Radiance HDR: w x h pixels of random RGBE bytes, as flat pixels (width < 8) or run-length
+// scanlines of literal runs.
+File Hdr(int w, int h, std::mt19937_64& rng) {
+  const std::string head = "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y " + std::to_string(h) +
+                           " +X " + std::to_string(w) + "\n";
+  File f(head.begin(), head.end());
+  for (int y = 0; y < h; ++y) {
+    std::vector<std::array<uint8_t, 4>> row(static_cast<size_t>(w));
+    for (auto& px : row) {
+      for (uint8_t& b : px) b = uint8_t(rng() % 200 + 1);
+    }
+    if (w < 8) {
+      for (const auto& px : row) f.insert(f.end(), px.begin(), px.end());
+      continue;
+    }
+    f.insert(f.end(), {2, 2, uint8_t(w >> 8), uint8_t(w)});
+    for (size_t k = 0; k < 4; ++k) {
+      for (size_t x = 0; x < size_t(w);) {
+        const size_t n = std::min<size_t>(128, size_t(w) - x);
+        f.push_back(uint8_t(n));
+        for (size_t i = 0; i < n; ++i) f.push_back(row[x + i][k]);
+        x += n;
+      }
+    }
+  }
+  return f;
+}
+
+TEST(DecodeTest, HdrEqualsStbImageAndCutOrLoopingFilesAreRefused) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  for (auto [w, h] : {std::array<int, 2>{5, 3}, {9, 4}, {200, 3}}) {
+    SCOPED_TRACE(::testing::Message() << w << "x" << h);
+    const File file = Hdr(w, h, rng);
+    int sw = 0, sh = 0, comp = 0;
+    float* ref = stbi_loadf_from_memory(file.data(), int(file.size()), &sw, &sh, &comp, 3);
+    ASSERT_NE(ref, nullptr) << stbi_failure_reason();
+    const ImageDesc d{w, h, 3, SampleType::kFloat32};
+    const std::vector<uint8_t> expected(reinterpret_cast<uint8_t*>(ref),
+                                        reinterpret_cast<uint8_t*>(ref) + d.bytes());
+    stbi_image_free(ref);
+    ExpectDecodes(file, 0, d, expected);
+    // stb_image would read the missing pixels from an uninitialized array, or loop forever on
+    // the zeros it reads past the end of run-length data.
+    for (size_t cut : {file.size() - 1, file.size() - 5, file.size() / 2}) {
+      ExpectRefused(File(file.begin(), file.begin() + long(cut)),
+                    "image.encoded is a truncated HDR file");
+    }
+  }
+  // A run of length 0 (where a count byte belongs), inside the data: stb_image would loop forever.
+  File zero = Hdr(9, 2, rng);
+  const size_t first_count = zero.size() - 2 * (4 + 4 * 10) + 4;
+  ASSERT_EQ(zero[first_count], 9);
+  zero[first_count] = 0;
+  ExpectRefused(zero, "image.encoded is a corrupt HDR file: a scanline holds a run of length 0");
+}
+
 TEST(DecodeTest, AnimatedWebpIsRefused) {
   // RIFF, then a VP8X chunk whose flags say animation, on a 3 x 2 canvas.
   File f = {'R', 'I', 'F', 'F', 22, 0,    0, 0, 'W', 'E', 'B', 'P', 'V', 'P', '8',
