@@ -65,17 +65,9 @@ int Main(int argc, char** argv) {
                                  return ms;
                                },
                                args.warmup, args.runs));
-      // The parts, for reading the numbers: a texture's allocation, and the copy into a texture
-      // allocated once, of the plain format and of the packed (RGBA32UI) form.
-      row("allocate plain texture", Measure(
-                                        [&] {
-                                          const auto t0 = std::chrono::steady_clock::now();
-                                          absl::StatusOr<gpu::Image> image =
-                                              gpu::Image::Allocate(*ctx, desc);
-                                          glFinish();
-                                          return Ms(t0);
-                                        },
-                                        args.warmup, args.runs));
+      // The parts, for reading the numbers: the copy into a texture allocated once, of the
+      // plain format and of the packed (RGBA32UI) form. (Image::Upload takes its textures from
+      // the context's pool of freed ones: gpu/texture_pool.h.)
       absl::StatusOr<gpu::Image> plain = gpu::Image::Allocate(*ctx, desc);
       const GLenum formats[] = {GL_RED_INTEGER, GL_RG_INTEGER, GL_RGB_INTEGER, GL_RGBA_INTEGER};
       row("copy into plain texture", Measure(

@@ -296,7 +296,7 @@ std::string DescribeSubgroups(const DeviceLimits& l) {
 }
 
 absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& options) {
-  std::unique_ptr<Context> ctx(new Context());
+  std::unique_ptr<Context> ctx(new Context(options.texture_pool_bytes));
   DeviceInfo& info = ctx->info_;
   // The driver starts its threads somewhere between opening the display and the first context
   // made current (llvmpipe: in eglCreateContext or eglMakeCurrent).
@@ -368,6 +368,7 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
 }
 
 Context::~Context() {
+  textures_.Clear();
   pending_.clear();  // (a ProgramBatch finishes before its context goes; this is a backstop)
   programs_.clear();
   if (display_ != nullptr) {

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "gpu/driver_threads.h"
 #include "gpu/gl_handles.h"
+#include "gpu/texture_pool.h"
 
 namespace glimpse::gpu {
 
@@ -35,6 +36,10 @@ struct ContextOptions {
   // even on a CPU renderer (DeviceInfo::cpu_variants), so that llvmpipe can check a GPU's choices.
   // Everything else (timing, packed image forms, thread pinning) stays as the device needs.
   bool auto_as_gpu = false;
+  // Storage of freed images' textures kept for the next image of the same shape
+  // (gpu/texture_pool.h): enough for a few 4K RGB photos, so that images uploaded with each call
+  // reuse mapped memory. 0 keeps none.
+  size_t texture_pool_bytes = size_t{128} << 20;
 };
 
 struct DeviceLimits {
@@ -105,6 +110,9 @@ class Context {
   // every program its auto variant can pick, so after it this number stays put (tests check it).
   size_t programs_built() const { return programs_.size(); }
 
+  // Freed images' textures, for the next image of the same shape (gpu/image.cc).
+  TexturePool& textures() { return textures_; }
+
   // Waits until the GPU has finished all work submitted so far.
   void Finish() const { glFinish(); }
 
@@ -128,7 +136,7 @@ class Context {
   // Checks every pending program, forgets those that failed; the first failure.
   absl::Status FinishPending();
 
-  Context() = default;
+  explicit Context(size_t texture_pool_bytes) : textures_(texture_pool_bytes) {}
   DeviceInfo info_;
   void* display_ = nullptr;  // EGLDisplay
   void* context_ = nullptr;  // EGLContext
@@ -136,6 +144,7 @@ class Context {
   std::map<std::string, GlProgram, std::less<>> programs_;
   int batches_ = 0;  // ProgramBatches open
   std::vector<PendingProgram> pending_;
+  TexturePool textures_;
 };
 
 // Builds the programs asked of Context::Program() while it is open side by side, where the driver

@@ -86,6 +86,10 @@ GlTexture NewRgba32uiTexture(Context& ctx, int width, int height);
 class Image {
  public:
   Image() = default;
+  // Its textures go to the context's pool of freed textures (gpu/texture_pool.h).
+  ~Image();
+  Image(Image&&) noexcept = default;
+  Image& operator=(Image&&) noexcept = default;
   // Uploads `pixels` (exactly desc.bytes() of them, ImageDesc layout).
   static absl::StatusOr<Image> Upload(Context& ctx, const ImageDesc& desc,
                                       std::span<const uint8_t> pixels);
@@ -138,6 +142,7 @@ class Image {
   void MakePlainFromPacked() const;
   std::vector<uint8_t> ReadPackedRows(size_t row) const;
 
+  Context* ctx_ = nullptr;  // whose pool takes the textures back
   ImageDesc desc_;
   // The plain texture's sides: desc_'s, or a texel or a row more where a side would be a power of
   // two (image.cc, TextureSide).
