@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <climits>
 #include <cstring>
 #include <limits>
@@ -433,36 +432,44 @@ absl::Status DecodeWebp(std::span<const uint8_t> file, const Probed& probed, int
 
 // ---- BMP, GIF, TGA, PSD, HDR, PNM: stb_image -------------------------------------------------
 
-// The header of a binary PNM file (P5 grey, P6 RGB), tokenized as stb_image 2.27 reads it.
+// The header of a binary PNM file (P5 grey, P6 RGB), read byte by byte as stb_image 2.27 reads it
+// (stbi__pnm_info): a number missing where one belongs reads as 0, and the samples start after
+// the character that ends the last number, whatever it is.
 struct PnmHeader {
-  // The numbers read (width, height, maxval) before the first missing one, as written.
+  // The digits stb_image reads as width, height and maxval, as written ("" for 0).
   std::array<std::string_view, 3> numbers;
-  int count = 0;
-  // Where the samples start when all three were read, else 0. stb_image 2.27 neither notices a
-  // truncated PNM nor swaps 16-bit PNM samples from their big-endian order, and converts their
-  // channels as if they were 8-bit: DecodeStb makes up for all three with this.
+  // Where the samples start, or 0 for a file that is not a binary PNM. stb_image 2.27 neither
+  // notices truncated samples (it leaves the missing ones uninitialized) nor swaps 16-bit samples
+  // from their big-endian order, and converts their channels as if they were 8-bit: DecodeStb
+  // makes up for all three with this.
   size_t data_offset = 0;
 };
 
 PnmHeader ReadPnmHeader(std::span<const uint8_t> f) {
   PnmHeader h;
-  if (f.size() < 3 || f[0] != 'P' || (f[1] != '5' && f[1] != '6')) return h;
-  size_t i = 2;
-  for (; h.count < 3; ++h.count) {
-    while (i < f.size() && (std::isspace(f[i]) || f[i] == '#')) {
-      if (f[i] == '#') {
-        while (i < f.size() && f[i] != '\n' && f[i] != '\r') ++i;
-      } else {
-        ++i;
-      }
+  if (f.size() < 2 || f[0] != 'P' || (f[1] != '5' && f[1] != '6')) return h;
+  size_t pos = 2;  // of the next byte to read; stb_image reads 0 past the end
+  auto at_end = [&] { return pos >= f.size(); };
+  auto next = [&] { return pos < f.size() ? char(f[pos++]) : '\0'; };
+  auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+  };
+  char c = next();
+  for (std::string_view& number : h.numbers) {
+    for (;;) {  // whitespace and comments
+      while (!at_end() && space(c)) c = next();
+      if (at_end() || c != '#') break;
+      while (!at_end() && c != '\n' && c != '\r') c = next();
     }
-    if (i >= f.size() || !std::isdigit(f[i])) return h;
-    const size_t start = i;
-    while (i < f.size() && std::isdigit(f[i])) ++i;
-    h.numbers[size_t(h.count)] =
-        std::string_view(reinterpret_cast<const char*>(&f[start]), i - start);
+    const size_t start = pos - 1;  // c's position, when c is a digit
+    size_t digits = 0;
+    while (!at_end() && c >= '0' && c <= '9') {
+      ++digits;
+      c = next();
+    }
+    number = std::string_view(reinterpret_cast<const char*>(f.data()) + start, digits);
   }
-  h.data_offset = i + 1;  // one whitespace character ends the header
+  h.data_offset = pos;
   return h;
 }
 
@@ -470,15 +477,15 @@ PnmHeader ReadPnmHeader(std::span<const uint8_t> f) {
 // behaviour, on 10 digits and more): numbers past INT_MAX are refused before stb_image sees them.
 absl::Status CheckPnmNumbers(const PnmHeader& h, std::string_view field) {
   constexpr std::array<std::string_view, 3> kNames = {"width", "height", "maxval"};
-  for (int n = 0; n < h.count; ++n) {
-    std::string_view digits = h.numbers[size_t(n)];
+  for (size_t n = 0; n < h.numbers.size(); ++n) {
+    std::string_view digits = h.numbers[n];
     while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
     const std::string_view int_max = "2147483647";
     if (digits.size() > int_max.size() || (digits.size() == int_max.size() && digits > int_max)) {
       const bool cut = digits.size() > 24;
-      return absl::InvalidArgumentError(StrCat(
-          field, " is a PNM file whose header's ", kNames[size_t(n)], " is ", digits.substr(0, 24),
-          cut ? "..." : "", ", over the largest a header may state, ", int_max));
+      return absl::InvalidArgumentError(StrCat(field, " is a PNM file whose header's ", kNames[n],
+                                               " is ", digits.substr(0, 24), cut ? "..." : "",
+                                               ", over the largest a header may state, ", int_max));
     }
   }
   return absl::OkStatus();

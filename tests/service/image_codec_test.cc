@@ -61,6 +61,25 @@ TEST(ImageCodecTest, PnmHeaderNumbersUpToIntAreLeftToTheLimits) {
   EXPECT_EQ(decoded->data, (std::vector<uint8_t>{1, 2, 3}));
 }
 
+// stb_image reads a number missing from a PNM header as 0 and the samples from after the character
+// that stands in its place; samples missing from the end it would leave uninitialized.
+TEST(ImageCodecTest, PnmHeaderIsReadAsStbImageReadsItAndShortSamplesAreRefused) {
+  // From the fuzz input: maxval is "W", so the samples are "1168", 4 of the 42074 needed.
+  const std::string cut("P5\n# \n000021037\n2 W1168", 23);
+  absl::StatusOr<gpu::HostImage> decoded = DecodeEncoded(Bytes(cut), 3, 1 << 20, "image");
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(decoded.status().message().find("image is a truncated PNM file: its header (21037x2 "
+                                            "1-channel uint8) needs 42074 bytes of samples, it "
+                                            "has 4"),
+            std::string::npos)
+      << decoded.status().message();
+  // The same reading with all samples there: maxval 0 is 8-bit.
+  decoded = DecodeEncoded(Bytes("P5 3 1 x\x01\x02\x03"), 0, 1 << 20, "image");
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(decoded->data, (std::vector<uint8_t>{1, 2, 3}));
+}
+
 // An empty IDAT chunk is valid PNG; stb_image would read it into a null buffer (UBSan in the
 // sanitizer build fails this test without the fix).
 TEST(ImageCodecTest, PngWithEmptyIdatChunksDecodesAsWithout) {
