@@ -13,6 +13,11 @@ namespace {
 // Invocations (rows in flight) of the counting pass: enough workgroups of 8 for every renderer
 // thread to take several, few enough that zeroing and writing out the arrays stays negligible.
 constexpr int kInvocations = 64;
+// Each invocation zeroes and writes out its whole counter arrays whatever its share of the rows,
+// and llvmpipe writes storage one SIMD lane at a time: for a small image that is most of the
+// work (a 256x256 RGB image's 256 bins of 3 channels: 49 K partial words written by 64
+// invocations for 197 K samples counted). So an invocation takes at least this many pixels.
+constexpr int64_t kPixelsPerInvocation = 4096;
 constexpr int kGroupSize = 8;      // histogram_private_array.comp's local_size_x
 constexpr int kSumGroupSize = 64;  // histogram_private_array_sum.comp's local_size_x
 
@@ -128,8 +133,10 @@ absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& im
 
   const int words = hists * o.bins;
   // No more invocations than rows (rounded up to whole workgroups): idle ones would still write.
-  const int invocations =
-      int(std::min<int64_t>(kInvocations, CeilDiv(desc.height, kGroupSize) * kGroupSize));
+  const int64_t wanted = std::max<int64_t>(1, desc.pixels() / kPixelsPerInvocation);
+  const int invocations = int(std::min<int64_t>(
+      {kInvocations, CeilDiv(desc.height, kGroupSize) * kGroupSize,
+       CeilDiv(wanted, kGroupSize) * kGroupSize}));
   Buffer partials = Buffer::Create(size_t(invocations) * size_t(words) * sizeof(uint32_t));
   Buffer counts = Buffer::Create(size_t(words) * sizeof(uint32_t));
   const GLuint prog = *count_program;
