@@ -12,8 +12,13 @@ call of the same case and size; the warm-up's time is printed.
 
 Usually run through bench/peers.sh (installs, builds, sets up the client); by hand:
   peers.py --server-binary build/server/glimpse-server [--runs 5] [--sizes 3200x2400,1024x1024]
-           [--cases REGEX] [--variants all|auto] [--no-cold] [--markdown FILE]
+           [--cases REGEX] [--images rgba,rgb,grey] [--variants all|auto] [--no-cold]
+           [--markdown FILE]
   peers.py --server HOST:PORT ...      an already running server (no cold column)
+
+Images (--images picks the kinds): "rgba" (RGBA8), "rgb" (RGB8: the RGBA image without its alpha)
+and "grey" (the RGBA image's luma, 1 channel). The rows of RGB8 images end in " (rgb)", so that
+--cases 'rgb' selects them and only them.
 """
 import argparse
 import dataclasses
@@ -37,7 +42,7 @@ import glimpse
 class Case:
     name: str
     analysis: str
-    image: str                                   # "rgba" (RGBA8) or "grey" (its luma, 1 channel)
+    image: str                                   # a key of IMAGES
     glimpse: Callable                            # (client, image, variant) -> result
     opencv: Callable                             # (array) -> result
     check: Callable                              # (glimpse result, opencv result) -> str
@@ -45,16 +50,32 @@ class Case:
     describe: str = ""
 
 
+# The image kinds: channels, and the label of the box filter rows.
+IMAGES = {"rgba": (4, "RGBA8"), "rgb": (3, "RGB8"), "grey": (1, "1 channel")}
+
+
+def _name(text, image):
+    """A case's name: the rows of RGB8 images carry " (rgb)" (no other name has a lower-case
+    "rgb"), so --cases 'rgb' picks them out."""
+    return f"{text} (rgb)" if image == "rgb" else text
+
+
+def _luma(img):
+    """OpenCV's luma of an RGBA8 or RGB8 image, which Glimpse's luma equals."""
+    return cv2.cvtColor(img, cv2.COLOR_RGBA2GRAY if img.shape[2] == 4 else cv2.COLOR_RGB2GRAY)
+
+
 def _equal(a, b) -> str:
     return "equal" if np.array_equal(a, b) else "DIFFERENT"
 
 
 def _hist_all(img):
-    return np.stack([cv2.calcHist([img], [c], None, [256], [0, 256])[:, 0] for c in range(4)])
+    return np.stack([cv2.calcHist([img], [c], None, [256], [0, 256])[:, 0]
+                     for c in range(img.shape[2])])
 
 
 def _hist_luma(img):
-    return cv2.calcHist([cv2.cvtColor(img, cv2.COLOR_RGBA2GRAY)], [0], None, [256], [0, 256])
+    return cv2.calcHist([_luma(img)], [0], None, [256], [0, 256])
 
 
 # R+G+B per pixel in float (exact; cv2.transform would saturate at 255 in 8 bits), counted in 768
@@ -62,7 +83,7 @@ def _hist_luma(img):
 # [0, 256). (16 bins over [0, 768) directly would put some sums on the wrong side of an edge:
 # calcHist scales by 16/768 in floating point.)
 def _hist_rgb_mean(img):
-    sums = cv2.reduce(img.reshape(-1, 4)[:, :3], 1, cv2.REDUCE_SUM, dtype=cv2.CV_32F)
+    sums = cv2.reduce(img.reshape(-1, img.shape[2])[:, :3], 1, cv2.REDUCE_SUM, dtype=cv2.CV_32F)
     unit = cv2.calcHist([sums], [0], None, [768], [0, 768])
     return unit.reshape(16, 48).sum(axis=1, keepdims=True)
 
@@ -83,23 +104,25 @@ def _integral_check(g, cv):
 
 def make_cases(thresholds) -> List[Case]:
     """thresholds: {percent: lo} so that grey >= lo selects about that share of the pixels."""
-    cases = [
-        Case("histogram 256 bins x 4 channels", "histogram", "rgba",
-             lambda c, i, v: c.histogram(i, bins=256, variant=v), _hist_all,
-             lambda g, cv: _equal(g.counts, cv), lambda a, g: a.nbytes, "calcHist per channel"),
-        Case("histogram 256 bins of luma", "histogram", "rgba",
-             lambda c, i, v: c.histogram(i, bins=256, source="luma", variant=v), _hist_luma,
-             lambda g, cv: _equal(g.counts[0], cv[:, 0]), lambda a, g: a.nbytes,
-             "cvtColor RGBA2GRAY + calcHist"),
-        Case("histogram 16 bins of RGB mean", "histogram", "rgba",
-             lambda c, i, v: c.histogram(i, bins=16, source="rgb_mean", variant=v),
-             _hist_rgb_mean, lambda g, cv: _equal(g.counts[0], cv[:, 0]),
-             lambda a, g: a.nbytes, "reduce to R+G+B + calcHist"),
-    ]
-    for image, ch in (("grey", 1), ("rgba", 4)):
+    colour = ("rgba", "rgb")
+    cases = [Case(_name(f"histogram 256 bins x {IMAGES[im][0]} channels", im), "histogram", im,
+                  lambda c, i, v: c.histogram(i, bins=256, variant=v), _hist_all,
+                  lambda g, cv: _equal(g.counts, cv), lambda a, g: a.nbytes,
+                  "calcHist per channel") for im in colour]
+    cases += [Case(_name("histogram 256 bins of luma", im), "histogram", im,
+                   lambda c, i, v: c.histogram(i, bins=256, source="luma", variant=v), _hist_luma,
+                   lambda g, cv: _equal(g.counts[0], cv[:, 0]), lambda a, g: a.nbytes,
+                   f"cvtColor {im.upper()}2GRAY + calcHist") for im in colour]
+    cases += [Case(_name("histogram 16 bins of RGB mean", im), "histogram", im,
+                   lambda c, i, v: c.histogram(i, bins=16, source="rgb_mean", variant=v),
+                   _hist_rgb_mean, lambda g, cv: _equal(g.counts[0], cv[:, 0]),
+                   lambda a, g: a.nbytes, "reduce to R+G+B + calcHist") for im in colour]
+    for image in ("grey", *colour):
+        ch = IMAGES[image][0]
         for squared in (False, True):
             cases.append(Case(
-                f"integral image {ch} channel{'s' if ch > 1 else ''}{', squared' if squared else ''}",
+                _name(f"integral image {ch} channel{'s' if ch > 1 else ''}"
+                      f"{', squared' if squared else ''}", image),
                 "integral_image", image,
                 lambda c, i, v, sq=squared: c.integral_image(i, squared=sq, variant=v),
                 (lambda a: cv2.integral2(a, sdepth=cv2.CV_64F, sqdepth=cv2.CV_64F)) if squared
@@ -107,10 +130,10 @@ def make_cases(thresholds) -> List[Case]:
                 _integral_check,
                 lambda a, g, sq=squared: a.nbytes * (1 + 8 * (2 if sq else 1)),
                 "integral2 CV_64F" if squared else "integral CV_64F"))
-    for image, r in (("rgba", 1), ("rgba", 7), ("rgba", 32), ("grey", 7)):
+    for image, r in [(im, r) for r in (1, 7, 32) for im in colour] + [("grey", 7)]:
         k = 2 * r + 1
         cases.append(Case(
-            f"box filter {'RGBA8' if image == 'rgba' else '1 channel'} r={r}", "box_filter", image,
+            _name(f"box filter {IMAGES[image][1]} r={r}", image), "box_filter", image,
             lambda c, i, v, r=r: c.box_filter(i, r, r, border="replicate", variant=v),
             lambda a, k=k: cv2.blur(a, (k, k), borderType=cv2.BORDER_REPLICATE),
             _blur_check, lambda a, g: 2 * a.nbytes, f"blur {k}x{k} BORDER_REPLICATE"))
@@ -132,15 +155,15 @@ def make_cases(thresholds) -> List[Case]:
 
 
 def make_images(width, height, seed):
-    """RGBA8 smooth gradients plus noise (runs of equal values occur, as in photographs) and its
-    luma (OpenCV's RGBA2GRAY, which Glimpse's luma equals)."""
+    """RGBA8 smooth gradients plus noise (runs of equal values occur, as in photographs), the same
+    without alpha (RGB8) and its luma (OpenCV's RGBA2GRAY, which Glimpse's luma equals)."""
     rng = np.random.default_rng(seed)
     y, x = np.mgrid[0:height, 0:width].astype(np.float32)
     planes = [x / width * 200, y / height * 200, (x + y) / (width + height) * 255,
               128 + 100 * np.sin(x / 97.0) * np.cos(y / 61.0)]
     rgba = np.stack(planes, axis=2) + rng.normal(0, 12, (height, width, 4)).astype(np.float32)
     rgba = np.clip(rgba, 0, 255).astype(np.uint8)
-    return {"rgba": rgba, "grey": cv2.cvtColor(rgba, cv2.COLOR_RGBA2GRAY)}
+    return {"rgba": rgba, "rgb": np.ascontiguousarray(rgba[:, :, :3]), "grey": _luma(rgba)}
 
 
 class Server:
@@ -213,7 +236,7 @@ def cold_starts(binary, threads, cases, images, runs):
     try:
         with glimpse.Client(server.address, timeout=600) as c:
             warm_up_s = c.info().warm_up_ms / 1000
-            handles = {k: c.upload(v) for k, v in images.items()}
+            handles = {k: c.upload(images[k]) for k in {case.image for case in cases}}
             for case in cases:
                 handle = handles[case.image]
                 first, first_wall = timed(case.glimpse, c, handle, "auto")
@@ -234,7 +257,10 @@ def main():
     where.add_argument("--server", help="HOST:PORT of a running server (no cold column)")
     ap.add_argument("--runs", type=int, default=5, help="timed runs per side (median), default 5")
     ap.add_argument("--sizes", default="3200x2400,1024x1024", help="WxH,... (default %(default)s)")
-    ap.add_argument("--cases", default="", help="regular expression on the case names")
+    ap.add_argument("--cases", default="",
+                    help="regular expression on the case names (RGB8 rows end in \" (rgb)\")")
+    ap.add_argument("--images", default=",".join(IMAGES),
+                    help="the image kinds whose cases run, of %(default)s (default all)")
     ap.add_argument("--variants", choices=["all", "auto"], default="all",
                     help="auto only, or auto and every variant (default)")
     ap.add_argument("--slow-s", type=float, default=5.0,
@@ -245,6 +271,10 @@ def main():
     args = ap.parse_args()
     if args.runs < 1:
         ap.error(f"--runs must be at least 1, got {args.runs}")
+    kinds = [k.strip() for k in args.images.split(",")]
+    for k in kinds:
+        if k not in IMAGES:
+            ap.error(f"--images takes kinds of {','.join(IMAGES)}, got {k!r}")
     sizes = []
     for s in args.sizes.split(","):
         m = re.fullmatch(r"(\d+)x(\d+)", s.strip())
@@ -270,14 +300,16 @@ def main():
                 images = make_images(width, height, args.seed)
                 grey = images["grey"]
                 thresholds = {p: int(np.quantile(grey, 1 - p / 100)) for p in (10, 50)}
-                cases = [c for c in make_cases(thresholds) if re.search(args.cases, c.name)]
+                cases = [c for c in make_cases(thresholds)
+                         if c.image in kinds and re.search(args.cases, c.name)]
                 colds = {}
                 if server and not args.no_cold:
                     colds, warm_up_s = cold_starts(args.server_binary, threads, cases, images,
                                                    args.runs)
                     print(f"cold server ({width}x{height}): warm-up before serving took "
                           f"{warm_up_s:.1f} s with no shader cache", flush=True)
-                handles = {k: client.upload(v, label=f"peers {k}") for k, v in images.items()}
+                handles = {k: client.upload(images[k], label=f"peers {k}")
+                           for k in {c.image for c in cases}}
                 try:
                     for case in cases:
                         variants = (offered[case.analysis] if args.variants == "all"
@@ -308,7 +340,7 @@ def main():
 def format_row(r):
     cold = "" if r["cold"] is None else f"  cold {r['cold'][0]:.1f}x gpu, {r['cold'][1]:.1f}x wall"
     variant = r["variant"] if r["asked"] != "auto" else f"auto={r['variant']}"
-    return (f"{r['case']:<38} {r['size']:>10} {variant:<26} gpu {r['gpu']:9.2f} ms  wall "
+    return (f"{r['case']:<42} {r['size']:>10} {variant:<26} gpu {r['gpu']:9.2f} ms  wall "
             f"{r['wall']:9.2f} ms  opencv {r['cv']:8.2f} ms  {r['gpu'] / r['cv']:6.2f}x  "
             f"{r['bytes'] / r['gpu'] / 1e6:6.2f} GB/s  {r['check']}{cold}"
             + ("" if r["runs"] > 1 else "  (1 run)"))
