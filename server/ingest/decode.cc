@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -24,6 +25,12 @@
 #define STBI_NO_JPEG
 #define STBI_NO_PNG
 #define STBI_NO_PIC
+// Zeroed buffers: stb_image 2.27 does not notice pixel data cut short in BMP, TGA or PSD files and
+// leaves the missing pixels as its allocation had them, which would hand one call's freed memory
+// to another caller; they read as zeros instead. (PNM and HDR files so cut are refused.)
+#define STBI_MALLOC(size) std::calloc(1, size)
+#define STBI_REALLOC(pointer, size) std::realloc(pointer, size)
+#define STBI_FREE(pointer) std::free(pointer)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

@@ -12,7 +12,8 @@
 // RGB -> grey is its luma (77 R + 150 G + 29 B) >> 8, a missing alpha is opaque), except JPEG,
 // whose pixels are libjpeg-turbo's own (grey from a colour JPEG is its Y channel). Animated WebP
 // files are refused. CRC errors in PNG files, and libjpeg-turbo's warnings (a truncated or corrupt
-// JPEG), are errors.
+// JPEG), are errors; PNM and HDR files cut short are refused, while BMP, TGA and PSD files cut
+// short decode with the missing pixels zero (stb_image does not notice).
 #ifndef GLIMPSE_SERVER_INGEST_DECODE_H_
 #define GLIMPSE_SERVER_INGEST_DECODE_H_
 
