@@ -24,9 +24,13 @@ std::string FormatDefines(SampleType type) {
 
 // The gather program's defines: the channel count is a constant there, so that splitting the
 // packed samples among pixels compiles to shifts and multiplies rather than divisions.
+bool ReadsPacked(const DeviceInfo& device, CompactionVariant variant) {
+  return variant == CompactionVariant::kStripScan || device.software;
+}
+
 std::string GatherDefines(SampleType type, int channels, bool packed) {
   return StrCat(FormatDefines(type), "#define CHANNELS ", channels, "\n",
-                packed ? "#define GATHER_PACKED 1\n" : "");
+                packed ? "#define PACKED_IMAGE 1\n" : "");
 }
 
 std::string PredicateDefines(SampleType type, CompactionSource source, bool count_only) {
@@ -63,9 +67,13 @@ std::string StripDefines(const ImageDesc& desc, CompactionSource source, bool co
 }
 
 std::string FindDefines(CompactionVariant variant, const ImageDesc& desc, CompactionSource source,
-                        bool count_only) {
-  return variant == CompactionVariant::kStripScan ? StripDefines(desc, source, count_only)
-                                                  : PredicateDefines(desc.type, source, count_only);
+                        bool count_only, bool packed) {
+  if (variant == CompactionVariant::kStripScan) return StripDefines(desc, source, count_only);
+  // Read through the prelude's load_texel, which needs the channel count to find a pixel in
+  // the packed rows; from the texture, one program serves every channel count.
+  return StrCat(PredicateDefines(desc.type, source, count_only),
+                packed ? StrCat("#define CHANNELS ", desc.channels, "\n#define PACKED_IMAGE 1\n")
+                       : std::string());
 }
 
 void SetInt(GLuint p, const char* name, int v) {
@@ -88,10 +96,12 @@ namespace {
 
 using compaction_internal::DispatchFlat;
 using compaction_internal::FindProgram;
+using compaction_internal::FindDefines;
 using compaction_internal::GatherDefines;
 using compaction_internal::kDataBinding;
 using compaction_internal::kSumsBinding;
 using compaction_internal::PredicateDefines;
+using compaction_internal::ReadsPacked;
 using compaction_internal::ScanDefines;
 using compaction_internal::SetUint;
 using compaction_internal::StripDefines;
@@ -221,9 +231,21 @@ absl::Status CompactionKernel::Prepare(SampleType type) {
       for (CompactionVariant v : kConcreteVariants) {
         if (v == CompactionVariant::kStripScan) continue;
         if (!CompactionVariantAvailable(ctx_.info(), v).ok()) continue;
-        absl::StatusOr<GLuint> p =
-            ctx_.Program(FindProgram(v), PredicateDefines(type, s, count_only));
-        if (!p.ok()) return p.status();
+        if (!ReadsPacked(ctx_.info(), v)) {
+          absl::StatusOr<GLuint> p =
+              ctx_.Program(FindProgram(v), PredicateDefines(type, s, count_only));
+          if (!p.ok()) return p.status();
+          continue;
+        }
+        // A program per channel count: those auto picks here, the rest on first use.
+        for (int channels = 1; channels <= 4; ++channels) {
+          const ImageDesc desc{1, 1, channels, type};
+          if (s == CompactionSource::kLuma && channels < 3) continue;
+          if (ResolveCompactionVariant(ctx_.info(), desc, {}) != v) continue;
+          absl::StatusOr<GLuint> p =
+              ctx_.Program(FindProgram(v), FindDefines(v, desc, s, count_only, true));
+          if (!p.ok()) return p.status();
+        }
       }
     }
   }
@@ -249,14 +271,10 @@ absl::Status CompactionKernel::Prepare(SampleType type) {
     if (!p.ok()) return p.status();
   }
   for (int channels = 1; channels <= 4; ++channels) {
-    // The strip variant's own gather where auto picks it (CPU renderers); elsewhere it is
-    // compiled on first use, like the strip variant's other programs.
-    for (bool packed : {false, true}) {
-      if (packed && !(ctx_.info().cpu_variants && StripScanFits({1, 1, channels, type}))) continue;
-      absl::StatusOr<GLuint> p =
-          ctx_.Program("compaction_gather", GatherDefines(type, channels, packed));
-      if (!p.ok()) return p.status();
-    }
+    // The gather of every variant auto picks here (a strip run's elsewhere: on first use).
+    absl::StatusOr<GLuint> p = ctx_.Program(
+        "compaction_gather", GatherDefines(type, channels, ctx_.info().software));
+    if (!p.ok()) return p.status();
   }
   return absl::OkStatus();
 }

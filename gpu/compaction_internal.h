@@ -27,13 +27,15 @@ inline constexpr int kStripThreads = 64;
 inline constexpr GLuint kCountersBinding = 0, kIndicesBinding = 1, kDataBinding = 2,
                         kBitsBinding = 3, kSumsBinding = 4, kXyBinding = 5, kValuesBinding = 6;
 
-// The programs' defines.
-// packed: read the samples from the image's packed form (the strip variant), else its texture.
+// Whether a run reads the image's packed form rather than its texture: the strip variant always
+// (it is written for that form), every variant on CPU renderers (where uploads make only it).
+bool ReadsPacked(const DeviceInfo& device, CompactionVariant variant);
+// The programs' defines. packed: the program reads the packed form (ReadsPacked).
 std::string GatherDefines(SampleType type, int channels, bool packed);
 std::string PredicateDefines(SampleType type, CompactionSource source, bool count_only);
 std::string StripDefines(const ImageDesc& desc, CompactionSource source, bool count_only);
 std::string FindDefines(CompactionVariant variant, const ImageDesc& desc, CompactionSource source,
-                        bool count_only);
+                        bool count_only, bool packed);
 std::string ScanDefines();
 // The program that finds (or counts) the passing pixels of a band for `variant`.
 std::string_view FindProgram(CompactionVariant variant);

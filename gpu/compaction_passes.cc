@@ -33,6 +33,7 @@ using compaction_internal::kThreads;
 using compaction_internal::kTileSide;
 using compaction_internal::kValuesBinding;
 using compaction_internal::kXyBinding;
+using compaction_internal::ReadsPacked;
 using compaction_internal::ScanDefines;
 using compaction_internal::SetInt;
 using compaction_internal::SetUint;
@@ -174,17 +175,20 @@ absl::StatusOr<CompactionResult> CompactionKernel::Find(const Image& image,
   const CompactionVariant variant = ResolveCompactionVariant(ctx_.info(), desc, o);
   const bool ordered = variant == CompactionVariant::kOrderedScan;
   const bool strip = variant == CompactionVariant::kStripScan;
+  const bool packed = ReadsPacked(ctx_.info(), variant);
   const DeviceLimits& limits = ctx_.limits();
 
   absl::StatusOr<GLuint> find_list =
-      ctx_.Program(FindProgram(variant), FindDefines(variant, desc, o.source, false));
+      ctx_.Program(FindProgram(variant), FindDefines(variant, desc, o.source, false, packed));
   if (!find_list.ok()) return find_list.status();
   absl::StatusOr<GLuint> find_count =
-      ctx_.Program(FindProgram(variant), FindDefines(variant, desc, o.source, true));
+      ctx_.Program(FindProgram(variant), FindDefines(variant, desc, o.source, true, packed));
   if (!find_count.ok()) return find_count.status();
+  if (packed) {
+    if (absl::Status s = image.EnsurePacked(ctx_); !s.ok()) return s;
+  }
   GLuint strip_write = 0, strip_rows = 0;
   if (strip) {
-    if (absl::Status s = image.EnsurePacked(ctx_); !s.ok()) return s;
     absl::StatusOr<GLuint> w =
         ctx_.Program("compaction_strip_write", StripDefines(desc, o.source, false));
     if (!w.ok()) return w.status();
@@ -200,7 +204,7 @@ absl::StatusOr<CompactionResult> CompactionKernel::Find(const Image& image,
   absl::StatusOr<GLuint> scatter = ctx_.Program("compaction_scatter", ScanDefines());
   if (!scatter.ok()) return scatter.status();
   absl::StatusOr<GLuint> gather =
-      ctx_.Program("compaction_gather", GatherDefines(desc.type, desc.channels, strip));
+      ctx_.Program("compaction_gather", GatherDefines(desc.type, desc.channels, packed));
   if (!gather.ok()) return gather.status();
 
   // Bands of whole rows whose list of indices fits one binding (every later buffer is smaller).
@@ -220,8 +224,8 @@ absl::StatusOr<CompactionResult> CompactionKernel::Find(const Image& image,
     glProgramUniform2ui(p, glGetUniformLocation(p, "u_keys"), keys.lo, keys.hi);
     SetInt(p, "u_inside", o.inside ? 1 : 0);
   }
-  // The strip variant reads only the packed form: binding the plain texture would make it.
-  if (strip) {
+  // Binding the plain texture would make it where only the packed form exists.
+  if (packed) {
     image.BindPacked(0);
   } else {
     image.Bind(0);

@@ -1,32 +1,19 @@
 // The output for a chunk of the ordered list of pixel keys ((y << 16) | x): the (x, y) of every
 // entry and the packed values (all channels of each pixel, the image's sample type,
 // little-endian: 4 uint8, 2 uint16 or 1 float32 sample per word). Defines: FMT_UINT | FMT_FLOAT,
-// SAMPLE_BITS, CHANNELS, and GATHER_PACKED to read the samples from the image's packed form.
+// SAMPLE_BITS, CHANNELS, and PACKED_IMAGE to read the image's packed form (prelude.glsl).
 #include "compaction_block_scan.glsl"
 
-#if defined(GATHER_PACKED)
-// The strip variant reads only the packed form (image unit 0: the rows' raw bytes, 16 per
-// RGBA32UI texel), and so does its gather: on a CPU renderer the plain texture would otherwise be
-// made for the gather alone, a copy of the whole image for the few pixels that pass.
-layout(binding = 0, rgba32ui) readonly uniform uimage2D u_packed;
+// The bits of pixel q's samples, from the texture or (PACKED_IMAGE, prelude.glsl) the packed form.
 uvec4 pixel_bits(ivec2 q) {
-  uvec4 t = uvec4(0u);
-  for (int c = 0; c < CHANNELS; ++c) {
-    uint bit = uint(q.x * CHANNELS + c) * uint(SAMPLE_BITS);
-    uint w = imageLoad(u_packed, ivec2(int(bit >> 7), q.y))[(bit >> 5) & 3u];
-#if SAMPLE_BITS < 32
-    t[c] = bitfieldExtract(w, int(bit & 31u), SAMPLE_BITS);
-#else
-    t[c] = w;
-#endif
-  }
-  return t;
-}
+#if defined(PACKED_IMAGE)
+  return packed_bits(q);
 #elif defined(FMT_UINT)
-uvec4 pixel_bits(ivec2 q) { return load_texel(q); }
+  return load_texel(q);
 #else
-uvec4 pixel_bits(ivec2 q) { return floatBitsToUint(load_texel(q)); }
+  return floatBitsToUint(load_texel(q));
 #endif
+}
 
 layout(std430, binding = 1) readonly buffer Indices { uint indices[]; };  // bound at the chunk
 layout(std430, binding = 6) writeonly buffer Values { uint values[]; };
