@@ -39,8 +39,8 @@ double Quantile(std::vector<double> v, double q) {
 // with `priority` ("" = none). Checks the counts add up to every sample of the image.
 struct Called {
   grpc::Status status;
-  double ms = 0;
-  uint64_t gpu_ns = 0, queue_ns = 0;
+  double ms = 0;  // as the client saw it
+  uint64_t gpu_ns = 0, queue_ns = 0, server_ns = 0;
   Clock::time_point done;
 };
 Called Histogram(v1::ImageAnalytics::Stub& stub, const std::string& image_id,
@@ -62,6 +62,7 @@ Called Histogram(v1::ImageAnalytics::Stub& stub, const std::string& image_id,
     EXPECT_EQ(resp.total(), uint64_t(desc.pixels()) * uint64_t(desc.channels));
     c.gpu_ns = resp.timing().gpu_ns();
     c.queue_ns = resp.timing().queue_ns();
+    c.server_ns = resp.timing().server_ns();
   }
   return c;
 }
@@ -127,10 +128,16 @@ std::unique_ptr<TestServer> StartServer(SchedulerPolicy policy, int tenant_max_q
 // ---- the light tenant beside a flood -----------------------------------------------------------
 
 struct FloodResult {
-  double heavy_job_ms = 0;       // one of the heavy tenant's calls, alone (median)
-  double light_alone_ms = 0;     // one of the light tenant's calls, alone (median)
-  std::vector<double> light_ms;  // the light tenant's calls during the flood
-  int heavy_calls = 0;
+  double heavy_alone_ms = 0;  // one of the heavy tenant's calls, alone (median)
+  // One of the heavy tenant's jobs during the flood: the light calls' span over the heavy calls
+  // finished in it (the GPU thread was never idle then, and the light jobs take a few percent).
+  double heavy_job_ms = 0;
+  double light_alone_ms = 0;  // one of the light tenant's calls, alone (median)
+  // The light tenant's calls during the flood: as the client saw them, and from their arrival at
+  // the server to their answer (what the scheduler decides; the client's figure adds the time
+  // gRPC's threads wait for a CPU beside llvmpipe's, which no queue order changes).
+  std::vector<double> light_ms, light_server_ms;
+  int heavy_calls = 0;  // heavy calls finished during the light calls' span
 };
 
 // Tenant "heavy" keeps kCallers callers busy with histograms of a large stored image; tenant
@@ -151,13 +158,14 @@ FloodResult Flood(TestServer& ts, std::mt19937_64& rng) {
   }
   std::vector<double> alone;
   for (int i = 0; i < 9; ++i) alone.push_back(Histogram(*ts.stub, *big_id, big, heavy).ms);
-  r.heavy_job_ms = Quantile(alone, 0.5);
+  r.heavy_alone_ms = Quantile(alone, 0.5);
   alone.clear();
   for (int i = 0; i < 9; ++i) alone.push_back(Histogram(*ts.stub, *small_id, small, light).ms);
   r.light_alone_ms = Quantile(alone, 0.5);
 
   std::atomic<bool> stop{false};
-  std::atomic<int> heavy_calls{0};
+  std::mutex mu;
+  std::vector<Clock::time_point> heavy_done;
   std::vector<std::thread> callers;
   for (int i = 0; i < kCallers; ++i) {
     callers.emplace_back([&] {
@@ -165,21 +173,27 @@ FloodResult Flood(TestServer& ts, std::mt19937_64& rng) {
         Called c = Histogram(*ts.stub, *big_id, big, heavy);
         EXPECT_TRUE(c.status.ok()) << c.status.error_message();
         if (!c.status.ok()) return;
-        ++heavy_calls;
+        std::lock_guard lock(mu);
+        heavy_done.push_back(c.done);
       }
     });
   }
   // Let the flood fill the queue.
-  std::this_thread::sleep_for(std::chrono::milliseconds(int(4 * r.heavy_job_ms) + 50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(int(4 * r.heavy_alone_ms) + 50));
+  const Clock::time_point from = Clock::now();
   for (int i = 0; i < kLightCalls; ++i) {
     Called c = Histogram(*ts.stub, *small_id, small, light);
     EXPECT_TRUE(c.status.ok()) << c.status.error_message();
     r.light_ms.push_back(c.ms);
+    r.light_server_ms.push_back(double(c.server_ns) * 1e-6);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  const Clock::time_point to = Clock::now();
   stop = true;
   for (std::thread& t : callers) t.join();
-  r.heavy_calls = heavy_calls.load();
+  r.heavy_calls = int(std::count_if(heavy_done.begin(), heavy_done.end(),
+                                    [&](Clock::time_point t) { return t >= from && t <= to; }));
+  r.heavy_job_ms = Ms(to - from) / std::max(r.heavy_calls, 1);
   return r;
 }
 
@@ -193,21 +207,28 @@ TEST(FairShareTest, LightTenantWaitsAboutOneHeavyJobNotTheWholeFlood) {
     results[policy] = Flood(*ts, rng);
     const FloodResult& r = results[policy];
     std::printf(
-        "%s: heavy job alone %.2f ms, light alone %.2f ms; during the flood (%d heavy calls) "
-        "light p50 %.2f ms, p95 %.2f ms = %.2fx a heavy job\n",
-        std::string(server::PolicyName(policy)).c_str(), r.heavy_job_ms, r.light_alone_ms,
-        r.heavy_calls, Quantile(r.light_ms, 0.5), Quantile(r.light_ms, 0.95),
-        Quantile(r.light_ms, 0.95) / r.heavy_job_ms);
+        "%s: alone, a heavy call %.2f ms, a light one %.2f ms; during the flood, %d heavy jobs of "
+        "%.2f ms each; light p50 %.2f ms, p95 %.2f ms = %.2fx a heavy job (at the server: p50 "
+        "%.2f ms, p95 %.2f ms = %.2fx)\n",
+        std::string(server::PolicyName(policy)).c_str(), r.heavy_alone_ms, r.light_alone_ms,
+        r.heavy_calls, r.heavy_job_ms, Quantile(r.light_ms, 0.5), Quantile(r.light_ms, 0.95),
+        Quantile(r.light_ms, 0.95) / r.heavy_job_ms, Quantile(r.light_server_ms, 0.5),
+        Quantile(r.light_server_ms, 0.95), Quantile(r.light_server_ms, 0.95) / r.heavy_job_ms);
   }
   const FloodResult& fair = results[SchedulerPolicy::kFair];
   const FloodResult& fifo = results[SchedulerPolicy::kFifo];
-  // The flood really flooded: the heavy tenant ran many jobs meanwhile.
+  // The flood really flooded: the heavy tenant ran many jobs meanwhile, each about as long as
+  // alone (not mostly idle time between them).
   EXPECT_GT(fair.heavy_calls, 20);
-  // Fair: the light call waits for the heavy job running when it arrives, then runs.
-  EXPECT_LE(Quantile(fair.light_ms, 0.95), 2 * fair.heavy_job_ms);
+  EXPECT_LT(fair.heavy_job_ms, 3 * fair.heavy_alone_ms);
+  // Fair: the light call waits for the heavy job running when it arrives, then runs: within 2
+  // heavy jobs at the server; the client's figure gets a looser 3 for the CPU its threads wait
+  // for on a loaded machine.
+  EXPECT_LE(Quantile(fair.light_server_ms, 0.95), 2 * fair.heavy_job_ms);
+  EXPECT_LE(Quantile(fair.light_ms, 0.95), 3 * fair.heavy_job_ms);
   // FIFO: it waits behind every queued heavy job (about 7 of them).
-  EXPECT_GT(Quantile(fifo.light_ms, 0.95), 2 * fifo.heavy_job_ms)
-      << "the bound above should not hold first come, first served";
+  EXPECT_GT(Quantile(fifo.light_server_ms, 0.95), 3 * fifo.heavy_job_ms)
+      << "the bounds above should not hold first come, first served";
 }
 
 // ---- weights
