@@ -106,7 +106,9 @@ absl::StatusOr<TokenTable> ParseTokens(std::string_view text, std::string_view f
     std::vector<std::string_view> f = Fields(line);
     if (f.empty() || f[0][0] == '#') continue;
     if (f.size() != 2 && f.size() != 3) {
-      return absl::InvalidArgumentError(StrCat(where, "expected `TENANT TOKEN [WEIGHT]`, got ",
+      return absl::InvalidArgumentError(StrCat(where,
+                                               "expected `TENANT TOKEN` or `TENANT TOKEN WEIGHT`, "
+                                               "got ",
                                                f.size(), " field", f.size() == 1 ? "" : "s"));
     }
     if (!IsTenantName(f[0])) {

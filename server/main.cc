@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
                   "(mutual TLS). Without --tokens, the certificate's subject CN is the tenant; "
                   "with --tokens, the token is");
   flags.AddString("tokens", &tokens,
-                  "file of `TENANT TOKEN` lines (# comments): calls need `authorization: Bearer "
+                  "file of `TENANT TOKEN [WEIGHT]` lines (# comments; WEIGHT: the tenant's share "
+                  "of the GPU, default 1): calls need `authorization: Bearer "
                   "TOKEN` and see only their tenant's images; SIGHUP re-reads it (\"\" = no "
                   "tokens; with neither this nor --tls-client-ca, access control is off)");
   flags.AddString("redis", &redis,
