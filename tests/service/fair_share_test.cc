@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <future>
 #include <map>
@@ -29,10 +30,12 @@ using Clock = std::chrono::steady_clock;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
+// The nearest-rank quantile: the smallest value with at least q of the values at or below it.
 double Quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
+  const size_t rank = size_t(std::ceil(q * double(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
 }
 
 // One Histogram call (all channels, 256 bins) as `key` (metadata glimpse-client-key; "" = none),
@@ -129,21 +132,24 @@ std::unique_ptr<TestServer> StartServer(SchedulerPolicy policy, int tenant_max_q
 
 struct FloodResult {
   double heavy_alone_ms = 0;  // one of the heavy tenant's calls, alone (median)
-  // One of the heavy tenant's jobs during the flood: the light calls' span over the heavy calls
-  // finished in it (the GPU thread was never idle then, and the light jobs take a few percent).
-  double heavy_job_ms = 0;
+  // One of the heavy tenant's jobs during the flood (the light calls' span): the p95 of their
+  // time at the server once out of the queue (Timing.server_ns - queue_ns), since on a loaded
+  // machine one job can take twice another; and the span over the heavy calls finished in it
+  // (the GPU thread was never idle then, and the light jobs take a few percent).
+  double heavy_job_ms = 0, heavy_span_per_job_ms = 0;
   double light_alone_ms = 0;  // one of the light tenant's calls, alone (median)
-  // The light tenant's calls during the flood: as the client saw them, and from their arrival at
-  // the server to their answer (what the scheduler decides; the client's figure adds the time
-  // gRPC's threads wait for a CPU beside llvmpipe's, which no queue order changes).
-  std::vector<double> light_ms, light_server_ms;
+  // The light tenant's calls during the flood: as the client saw them, and their jobs' wait in
+  // the GPU queue (Timing.queue_ns: what the scheduler decides; the client's figure adds the time
+  // gRPC's threads wait for a CPU beside llvmpipe's on a loaded machine, which no queue order
+  // changes).
+  std::vector<double> light_ms, light_queue_ms;
   int heavy_calls = 0;  // heavy calls finished during the light calls' span
 };
 
 // Tenant "heavy" keeps kCallers callers busy with histograms of a large stored image; tenant
 // "light" calls a histogram of a 64x64 image every 20 ms meanwhile.
 FloodResult Flood(TestServer& ts, std::mt19937_64& rng) {
-  constexpr int kCallers = 8, kLightCalls = 40;
+  constexpr int kCallers = 6, kLightCalls = 40;
   const gpu::ImageDesc big = Rgba(2400, 1800), small = Rgba(64, 64);
   FloodResult r;
   const std::string heavy = UniqueKey("heavy"), light = UniqueKey("light");
@@ -165,7 +171,7 @@ FloodResult Flood(TestServer& ts, std::mt19937_64& rng) {
 
   std::atomic<bool> stop{false};
   std::mutex mu;
-  std::vector<Clock::time_point> heavy_done;
+  std::vector<std::pair<Clock::time_point, double>> heavy_done;  // when, ms out of the queue
   std::vector<std::thread> callers;
   for (int i = 0; i < kCallers; ++i) {
     callers.emplace_back([&] {
@@ -174,7 +180,7 @@ FloodResult Flood(TestServer& ts, std::mt19937_64& rng) {
         EXPECT_TRUE(c.status.ok()) << c.status.error_message();
         if (!c.status.ok()) return;
         std::lock_guard lock(mu);
-        heavy_done.push_back(c.done);
+        heavy_done.emplace_back(c.done, double(c.server_ns - c.queue_ns) * 1e-6);
       }
     });
   }
@@ -185,15 +191,19 @@ FloodResult Flood(TestServer& ts, std::mt19937_64& rng) {
     Called c = Histogram(*ts.stub, *small_id, small, light);
     EXPECT_TRUE(c.status.ok()) << c.status.error_message();
     r.light_ms.push_back(c.ms);
-    r.light_server_ms.push_back(double(c.server_ns) * 1e-6);
+    r.light_queue_ms.push_back(double(c.queue_ns) * 1e-6);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const Clock::time_point to = Clock::now();
   stop = true;
   for (std::thread& t : callers) t.join();
-  r.heavy_calls = int(std::count_if(heavy_done.begin(), heavy_done.end(),
-                                    [&](Clock::time_point t) { return t >= from && t <= to; }));
-  r.heavy_job_ms = Ms(to - from) / std::max(r.heavy_calls, 1);
+  std::vector<double> heavy_ms;
+  for (const auto& [done, ms] : heavy_done) {
+    if (done >= from && done <= to) heavy_ms.push_back(ms);
+  }
+  r.heavy_calls = int(heavy_ms.size());
+  r.heavy_job_ms = Quantile(heavy_ms, 0.95);
+  r.heavy_span_per_job_ms = Ms(to - from) / std::max(r.heavy_calls, 1);
   return r;
 }
 
@@ -207,28 +217,29 @@ TEST(FairShareTest, LightTenantWaitsAboutOneHeavyJobNotTheWholeFlood) {
     results[policy] = Flood(*ts, rng);
     const FloodResult& r = results[policy];
     std::printf(
-        "%s: alone, a heavy call %.2f ms, a light one %.2f ms; during the flood, %d heavy jobs of "
-        "%.2f ms each; light p50 %.2f ms, p95 %.2f ms = %.2fx a heavy job (at the server: p50 "
-        "%.2f ms, p95 %.2f ms = %.2fx)\n",
+        "%s: alone, a heavy call %.2f ms, a light one %.2f ms; during the flood, %d heavy jobs, "
+        "%.2f ms of the span each, p95 %.2f ms; light p50 %.2f ms, p95 %.2f ms = %.2fx a heavy "
+        "job (in the queue: p50 %.2f ms, p95 %.2f ms = %.2fx)\n",
         std::string(server::PolicyName(policy)).c_str(), r.heavy_alone_ms, r.light_alone_ms,
-        r.heavy_calls, r.heavy_job_ms, Quantile(r.light_ms, 0.5), Quantile(r.light_ms, 0.95),
-        Quantile(r.light_ms, 0.95) / r.heavy_job_ms, Quantile(r.light_server_ms, 0.5),
-        Quantile(r.light_server_ms, 0.95), Quantile(r.light_server_ms, 0.95) / r.heavy_job_ms);
+        r.heavy_calls, r.heavy_span_per_job_ms, r.heavy_job_ms, Quantile(r.light_ms, 0.5),
+        Quantile(r.light_ms, 0.95), Quantile(r.light_ms, 0.95) / r.heavy_job_ms,
+        Quantile(r.light_queue_ms, 0.5), Quantile(r.light_queue_ms, 0.95),
+        Quantile(r.light_queue_ms, 0.95) / r.heavy_job_ms);
   }
   const FloodResult& fair = results[SchedulerPolicy::kFair];
   const FloodResult& fifo = results[SchedulerPolicy::kFifo];
   // The flood really flooded: the heavy tenant ran many jobs meanwhile, each about as long as
   // alone (not mostly idle time between them).
   EXPECT_GT(fair.heavy_calls, 20);
-  EXPECT_LT(fair.heavy_job_ms, 3 * fair.heavy_alone_ms);
-  // Fair: the light call waits for the heavy job running when it arrives, then runs: within 2
-  // heavy jobs at the server; the client's figure gets a looser 3 for the CPU its threads wait
+  EXPECT_LT(fair.heavy_span_per_job_ms, 3 * fair.heavy_alone_ms);
+  // Fair: the light job waits for the heavy job running when it is queued, then runs: at most
+  // one heavy job in theory, 2 allowed; the client's figure gets 3 for the CPU its threads wait
   // for on a loaded machine.
-  EXPECT_LE(Quantile(fair.light_server_ms, 0.95), 2 * fair.heavy_job_ms);
+  EXPECT_LE(Quantile(fair.light_queue_ms, 0.95), 2 * fair.heavy_job_ms);
   EXPECT_LE(Quantile(fair.light_ms, 0.95), 3 * fair.heavy_job_ms);
-  // FIFO: it waits behind every queued heavy job (about 7 of them).
-  EXPECT_GT(Quantile(fifo.light_server_ms, 0.95), 3 * fifo.heavy_job_ms)
-      << "the bounds above should not hold first come, first served";
+  // FIFO: it waits behind every queued heavy job (about 5 of them; 3.4-5.6x seen).
+  EXPECT_GT(Quantile(fifo.light_queue_ms, 0.95), 2 * fifo.heavy_job_ms)
+      << "the bound above should not hold first come, first served";
 }
 
 // ---- weights
