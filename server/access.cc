@@ -4,7 +4,9 @@
 #include <openssl/sha.h>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -35,6 +37,23 @@ std::vector<std::string_view> Fields(std::string_view line) {
 
 bool IsTokenChar(char c) { return c > ' ' && c < 0x7f; }
 
+// A weight: a plain decimal number (digits, at most one point) in the allowed range.
+std::optional<double> ParseWeight(std::string_view s) {
+  if (s.empty() || s.size() > 16) return std::nullopt;
+  int points = 0;
+  for (char c : s) {
+    if (c == '.') {
+      ++points;
+    } else if (c < '0' || c > '9') {
+      return std::nullopt;
+    }
+  }
+  if (points > 1 || s == ".") return std::nullopt;
+  const double w = std::stod(std::string(s));
+  if (!(w >= TokenTable::kMinWeight && w <= TokenTable::kMaxWeight)) return std::nullopt;
+  return w;
+}
+
 absl::Status Unauthenticated(std::string_view reason, std::string message) {
   RecordUnauthenticated(reason);
   return absl::UnauthenticatedError(std::move(message));
@@ -56,6 +75,11 @@ const std::string* TokenTable::Find(const Digest& digest) const {
     if (match) found = &e.tenant;
   }
   return found;
+}
+
+double TokenTable::WeightOf(std::string_view tenant) const {
+  auto it = weights.find(tenant);
+  return it != weights.end() ? it->second : 1.0;
 }
 
 bool IsTenantName(std::string_view name) {
@@ -81,9 +105,11 @@ absl::StatusOr<TokenTable> ParseTokens(std::string_view text, std::string_view f
     const std::string where = StrCat(file, ":", line_no, ": ");
     std::vector<std::string_view> f = Fields(line);
     if (f.empty() || f[0][0] == '#') continue;
-    if (f.size() != 2) {
-      return absl::InvalidArgumentError(StrCat(where, "expected `TENANT TOKEN`, got ", f.size(),
-                                               " field", f.size() == 1 ? "" : "s"));
+    if (f.size() != 2 && f.size() != 3) {
+      return absl::InvalidArgumentError(StrCat(where,
+                                               "expected `TENANT TOKEN` or `TENANT TOKEN WEIGHT`, "
+                                               "got ",
+                                               f.size(), " field", f.size() == 1 ? "" : "s"));
     }
     if (!IsTenantName(f[0])) {
       return absl::InvalidArgumentError(
@@ -106,6 +132,20 @@ absl::StatusOr<TokenTable> ParseTokens(std::string_view text, std::string_view f
       return absl::InvalidArgumentError(StrCat(where, "the token of tenant ", f[0],
                                                " is also the token of tenant ", *other,
                                                " on an earlier line; a token names one tenant"));
+    }
+    if (f.size() == 3) {
+      std::optional<double> w = ParseWeight(f[2]);
+      if (!w) {
+        return absl::InvalidArgumentError(
+            StrCat(where, "the weight of tenant ", f[0], " must be a number in [",
+                   TokenTable::kMinWeight, ", ", TokenTable::kMaxWeight, "], got \"", f[2], "\""));
+      }
+      auto [it, inserted] = table.weights.emplace(std::string(f[0]), *w);
+      if (!inserted && it->second != *w) {
+        return absl::InvalidArgumentError(StrCat(where, "the weight of tenant ", f[0], " is ", f[2],
+                                                 " here but ", it->second,
+                                                 " on an earlier line; a tenant has one weight"));
+      }
     }
     table.entries.push_back({d, std::string(f[0])});
   }
@@ -150,6 +190,11 @@ std::string Access::Describe() const {
 size_t Access::tokens() const {
   std::lock_guard lock(mu_);
   return tokens_ != nullptr ? tokens_->entries.size() : 0;
+}
+
+double Access::WeightOf(std::string_view tenant) const {
+  std::lock_guard lock(mu_);
+  return tokens_ != nullptr ? tokens_->WeightOf(tenant) : 1.0;
 }
 
 absl::Status Access::Reload() {

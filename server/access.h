@@ -14,6 +14,8 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,21 +26,27 @@
 
 namespace glimpse::server {
 
-// A token file: `TENANT TOKEN` per line, `#` comments and blank lines ignored. Tenants are 1 to
-// 64 of [A-Za-z0-9._-]; tokens 16 to 4096 printable ASCII characters without spaces, each
-// naming one tenant (a tenant may have several, which is how a token is rotated without a gap).
+// A token file: `TENANT TOKEN [WEIGHT]` per line, `#` comments and blank lines ignored. Tenants
+// are 1 to 64 of [A-Za-z0-9._-]; tokens 16 to 4096 printable ASCII characters without spaces,
+// each naming one tenant (a tenant may have several, which is how a token is rotated without a
+// gap). WEIGHT, a number in [kMinWeight, kMaxWeight] (default 1), is the tenant's share of the
+// GPU (server/fair_queue.h); lines of one tenant that give a weight must give the same one.
 // Only SHA-256 digests of the tokens are kept.
 struct TokenTable {
   using Digest = std::array<uint8_t, 32>;
+  static constexpr double kMinWeight = 0.01, kMaxWeight = 1000;
   struct Entry {
     Digest digest;
     std::string tenant;
   };
   std::vector<Entry> entries;
+  std::map<std::string, double, std::less<>> weights;  // tenants whose lines give one
 
   // The tenant whose token has this digest, comparing with every entry in constant time each,
   // so the time taken says nothing about which entry (or how much of one) matched.
   const std::string* Find(const Digest& digest) const;
+  // The tenant's weight: its lines', else 1.
+  double WeightOf(std::string_view tenant) const;
 };
 
 // Parses `text`; errors name `file:line` and what is wrong, never the token itself.
@@ -71,6 +79,8 @@ class Access {
   absl::Status Reload();
   // Tokens now loaded.
   size_t tokens() const;
+  // The tenant's share of the GPU (the token file's weight column; 1 without one).
+  double WeightOf(std::string_view tenant) const;
 
  private:
   explicit Access(AccessOptions options) : options_(std::move(options)) {}

@@ -242,6 +242,7 @@ class StepSink final : private RecordHolder, public ResponseSink<typename A::Res
         index_(index),
         field_(Field(v1::AnalyzeResponse::descriptor(), A::kName)) {
     own_record.set_tenant(call->record.tenant());
+    own_record.set_job_class(call->record.job_class());
   }
 
   absl::Status Send(std::vector<typename A::Response> messages, Lease lease,
@@ -281,20 +282,22 @@ void StartStep(AnalyzeCall* call, size_t index, std::shared_ptr<const Input> in,
   auto sink = std::make_shared<StepSink<A>>(call, index);
   const std::string method = StrCat("Analyze/", A::kName);
   if constexpr (UnaryAnalysis<A>) {
-    Submit(call->service().worker, sink.get(), method, call->deadline(), bytes,
-           [sink, in, options](GpuEnv& env, Lease lease) -> absl::Status {
-             absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, *in, sink->record);
-             if (!a.ok()) return a.status();
-             std::vector<typename A::Response> out(1);
-             if (absl::Status s = A::Run(env, **a, options, sink->record, &out[0]); !s.ok()) {
-               return s;
-             }
-             *out[0].mutable_image() = std::move((*a)->info);
-             *out[0].mutable_timing() = sink->record.Timing();
-             if (absl::Status s = sink->Send(std::move(out), std::move(lease)); !s.ok()) return s;
-             sink->Close(absl::OkStatus());
-             return absl::OkStatus();
-           });
+    Submit(
+        call->service().worker, sink.get(), method, call->deadline(), bytes,
+        [sink, in, options](GpuEnv& env, Lease lease) -> absl::Status {
+          absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, *in, sink->record);
+          if (!a.ok()) return a.status();
+          std::vector<typename A::Response> out(1);
+          if (absl::Status s = A::Run(env, **a, options, sink->record, &out[0]); !s.ok()) {
+            return s;
+          }
+          *out[0].mutable_image() = std::move((*a)->info);
+          *out[0].mutable_timing() = sink->record.Timing();
+          if (absl::Status s = sink->Send(std::move(out), std::move(lease)); !s.ok()) return s;
+          sink->Close(absl::OkStatus());
+          return absl::OkStatus();
+        },
+        uint64_t(in->desc.pixels()));
   } else {
     StreamWork<typename A::Response> w{&call->service(), sink, std::move(in), call->deadline(),
                                        method};

@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "glimpse/v1/image_analytics.pb.h"
+#include "server/fair_queue.h"
 #include "server/result_budget.h"
 
 namespace glimpse::server {
@@ -41,6 +42,9 @@ class CallRecord {
   // control.
   void set_tenant(std::string tenant) { tenant_ = std::move(tenant); }
   const std::string& tenant() const { return tenant_; }
+  // Whom the call's GPU jobs are charged to and in what order (server/job_class.h).
+  void set_job_class(JobClass c) { job_class_ = std::move(c); }
+  const JobClass& job_class() const { return job_class_; }
   void set_queue(std::chrono::nanoseconds d) { queue_ns_ = uint64_t(d.count()); }
   void set_gpu_ns(uint64_t ns) { gpu_ns_ = ns; }
   // A result produced in parts waits and runs once per part.
@@ -64,6 +68,7 @@ class CallRecord {
   std::chrono::steady_clock::time_point start_;
   std::string image_ = "-";
   std::string tenant_;
+  JobClass job_class_;
   std::string analysis_, variant_;
   uint64_t queue_ns_ = 0, gpu_ns_ = 0, upload_ns_ = 0, decode_ns_ = 0;
 };

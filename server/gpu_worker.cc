@@ -2,11 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "gpu/str.h"
 #include "server/host_memory.h"
+#include "server/metrics.h"
 #include "server/status_util.h"
 
 namespace glimpse::server {
@@ -23,7 +26,10 @@ gpu::ContextOptions ContextOptionsFor(const WorkerOptions& o) {
 GpuWorker::GpuWorker(const WorkerOptions& options)
     : options_(options),
       store_(options.store_bytes, options.image_ttl, options.tenant_store_bytes),
-      results_(options.result_buffer_bytes) {
+      results_(options.result_buffer_bytes),
+      queue_({.policy = options.scheduler,
+              .max_queued = size_t(std::max(options.max_queue, 1)),
+              .tenant_max_queued = size_t(std::max(options.tenant_max_queued, 0))}) {
   // Jobs waiting for result bytes may run as soon as a reader lets some go.
   results_.SetOnRelease([this] { cv_.notify_all(); });
 }
@@ -32,6 +38,10 @@ absl::StatusOr<std::unique_ptr<GpuWorker>> GpuWorker::Start(const WorkerOptions&
   if (options.max_queue < 1) {
     return absl::InvalidArgumentError(
         StrCat("max_queue must be at least 1, got ", options.max_queue));
+  }
+  if (options.tenant_max_queued < 0) {
+    return absl::InvalidArgumentError(StrCat(
+        "tenant_max_queued must be at least 0 (0 = no bound), got ", options.tenant_max_queued));
   }
   std::unique_ptr<GpuWorker> worker(new GpuWorker(options));
   std::promise<absl::Status> started;
@@ -48,23 +58,41 @@ absl::StatusOr<std::unique_ptr<GpuWorker>> GpuWorker::Start(const WorkerOptions&
 GpuWorker::~GpuWorker() { Stop(SteadyClock::now()); }
 
 absl::Status GpuWorker::Enqueue(Job job) {
+  absl::Status refused;
+  std::string_view reason;
+  const std::string tenant = job.job_class.tenant;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return absl::UnavailableError("the server is shutting down");
     if (job.result_bytes > results_.budget()) {
-      ++jobs_rejected_;
-      return absl::ResourceExhaustedError(
+      refused = absl::ResourceExhaustedError(
           StrCat("the result needs ", job.result_bytes,
                  " bytes, more than the server's whole result buffer of ", results_.budget(),
                  " bytes (--result-buffer-bytes)"));
+      reason = "result_too_large";
+    } else {
+      const uint64_t estimate = costs_.Estimate(job.method, job.pixels);
+      JobClass job_class = job.job_class;
+      const size_t waiting = queue_.size(), tenant_waiting = queue_.queued(tenant);
+      const Refusal r =
+          queue_.Push({std::move(job), SteadyClock::now()}, std::move(job_class), estimate);
+      if (r == Refusal::kTenantQueueFull) {
+        refused = absl::ResourceExhaustedError(
+            StrCat("tenant \"", tenant, "\" has ", tenant_waiting,
+                   " GPU jobs waiting, its limit (--tenant-max-queued=", options_.tenant_max_queued,
+                   "); retry later"));
+      } else if (r == Refusal::kQueueFull) {
+        refused = absl::ResourceExhaustedError(
+            StrCat("the GPU job queue is full (", waiting,
+                   " jobs waiting, limit --max-queue=", options_.max_queue, "); retry later"));
+      }
+      reason = RefusalName(r);
     }
-    if (queue_.size() >= size_t(options_.max_queue)) {
-      ++jobs_rejected_;
-      return absl::ResourceExhaustedError(
-          StrCat("the GPU job queue is full (", queue_.size(),
-                 " jobs waiting, limit --max-queue=", options_.max_queue, "); retry later"));
-    }
-    queue_.push_back({std::move(job), SteadyClock::now()});
+    if (!refused.ok()) ++jobs_rejected_;
+  }
+  if (!refused.ok()) {
+    RecordTenantRefused(tenant, reason);
+    return refused;
   }
   cv_.notify_one();
   return absl::OkStatus();
@@ -88,52 +116,65 @@ WorkerStats GpuWorker::Stats() const {
           .jobs_run = jobs_run_,
           .jobs_dropped = jobs_dropped_,
           .jobs_rejected = jobs_rejected_,
+          .active_tenants = queue_.active_tenants(),
           .jobs_waiting_for_results = waiting_for_results_,
           .programs_built = programs_built_.load(std::memory_order_relaxed),
           .warm_up = warm_up_};
 }
 
-bool GpuWorker::TakeRunnableLocked(Queued* out, Lease* lease,
-                                   std::vector<std::pair<Job, absl::Status>>* dropped) {
+std::optional<GpuWorker::Queue::Entry> GpuWorker::TakeRunnableLocked(
+    Lease* lease, std::vector<Dropped>* dropped) {
   const bool past_drain_deadline = stopping_ && SteadyClock::now() >= drain_deadline_;
   const auto now = std::chrono::system_clock::now();
   waiting_for_results_ = 0;
   bool found = false;
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    Job& job = it->job;
-    absl::Status drop;
-    if (past_drain_deadline) {
-      drop = absl::UnavailableError("the server shut down before this call's turn on the GPU");
-    } else if (job.cancelled && job.cancelled()) {
-      drop = absl::CancelledError("the call was cancelled while it waited in the GPU queue");
-    } else if (now >= job.deadline) {
-      drop = absl::DeadlineExceededError(
-          job.result_bytes > 0
-              ? "the call's deadline passed while it waited in the GPU queue (or for result "
-                "buffer space, --result-buffer-bytes)"
-              : "the call's deadline passed while it waited in the GPU queue");
-    }
-    if (!drop.ok()) {
-      ++jobs_dropped_;
-      dropped->emplace_back(std::move(job), drop);
-      it = queue_.erase(it);
-      continue;
-    }
-    if (!found) {
-      std::optional<Lease> l = results_.TryAcquire(job.result_bytes);
-      if (l) {
-        *lease = *std::move(l);
-        *out = std::move(*it);
-        it = queue_.erase(it);
-        found = true;
-        ++jobs_run_;
-        continue;
-      }
-    }
-    if (job.result_bytes > 0) ++waiting_for_results_;
-    ++it;
+  std::vector<std::string_view> reasons;
+  std::vector<absl::Status> statuses;
+  std::vector<Queue::Entry> drop_entries;
+  std::optional<Queue::Entry> taken = queue_.Visit(
+      [&](Queue::Entry& e) {
+        const Job& job = e.item.job;
+        absl::Status drop;
+        std::string_view reason;
+        if (past_drain_deadline) {
+          drop = absl::UnavailableError("the server shut down before this call's turn on the GPU");
+          reason = "shutdown";
+        } else if (now >= job.deadline) {
+          // Before the cancellation: gRPC cancels a call whose deadline passed, and the metrics
+          // should say why.
+          drop = absl::DeadlineExceededError(
+              job.result_bytes > 0
+                  ? "the call's deadline passed while it waited in the GPU queue (or for result "
+                    "buffer space, --result-buffer-bytes)"
+                  : "the call's deadline passed while it waited in the GPU queue");
+          reason = "deadline_exceeded";
+        } else if (job.cancelled && job.cancelled()) {
+          drop = absl::CancelledError("the call was cancelled while it waited in the GPU queue");
+          reason = "cancelled";
+        }
+        if (!drop.ok()) {
+          statuses.push_back(std::move(drop));
+          reasons.push_back(reason);
+          return Queue::Verdict::kDrop;
+        }
+        if (!found) {
+          std::optional<Lease> l = results_.TryAcquire(job.result_bytes);
+          if (l) {
+            *lease = *std::move(l);
+            found = true;
+            return Queue::Verdict::kTake;
+          }
+        }
+        if (job.result_bytes > 0) ++waiting_for_results_;
+        return Queue::Verdict::kKeep;
+      },
+      &drop_entries);
+  for (size_t i = 0; i < drop_entries.size(); ++i) {
+    ++jobs_dropped_;
+    dropped->push_back({std::move(drop_entries[i].item.job), statuses[i], reasons[i]});
   }
-  return found;
+  if (taken) ++jobs_run_;
+  return taken;
 }
 
 void GpuWorker::Loop(std::promise<absl::Status>* started) {
@@ -179,14 +220,14 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
   SteadyClock::time_point last_trim = SteadyClock::now();
   bool ran_since_trim = false;
   while (true) {
-    Queued q;
+    std::optional<Queue::Entry> q;
     Lease lease;
-    std::vector<std::pair<Job, absl::Status>> dropped;
-    bool run = false;
+    std::vector<Dropped> dropped;
     bool trim = false;
     {
       std::unique_lock lock(mu_);
-      run = TakeRunnableLocked(&q, &lease, &dropped);
+      q = TakeRunnableLocked(&lease, &dropped);
+      const bool run = q.has_value();
       if (!run && dropped.empty()) {
         if (queue_.empty() && stopping_) break;
         trim = queue_.empty() && ran_since_trim && SteadyClock::now() - last_trim >= kTrimInterval;
@@ -198,17 +239,32 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
             lock, queue_.empty() ? std::chrono::milliseconds(1000) : std::chrono::milliseconds(20));
       }
     }
-    for (auto& [job, status] : dropped) {
-      spdlog::debug("{}: dropped unrun: {}", job.method, MessageOf(status));
-      if (job.drop) job.drop(status);
+    for (Dropped& d : dropped) {
+      spdlog::debug("{}: dropped unrun: {}", d.job.method, MessageOf(d.status));
+      RecordTenantRefused(d.job.job_class.tenant, d.reason);
+      if (d.job.drop) d.job.drop(d.status);
     }
     if (trim) {
       ReleaseFreeHostMemory();
       last_trim = SteadyClock::now();
       ran_since_trim = false;
     }
-    if (run) q.job.run(env, std::move(lease), SteadyClock::now() - q.enqueued);
-    ran_since_trim = ran_since_trim || run || !dropped.empty();
+    if (q) {
+      Job& job = q->item.job;
+      const SteadyClock::time_point start = SteadyClock::now();
+      const std::chrono::nanoseconds waited = start - q->item.enqueued;
+      job.run(env, std::move(lease), waited);
+      // What the job took of the GPU thread, its upload and read-back included, is what it is
+      // charged: that is the time no other tenant's job could run.
+      const uint64_t ran = uint64_t(std::chrono::nanoseconds(SteadyClock::now() - start).count());
+      {
+        std::lock_guard lock(mu_);
+        queue_.Finish(*q, ran);
+        costs_.Observe(job.method, job.pixels, ran);
+      }
+      RecordTenantJob(q->job_class.tenant, uint64_t(waited.count()), ran);
+    }
+    ran_since_trim = ran_since_trim || q.has_value() || !dropped.empty();
     programs_built_.store((*ctx)->programs_built(), std::memory_order_relaxed);
     // Free what the job's call no longer needs (and what was erased meanwhile) on this thread.
     images.Collect();

@@ -1,6 +1,7 @@
-// The one thread that owns the EGL context: a bounded queue of jobs run one at a time. A job that
-// produces a result takes its bytes from the result budget before it runs; while they are not
-// free it waits in the queue (its deadline still counts) and jobs behind it that fit run first.
+// The one thread that owns the EGL context: a bounded queue of jobs run one at a time, tenants
+// taking turns by weight (server/fair_queue.h, docs/scheduler.md). A job that produces a result
+// takes its bytes from the result budget before it runs; while they are not free it waits in the
+// queue (its deadline still counts) and jobs behind it that fit run first.
 #ifndef GLIMPSE_SERVER_GPU_WORKER_H_
 #define GLIMPSE_SERVER_GPU_WORKER_H_
 
@@ -13,13 +14,16 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "gpu/context.h"
+#include "server/fair_queue.h"
 #include "server/gpu_env.h"
 #include "server/image_store.h"
 #include "server/result_budget.h"
@@ -40,6 +44,10 @@ struct Job {
   std::function<bool()> cancelled;
   // The call's deadline; a job still queued past it is dropped.
   std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();
+  // Whom the job is charged to, at what weight and priority (server/fair_queue.h).
+  JobClass job_class;
+  // Pixels of the image it reads, for the estimate of its cost (0: unknown).
+  uint64_t pixels = 0;
 };
 
 struct WorkerOptions {
@@ -47,6 +55,11 @@ struct WorkerOptions {
   bool pin_driver_threads = true;  // gpu::ContextOptions::pin_driver_threads
   bool auto_as_gpu = false;        // gpu::ContextOptions::auto_as_gpu (for tests)
   int max_queue = 64;
+  // Jobs one tenant may have waiting (0 = no bound). A quarter of the default --max-queue: a
+  // tenant that floods leaves at least three quarters of the queue to the others, and 16 waiting
+  // jobs keep the GPU busy for 16 job times already, so a deeper queue would only add latency.
+  int tenant_max_queued = 16;
+  SchedulerPolicy scheduler = SchedulerPolicy::kFair;
   uint64_t store_bytes = uint64_t{2} << 30;
   uint64_t tenant_store_bytes = 0;  // each tenant's share of store_bytes; 0 = no share
   std::chrono::seconds image_ttl{3600};
@@ -64,7 +77,8 @@ struct WorkerStats {
   uint64_t queue_length = 0;
   uint64_t jobs_run = 0;
   uint64_t jobs_dropped = 0;              // dequeued unrun: cancelled, expired or shut down
-  uint64_t jobs_rejected = 0;             // refused at Enqueue: queue full
+  uint64_t jobs_rejected = 0;             // refused at Enqueue: queue or tenant's queue full
+  uint64_t active_tenants = 0;            // tenants with jobs waiting or running
   uint64_t jobs_waiting_for_results = 0;  // queued jobs whose result bytes are not free now
   uint64_t programs_built = 0;            // GPU programs built so far (warm-up included)
   std::chrono::nanoseconds warm_up{0};    // how long the start-up warm-up took (0: none)
@@ -79,9 +93,10 @@ class GpuWorker {
   GpuWorker(const GpuWorker&) = delete;
   GpuWorker& operator=(const GpuWorker&) = delete;
 
-  // Queues the job. RESOURCE_EXHAUSTED when the queue is full (naming --max-queue) or the job's
-  // result_bytes exceed the whole result budget (naming --result-buffer-bytes), UNAVAILABLE once
-  // stopping; the job is then not run and its drop is not called.
+  // Queues the job. RESOURCE_EXHAUSTED when the queue is full (naming --max-queue), the job's
+  // tenant has --tenant-max-queued jobs waiting, or its result_bytes exceed the whole result
+  // budget (naming --result-buffer-bytes), UNAVAILABLE once stopping; the job is then not run and
+  // its drop is not called. Jobs run in the order of the scheduler (server/fair_queue.h).
   absl::Status Enqueue(Job job);
 
   // Stops taking jobs, runs the queued ones until `drain_deadline`, drops the rest, frees every
@@ -93,18 +108,25 @@ class GpuWorker {
   ImageStore& store() { return store_; }
   ResultBudget& results() { return results_; }
   int max_queue() const { return options_.max_queue; }
+  int tenant_max_queued() const { return options_.tenant_max_queued; }
+  SchedulerPolicy scheduler() const { return options_.scheduler; }
 
  private:
   struct Queued {
     Job job;
     std::chrono::steady_clock::time_point enqueued;
   };
+  using Queue = FairQueue<Queued>;
+  struct Dropped {
+    Job job;
+    absl::Status status;
+    std::string_view reason;  // the metrics' label
+  };
   explicit GpuWorker(const WorkerOptions& options);
   void Loop(std::promise<absl::Status>* started);
-  // Under mu_: takes the first queued job that can run now (its result bytes leased into
-  // *lease), moving the ones to drop into *dropped. False when none can run.
-  bool TakeRunnableLocked(Queued* job, Lease* lease,
-                          std::vector<std::pair<Job, absl::Status>>* dropped);
+  // Under mu_: takes the first queued job, in the scheduler's order, that can run now (its result
+  // bytes leased into *lease), moving the ones to drop into *dropped.
+  std::optional<Queue::Entry> TakeRunnableLocked(Lease* lease, std::vector<Dropped>* dropped);
 
   const WorkerOptions options_;
   ImageStore store_;
@@ -114,7 +136,8 @@ class GpuWorker {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Queued> queue_;
+  Queue queue_;
+  CostModel costs_;
   bool stopping_ = false;
   std::chrono::steady_clock::time_point drain_deadline_;
   uint64_t jobs_run_ = 0, jobs_dropped_ = 0, jobs_rejected_ = 0, waiting_for_results_ = 0;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <future>
+#include <optional>
 #include <string>
 
 #include "server/flags.h"
@@ -32,6 +33,8 @@ int main(int argc, char** argv) {
   std::string device = EnvOr("GLIMPSE_DEVICE", defaults.worker.device);
   std::string log_level = "info";
   int64_t max_queue = defaults.worker.max_queue;
+  int64_t tenant_max_queued = defaults.worker.tenant_max_queued;
+  std::string scheduler(glimpse::server::PolicyName(defaults.worker.scheduler));
   int64_t max_image_pixels = int64_t(defaults.limits.max_image_pixels);
   int64_t max_upload_bytes = int64_t(defaults.limits.max_upload_bytes);
   int64_t store_bytes = int64_t(defaults.worker.store_bytes);
@@ -70,6 +73,13 @@ int main(int argc, char** argv) {
   flags.AddString("log-level", &log_level, "trace | debug | info | warn | error");
   flags.AddInt("max-queue", &max_queue, 1, 1 << 20,
                "GPU jobs that may wait; more calls get RESOURCE_EXHAUSTED at once");
+  flags.AddInt("tenant-max-queued", &tenant_max_queued, 0, 1 << 20,
+               "GPU jobs one tenant may have waiting; more of its calls get RESOURCE_EXHAUSTED "
+               "while other tenants are still admitted (0 = no bound; --max-queue still holds)");
+  flags.AddString("scheduler", &scheduler,
+                  "order of the GPU queue: fair (tenants share the GPU by the weights of the "
+                  "--tokens file; interactive before batch within a tenant) | fifo (first come, "
+                  "first served; for comparisons)");
   flags.AddInt("max-image-pixels", &max_image_pixels, 1, kBig,
                "largest image in pixels, checked from the file header before decoding");
   flags.AddInt("max-upload-bytes", &max_upload_bytes, 1, kBig, "largest upload stream in bytes");
@@ -100,7 +110,8 @@ int main(int argc, char** argv) {
                   "(mutual TLS). Without --tokens, the certificate's subject CN is the tenant; "
                   "with --tokens, the token is");
   flags.AddString("tokens", &tokens,
-                  "file of `TENANT TOKEN` lines (# comments): calls need `authorization: Bearer "
+                  "file of `TENANT TOKEN [WEIGHT]` lines (# comments; WEIGHT: the tenant's share "
+                  "of the GPU, default 1): calls need `authorization: Bearer "
                   "TOKEN` and see only their tenant's images; SIGHUP re-reads it (\"\" = no "
                   "tokens; with neither this nor --tls-client-ca, access control is off)");
   flags.AddString("redis", &redis,
@@ -147,6 +158,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(level);
+  const std::optional<glimpse::server::SchedulerPolicy> policy =
+      glimpse::server::ParsePolicy(scheduler);
+  if (!policy) {
+    std::fprintf(stderr, "glimpse-server: --scheduler must be fair or fifo, got \"%s\"\n",
+                 scheduler.c_str());
+    return 2;
+  }
   // Before any other thread: see server/host_memory.h.
   if (!glimpse::server::KeepLargeBlocksOutOfArenas()) {
     spdlog::warn("the allocator refused a fixed mmap threshold: freed buffers may stay resident");
@@ -156,6 +174,8 @@ int main(int argc, char** argv) {
   o.listen = listen;
   o.worker.device = device;
   o.worker.max_queue = int(max_queue);
+  o.worker.tenant_max_queued = int(tenant_max_queued);
+  o.worker.scheduler = *policy;
   o.worker.store_bytes = uint64_t(store_bytes);
   o.worker.tenant_store_bytes = uint64_t(tenant_store_bytes);
   o.worker.image_ttl = std::chrono::seconds(image_ttl_s);

@@ -11,6 +11,7 @@
 
 #include <exception>
 #include <mutex>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -53,6 +54,22 @@ class CallMetrics {
     s.gpu->Observe(Seconds(c.gpu_ns));
   }
 
+  void TenantJob(std::string_view tenant, uint64_t queue_ns, uint64_t run_ns) {
+    TenantSeries& s = TenantSeriesFor(tenant);
+    s.queue->Observe(Seconds(queue_ns));
+    s.gpu->Increment(Seconds(run_ns));
+    s.jobs->Increment();
+  }
+
+  void TenantRefused(std::string_view tenant, std::string_view reason) {
+    std::string label;
+    {
+      std::lock_guard lock(mu_);
+      label = TenantLabelLocked(tenant);
+    }
+    tenant_refused_.Add({{"tenant", label}, {"reason", std::string(reason)}}).Increment();
+  }
+
   void Unauthenticated(std::string_view reason) {
     unauthenticated_.Add({{"reason", std::string(reason)}}).Increment();
   }
@@ -66,6 +83,10 @@ class CallMetrics {
  private:
   struct Series {
     prometheus::Histogram *latency, *queue, *gpu;
+  };
+  struct TenantSeries {
+    prometheus::Histogram* queue;
+    prometheus::Counter *gpu, *jobs;
   };
 
   CallMetrics()
@@ -103,7 +124,49 @@ class CallMetrics {
                              .Name("glimpse_unauthenticated_calls_total")
                              .Help("Calls refused for missing or invalid credentials, by reason: "
                                    "no_token, bad_token, no_certificate, bad_certificate")
-                             .Register(*registry_)) {}
+                             .Register(*registry_)),
+        tenant_queue_(prometheus::BuildHistogram()
+                          .Name("glimpse_tenant_queue_wait_seconds")
+                          .Help("Time a GPU job waited in the queue before it ran, by tenant "
+                                "(the scheduler's tenant: access-control tenant, "
+                                "glimpse-client-key or peer host)")
+                          .Register(*registry_)),
+        tenant_gpu_(prometheus::BuildCounter()
+                        .Name("glimpse_tenant_gpu_seconds_total")
+                        .Help("Time the GPU thread spent on a tenant's jobs (upload, kernels and "
+                              "read-back): what the fair scheduler shares out by weight")
+                        .Register(*registry_)),
+        tenant_jobs_(prometheus::BuildCounter()
+                         .Name("glimpse_tenant_jobs_total")
+                         .Help("GPU jobs run, by tenant")
+                         .Register(*registry_)),
+        tenant_refused_(prometheus::BuildCounter()
+                            .Name("glimpse_tenant_jobs_refused_total")
+                            .Help("GPU jobs refused at the queue or dropped unrun, by tenant and "
+                                  "reason: tenant_queue_full, queue_full, result_too_large, "
+                                  "deadline_exceeded, cancelled, shutdown")
+                            .Register(*registry_)) {}
+
+  // The label of `tenant`: itself for the first kMaxTenantLabels tenants seen, then "_other", so
+  // that callers named by their address cannot grow the registry without bound.
+  std::string TenantLabelLocked(std::string_view tenant) {
+    std::string name = tenant.empty() ? std::string("-") : std::string(tenant);
+    if (tenant_labels_.count(name) > 0) return name;
+    if (tenant_labels_.size() >= kMaxTenantLabels) return "_other";
+    tenant_labels_.insert(name);
+    return name;
+  }
+
+  TenantSeries& TenantSeriesFor(std::string_view tenant) {
+    std::lock_guard lock(mu_);
+    const std::string label = TenantLabelLocked(tenant);
+    auto it = tenant_series_.find(label);
+    if (it != tenant_series_.end()) return it->second;
+    const prometheus::Labels labels = {{"tenant", label}};
+    TenantSeries s{&tenant_queue_.Add(labels, TimeBuckets()), &tenant_gpu_.Add(labels),
+                   &tenant_jobs_.Add(labels)};
+    return tenant_series_.emplace(label, s).first->second;
+  }
 
   // Family::Add builds a histogram before it looks for an existing one: keep the pointers.
   Series& SeriesFor(std::string_view analysis, std::string_view variant) {
@@ -122,8 +185,12 @@ class CallMetrics {
   prometheus::Family<prometheus::Histogram>&latency_, &queue_, &gpu_;
   prometheus::Family<prometheus::Counter>&received_, &sent_;
   prometheus::Family<prometheus::Counter>& unauthenticated_;
+  prometheus::Family<prometheus::Histogram>& tenant_queue_;
+  prometheus::Family<prometheus::Counter>&tenant_gpu_, &tenant_jobs_, &tenant_refused_;
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, Series> series_;
+  std::map<std::string, TenantSeries> tenant_series_;
+  std::set<std::string> tenant_labels_;
 };
 
 // ---- bytes by method ------------------------------------------------------------------------
@@ -271,6 +338,14 @@ class ServerCollectable : public prometheus::Collectable {
 void RecordCall(const CallSample& call) { CallMetrics::Get().Record(call); }
 
 void RecordUnauthenticated(std::string_view reason) { CallMetrics::Get().Unauthenticated(reason); }
+
+void RecordTenantJob(std::string_view tenant, uint64_t queue_ns, uint64_t run_ns) {
+  CallMetrics::Get().TenantJob(tenant, queue_ns, run_ns);
+}
+
+void RecordTenantRefused(std::string_view tenant, std::string_view reason) {
+  CallMetrics::Get().TenantRefused(tenant, reason);
+}
 
 const std::vector<double>& TimeBuckets() {
   static const std::vector<double> kBuckets = {10e-6,  20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3,

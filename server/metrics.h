@@ -48,6 +48,14 @@ struct ServerGauges {
 void RecordCall(const CallSample& call);
 // Counts a call refused for its credentials; `reason` is a fixed word, never a credential.
 void RecordUnauthenticated(std::string_view reason);
+// One GPU job of `tenant` (its scheduling key, server/job_class.h) ran: it waited `queue_ns` in
+// the queue and held the GPU thread `run_ns`. Past kMaxTenantLabels distinct tenants, the rest
+// share the label "_other".
+void RecordTenantJob(std::string_view tenant, uint64_t queue_ns, uint64_t run_ns);
+// A job of `tenant` was refused at the queue or dropped unrun; `reason` is a fixed word
+// (tenant_queue_full, queue_full, result_too_large, deadline_exceeded, cancelled, shutdown).
+void RecordTenantRefused(std::string_view tenant, std::string_view reason);
+inline constexpr size_t kMaxTenantLabels = 256;
 
 // Upper bounds (seconds) of the latency, queue wait and GPU time histograms: 10 us to 50 s in
 // 1-2-5 steps, so a GPU's tens of microseconds and llvmpipe's tens of milliseconds both land in

@@ -24,6 +24,7 @@
 #include "server/gpu_worker.h"
 #include "server/host_pool.h"
 #include "server/image_ref.h"
+#include "server/job_class.h"
 #include "server/limits.h"
 #include "server/shared_images.h"
 
@@ -39,14 +40,22 @@ struct ServiceEnv {
   const Access* access = nullptr;  // who may call; nullptr = anyone, as the one tenant ""
 };
 
-// Admits the call as its tenant (set on `record`), or UNAUTHENTICATED. Every ImageAnalytics call
-// passes here before it reads its request.
+// Admits the call as its tenant (set on `record`, with the class of its GPU jobs), or
+// UNAUTHENTICATED; INVALID_ARGUMENT for bad scheduling metadata (server/job_class.h). Every
+// ImageAnalytics call passes here before it reads its request.
 inline absl::Status Admit(const ServiceEnv& service, const grpc::CallbackServerContext* context,
                           CallRecord& record) {
-  if (service.access == nullptr) return absl::OkStatus();
-  absl::StatusOr<std::string> tenant = service.access->Authenticate(*context);
-  if (!tenant.ok()) return tenant.status();
-  record.set_tenant(*std::move(tenant));
+  double weight = 1;
+  if (service.access != nullptr) {
+    absl::StatusOr<std::string> tenant = service.access->Authenticate(*context);
+    if (!tenant.ok()) return tenant.status();
+    if (!tenant->empty()) weight = service.access->WeightOf(*tenant);
+    record.set_tenant(*std::move(tenant));
+  }
+  absl::StatusOr<JobClass> job_class =
+      ClassifyCall(context->client_metadata(), context->peer(), record.tenant(), weight);
+  if (!job_class.ok()) return job_class.status();
+  record.set_job_class(*std::move(job_class));
   return absl::OkStatus();
 }
 
@@ -87,16 +96,20 @@ void EndCall(Call* call, const absl::Status& status) {
   }
 }
 
-// Queues `work` for `call`. A non-OK status from the work, or the reason the job was refused or
-// dropped unrun (cancelled, deadline passed, shutdown), ends the call; OK means the work has
-// answered the call or handed the answer on.
+// Queues `work` for `call`, charged to the call's job class. A non-OK status from the work, or
+// the reason the job was refused or dropped unrun (cancelled, deadline passed, shutdown), ends
+// the call; OK means the work has answered the call or handed the answer on. `pixels`: of the
+// image the work reads, for the scheduler's estimate of its cost (0: unknown; the estimate is
+// then the method's mean per job).
 template <typename Call>
 void Submit(GpuWorker& worker, Call* call, std::string method,
             std::chrono::system_clock::time_point deadline, uint64_t result_bytes,
-            std::function<absl::Status(GpuEnv&, Lease)> work) {
+            std::function<absl::Status(GpuEnv&, Lease)> work, uint64_t pixels = 0) {
   Job job;
   job.method = std::move(method);
   job.result_bytes = result_bytes;
+  job.job_class = call->record.job_class();
+  job.pixels = pixels;
   job.run = [call, work = std::move(work)](GpuEnv& env, Lease lease,
                                            std::chrono::nanoseconds queued) {
     call->record.add_queue(queued);
@@ -156,7 +169,8 @@ void RunUnary(ServiceEnv& service, UnaryCall* call, typename A::Response* respon
         call->lease = std::move(lease);
         call->Answer(absl::OkStatus());
         return absl::OkStatus();
-      });
+      },
+      uint64_t(input->desc.pixels()));
 }
 
 // Where a streamed analysis sends its messages: its own RPC's stream, or its share of an Analyze
@@ -205,13 +219,15 @@ struct StreamWork {
   void Continue(uint64_t result_bytes,
                 std::function<absl::Status(GpuEnv&, const Acquired&, Lease)> work) const {
     // The job's work holds the sink, so the raw pointer Submit keeps outlives the job.
-    Submit(service->worker, call.get(), method, deadline, result_bytes,
-           [call = call, in = input, work = std::move(work)](GpuEnv& env,
-                                                             Lease lease) -> absl::Status {
-             absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, *in, call->record);
-             if (!a.ok()) return a.status();
-             return work(env, **a, std::move(lease));
-           });
+    Submit(
+        service->worker, call.get(), method, deadline, result_bytes,
+        [call = call, in = input, work = std::move(work)](GpuEnv& env,
+                                                          Lease lease) -> absl::Status {
+          absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, *in, call->record);
+          if (!a.ok()) return a.status();
+          return work(env, **a, std::move(lease));
+        },
+        uint64_t(input->desc.pixels()));
   }
 };
 

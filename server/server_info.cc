@@ -63,6 +63,10 @@ void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* 
       uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(stats.warm_up).count()));
   response->set_access_control(access != nullptr && access->enabled());
   response->set_tenant_store_bytes(worker.store().tenant_budget());
+  v1::SchedulerInfo* scheduler = response->mutable_scheduler();
+  scheduler->set_policy(std::string(PolicyName(worker.scheduler())));
+  scheduler->set_tenant_max_queued(uint32_t(worker.tenant_max_queued()));
+  scheduler->set_active_tenants(uint32_t(stats.active_tenants));
   if (redis != nullptr) {
     response->set_shared_store(StrCat("redis ", redis->address()));
     response->set_shared_store_reachable(redis->reachable());

@@ -57,8 +57,10 @@ TEST(TokenFileTest, EveryBadLineIsRefusedNamingFileAndLineButNeverTheToken) {
     std::string secret;  // must not be
   };
   const std::vector<Case> cases = {
-      {good + "lonely\n", "f.txt:2: expected `TENANT TOKEN`, got 1 field", ""},
-      {good + "a b c\n", "f.txt:2: expected `TENANT TOKEN`, got 3 fields", ""},
+      {good + "lonely\n", "f.txt:2: expected `TENANT TOKEN` or `TENANT TOKEN WEIGHT`, got 1 field",
+       ""},
+      {good + "a b c d\n",
+       "f.txt:2: expected `TENANT TOKEN` or `TENANT TOKEN WEIGHT`, got 4 fields", ""},
       {good + "bad:name 2222222222222222\n", "f.txt:2: tenant \"bad:name\"", "2222222222222222"},
       {good + "x 2222222222222222\nbad*glob 3333333333333333\n", "f.txt:3: tenant", "33333333"},
       {good + std::string(65, 't') + " 2222222222222222\n", "f.txt:2: tenant", "2222222222"},
