@@ -189,17 +189,34 @@ absl::Status DecodeJpeg(std::span<const uint8_t> file, const Probed& probed, int
     return absl::InvalidArgumentError(StrCat(field, " changed between its probe and its decode"));
   }
   const int w = h->width, rows = h->height;
-  // Warnings (data cut short, bytes where markers belong) stop the decode: their pixels would be
-  // made up. LIMITSCANS refuses progressive files of more than 500 scans, a CPU bomb.
-  const int flags = TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS;
+  // Warnings (data cut short, a bad Huffman code) stop the decode: their pixels would be made up.
+  // One kind is let through, as libjpeg-turbo and OpenCV let it through: stray bytes between
+  // segments ("N extraneous bytes before marker 0xXX"), which cameras and editors write and which
+  // leave every pixel intact. The decode then runs again without stopping, and passes when that
+  // is still its only complaint. LIMITSCANS refuses progressive files of more than 500 scans, a
+  // CPU bomb.
+  int flags = TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS;
   auto failed = [&] { return Corrupt(field, ImageFormat::kJpeg, tjGetErrorStr2(*tj)); };
+  auto decode = [&](uint8_t* dst, int pitch, int pixel_format) {
+    if (tjDecompress2(*tj, jpeg.data(), jpeg.size(), dst, w, pitch, rows, pixel_format, flags) ==
+        0) {
+      return true;
+    }
+    auto stray_bytes_only = [&] {
+      return tjGetErrorCode(*tj) == TJERR_WARNING &&
+             std::string_view(tjGetErrorStr2(*tj)).find("extraneous bytes before marker") !=
+                 std::string_view::npos;
+    };
+    if (!stray_bytes_only()) return false;
+    flags &= ~TJFLAG_STOPONWARNING;
+    return tjDecompress2(*tj, jpeg.data(), jpeg.size(), dst, w, pitch, rows, pixel_format, flags) ==
+               0 ||
+           stray_bytes_only();
+  };
   if (h->colorspace == TJCS_CMYK || h->colorspace == TJCS_YCCK) {
     // libjpeg-turbo makes no RGB of these: CMYK (YCCK converted), then stb_image's conversion.
     std::vector<uint8_t> cmyk(size_t(w) * size_t(rows) * 4);
-    if (tjDecompress2(*tj, jpeg.data(), jpeg.size(), cmyk.data(), w, 0, rows, TJPF_CMYK, flags) !=
-        0) {
-      return failed();
-    }
+    if (!decode(cmyk.data(), 0, TJPF_CMYK)) return failed();
     std::vector<uint8_t> rgb(size_t(w) * 3);
     for (int y = 0; y < rows; ++y) {
       const uint8_t* p = &cmyk[size_t(y) * size_t(w) * 4];
@@ -213,10 +230,7 @@ absl::Status DecodeJpeg(std::span<const uint8_t> file, const Probed& probed, int
   }
   // 4 channels: RGBA, whose alpha libjpeg-turbo sets to 0xFF. 2: grey, then made grey + alpha.
   const int format = channels <= 2 ? TJPF_GRAY : channels == 3 ? TJPF_RGB : TJPF_RGBA;
-  if (tjDecompress2(*tj, jpeg.data(), jpeg.size(), out.data(), w, int(row_stride), rows, format,
-                    flags) != 0) {
-    return failed();
-  }
+  if (!decode(out.data(), int(row_stride), format)) return failed();
   if (channels == 2) {
     for (int y = 0; y < rows; ++y) {
       uint8_t* row = out.data() + size_t(y) * row_stride;

@@ -222,6 +222,17 @@ TEST(DecodeTest, JpegWithRestartMarkersCmykAndFillBytes) {
   filled.insert(filled.end(), restarts.begin(), restarts.end());
   ExpectDecodes(filled, 3, {w, h, 3, SampleType::kUint8}, TjDecompress(restarts, w, h, TJPF_RGB));
 
+  // Stray bytes between two segments (before EOI): the pixels are intact, and decode as
+  // libjpeg-turbo decodes them, with its warning; a file cut short is still refused.
+  File stray(restarts.begin(), restarts.end() - 2);
+  for (uint8_t b : {0x12, 0x34, 0x56, 0xFF, 0xD9}) stray.push_back(b);
+  ExpectDecodes(stray, 3, {w, h, 3, SampleType::kUint8}, TjDecompress(restarts, w, h, TJPF_RGB));
+  const File cut(restarts.begin(), restarts.begin() + ptrdiff_t(restarts.size() * 2 / 3));
+  absl::StatusOr<gpu::HostImage> refused = DecodeEncoded(cut, 3, kMaxPixels, "image");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("truncated or corrupt JPEG"), std::string::npos)
+      << refused.status();
+
   // CMYK (TurboJPEG writes YCCK): RGB = inverted CMY times K / 255, rounded, as stb_image made it.
   const std::vector<uint8_t> cmyk_px = PhotoLike(w, h, 4, rng);
   const File cmyk = TjCompress(cmyk_px, w, h, TJPF_CMYK, TJSAMP_444, 95, 0);
