@@ -41,7 +41,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from typing import Callable, Optional
@@ -51,6 +50,7 @@ import grpc
 import numpy as np
 
 from glimpse import _health
+from server_process import ServerProcess
 from glimpse.v1 import image_analytics_pb2 as pb
 from glimpse.v1 import image_analytics_pb2_grpc as pb_grpc
 
@@ -341,29 +341,16 @@ def channel(address, own_connection=False):
     return grpc.insecure_channel(address, options=opts)
 
 
-class Service:
-    """A server process started on a free port (it prints `listening on ... (port N)`), ready
-    once its health check says SERVING (when it has one); stopped with SIGTERM."""
+class Service(ServerProcess):
+    """A server process started on a free port, ready once its health check says SERVING (when it
+    has one); stopped with SIGTERM."""
 
     def __init__(self, name, command, env=None, health=True):
-        self.name = name
-        self.log = tempfile.NamedTemporaryFile("w+", prefix=f"glimpse-e2e-{name}-", suffix=".log")
-        self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
-                                     env=env)
-        deadline = time.monotonic() + 1800  # a warm-up with no shader cache: minutes
-        while True:
-            text = open(self.log.name).read()
-            m = re.search(r"listening on .*\(port (\d+)\)", text)
-            if m:
-                self.address = f"127.0.0.1:{m.group(1)}"
-                break
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                sys.exit(f"e2e: {name} did not start ({' '.join(command)}):\n{text}")
-            time.sleep(0.05)
+        super().__init__(name, command, env=env)
         self.channel = channel(self.address)
         if health:
             check = _health.check_method(self.channel)
+            deadline = time.monotonic() + 1800
             while True:
                 try:
                     r = check(_health.HealthCheckRequest(), timeout=5)
@@ -371,24 +358,14 @@ class Service:
                         break
                 except grpc.RpcError:
                     pass
-                if self.proc.poll() is not None or time.monotonic() > deadline:
+                if not self.running() or time.monotonic() > deadline:
                     self.stop()
-                    sys.exit(f"e2e: {name} never said SERVING:\n{open(self.log.name).read()}")
+                    sys.exit(f"e2e: {name} never said SERVING:\n{self.log_text()}")
                 time.sleep(0.1)
 
     def info(self):
         return pb_grpc.ImageAnalyticsStub(self.channel).GetServerInfo(pb.GetServerInfoRequest(),
                                                                       timeout=30)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
 
 
 # ---- measuring --------------------------------------------------------------------------------

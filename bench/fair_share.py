@@ -21,10 +21,8 @@ import datetime
 import json
 import os
 import platform
-import re
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,36 +31,7 @@ import time
 import numpy as np
 
 import glimpse
-
-
-class Server:
-    """A glimpse-server on a free port with `args`, stopped with SIGTERM."""
-
-    def __init__(self, binary, args):
-        self.log = tempfile.NamedTemporaryFile("w+", prefix="glimpse-fair-", suffix=".log")
-        # The listen line (which says the port) is logged at info.
-        self.command = [binary, "--listen=127.0.0.1:0", "--log-level=info", *args]
-        self.proc = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 600
-        while True:
-            text = open(self.log.name).read()
-            m = re.search(r"listening on .*\(port (\d+)\)", text)
-            if m:
-                self.address = f"127.0.0.1:{m.group(1)}"
-                return
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                sys.exit(f"fair_share: the server did not start:\n{text}")
-            time.sleep(0.05)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.log.close()
+from server_process import ServerProcess
 
 
 def quantile(values, q):
@@ -77,8 +46,9 @@ def timed_ms(fn):
 
 
 def run(binary, scheduler, opts, tokens_file, tokens):
-    server = Server(binary, [f"--scheduler={scheduler}", f"--tokens={tokens_file}",
-                             "--warm-up=0", "--store-bytes=536870912"])
+    server = ServerProcess("fair_share", [binary, "--listen=127.0.0.1:0", "--log-level=info",
+                                          f"--scheduler={scheduler}", f"--tokens={tokens_file}",
+                                          "--warm-up=0", "--store-bytes=536870912"], timeout_s=600)
     out = {"scheduler": scheduler}
     try:
         a = glimpse.Client(server.address, token=tokens["A"], timeout=600)

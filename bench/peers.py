@@ -26,9 +26,7 @@ import datetime
 import os
 import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from typing import Callable, List
 
@@ -36,6 +34,7 @@ import cv2
 import numpy as np
 
 import glimpse
+from server_process import ServerProcess
 
 
 @dataclasses.dataclass
@@ -166,38 +165,13 @@ def make_images(width, height, seed):
     return {"rgba": rgba, "rgb": np.ascontiguousarray(rgba[:, :, :3]), "grey": _luma(rgba)}
 
 
-class Server:
-    """A glimpse-server started on a free port, stopped with SIGTERM."""
-
-    def __init__(self, binary, threads, cold=False):
-        env = dict(os.environ, LP_NUM_THREADS=str(threads))
-        if cold:
-            env["MESA_SHADER_CACHE_DISABLE"] = "true"
-        self.log = tempfile.NamedTemporaryFile("w+", prefix="glimpse-peers-", suffix=".log")
-        self.proc = subprocess.Popen([binary, "--listen=127.0.0.1:0", "--log-level=info",
-                                      "--max-queue=4"], stdout=self.log, stderr=subprocess.STDOUT,
-                                     env=env)
-        # A cold start warms up every program with no shader cache: minutes on llvmpipe.
-        deadline = time.monotonic() + 1800
-        while True:
-            text = open(self.log.name).read()
-            m = re.search(r"listening on .*\(port (\d+)\)", text)
-            if m:
-                self.address = f"127.0.0.1:{m.group(1)}"
-                break
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                sys.exit(f"peers: the server did not start:\n{text}")
-            time.sleep(0.05)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.log.close()
+def start_server(binary, threads, cold=False):
+    """A glimpse-server on a free port; cold: with no shader cache on disk."""
+    env = dict(os.environ, LP_NUM_THREADS=str(threads))
+    if cold:
+        env["MESA_SHADER_CACHE_DISABLE"] = "true"
+    return ServerProcess("peers", [binary, "--listen=127.0.0.1:0", "--log-level=info",
+                                   "--max-queue=4"], env=env)
 
 
 def timed(fn, *args):
@@ -231,7 +205,7 @@ def cold_starts(binary, threads, cases, images, runs):
     """On one freshly started server with the shader cache off (it warms up before serving): each
     case's first call over its median warm call, as {case name: (gpu ratio, wall ratio)}; and the
     server's warm-up time in seconds."""
-    server = Server(binary, threads, cold=True)
+    server = start_server(binary, threads, cold=True)
     out = {}
     try:
         with glimpse.Client(server.address, timeout=600) as c:
@@ -284,7 +258,7 @@ def main():
     threads = int(os.environ.get("LP_NUM_THREADS") or os.cpu_count())
     cv2.setNumThreads(threads)
 
-    server = Server(args.server_binary, threads) if args.server_binary else None
+    server = start_server(args.server_binary, threads) if args.server_binary else None
     address = server.address if server else args.server
     rows = []
     try:
