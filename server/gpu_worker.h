@@ -55,10 +55,10 @@ struct WorkerOptions {
   bool pin_driver_threads = true;  // gpu::ContextOptions::pin_driver_threads
   bool auto_as_gpu = false;        // gpu::ContextOptions::auto_as_gpu (for tests)
   int max_queue = 64;
-  // Jobs one tenant may have waiting (0 = no bound). A quarter of the default --max-queue: a
-  // tenant that floods leaves at least three quarters of the queue to the others, and 16 waiting
-  // jobs keep the GPU busy for 16 job times already, so a deeper queue would only add latency.
-  int tenant_max_queued = 16;
+  // Jobs one tenant may have waiting (0 = no bound). Half the default --max-queue: a tenant that
+  // floods leaves at least half of the queue to the others, while one client alone can still keep
+  // a few dozen calls in flight (an asyncio gather of 20-30 calls is common) without refusals.
+  int tenant_max_queued = 32;
   SchedulerPolicy scheduler = SchedulerPolicy::kFair;
   uint64_t store_bytes = uint64_t{2} << 30;
   uint64_t tenant_store_bytes = 0;  // each tenant's share of store_bytes; 0 = no share
