@@ -65,7 +65,12 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
       End(s);
       return;
     }
-    StartRead(&request_);
+    // One token per call, whatever its steps: they share one image and one admission, and a
+    // client that splits its work into separate calls pays per call as well.
+    TakeRateToken(service, record, [this](absl::Status rated) {
+      if (!rated.ok()) return End(rated);
+      StartRead(&request_);
+    });
   }
 
   ServiceEnv& service() { return service_; }

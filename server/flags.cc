@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 namespace glimpse::server {
@@ -26,6 +27,24 @@ void FlagSet::AddInt(std::string name, int64_t* target, int64_t min, int64_t max
                       if (v.empty() || *end != '\0' || errno == ERANGE || x < min || x > max) {
                         return fmt::format("--{} must be an integer in [{}, {}], got \"{}\"", n,
                                            min, max, v);
+                      }
+                      *target = x;
+                      return std::string();
+                    }});
+}
+
+void FlagSet::AddDouble(std::string name, double* target, double min, double max,
+                        std::string help) {
+  const std::string n = name;
+  flags_.push_back({std::move(name), std::move(help), fmt::format("{}", *target),
+                    [target, min, max, n](const std::string& v) {
+                      errno = 0;
+                      char* end = nullptr;
+                      const double x = std::strtod(v.c_str(), &end);
+                      if (v.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x) ||
+                          x < min || x > max) {
+                        return fmt::format("--{} must be a number in [{}, {}], got \"{}\"", n, min,
+                                           max, v);
                       }
                       *target = x;
                       return std::string();

@@ -17,6 +17,8 @@ class FlagSet {
   // The target's current value is the default shown by --help.
   void AddString(std::string name, std::string* target, std::string help);
   void AddInt(std::string name, int64_t* target, int64_t min, int64_t max, std::string help);
+  // A finite decimal number in [min, max].
+  void AddDouble(std::string name, double* target, double min, double max, std::string help);
 
   // Parses argv[1..]: "--name=value" or "--name value"; "--help" / "-h" sets help_requested().
   // Returns "" or a message naming the flag and value.

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   std::string redis, redis_user = EnvOr("GLIMPSE_REDIS_USER", "");
   int64_t redis_timeout_ms = defaults.redis.timeout.count();
   std::string metrics_listen = EnvOr("GLIMPSE_METRICS_LISTEN", "");
+  double tenant_rate = defaults.rate.rate, tenant_burst = defaults.rate.burst;
   const std::string warm_up_env =
       EnvOr("GLIMPSE_WARM_UP", defaults.worker.warm_up ? "1" : "0");
   if (warm_up_env != "0" && warm_up_env != "1") {
@@ -76,6 +77,14 @@ int main(int argc, char** argv) {
   flags.AddInt("tenant-max-queued", &tenant_max_queued, 0, 1 << 20,
                "GPU jobs one tenant may have waiting; more of its calls get RESOURCE_EXHAUSTED "
                "while other tenants are still admitted (0 = no bound; --max-queue still holds)");
+  flags.AddDouble("tenant-rate", &tenant_rate, 0, 1e6,
+                  "GPU jobs per second each tenant may start (each call that queues GPU work is "
+                  "one; an Analyze call is one, whatever its steps); past it RESOURCE_EXHAUSTED. "
+                  "With --redis one limit for every replica sharing it (a token bucket in Redis); "
+                  "without, or while Redis fails, this replica's own (0 = no limit)");
+  flags.AddDouble("tenant-burst", &tenant_burst, 0, 1e9,
+                  "jobs a tenant may start at once under --tenant-rate: the bucket's size, at "
+                  "least 1 (0 = max(1, --tenant-rate))");
   flags.AddString("scheduler", &scheduler,
                   "order of the GPU queue: fair (tenants share the GPU by the weights of the "
                   "--tokens file; interactive before batch within a tenant) | fifo (first come, "
@@ -196,6 +205,13 @@ int main(int argc, char** argv) {
   o.redis.password = EnvOr("GLIMPSE_REDIS_PASSWORD", "");
   o.redis.timeout = std::chrono::milliseconds(redis_timeout_ms);
   o.metrics_listen = metrics_listen;
+  o.rate.rate = tenant_rate;
+  o.rate.burst = tenant_burst;
+  if (absl::Status s = glimpse::server::CheckRateLimitOptions(o.rate); !s.ok()) {
+    std::fprintf(stderr, "glimpse-server: %s\n",
+                 std::string(glimpse::server::MessageOf(s)).c_str());
+    return 2;
+  }
 
   // Threads started from here on inherit the blocked signals; this thread waits for them, so a
   // signal's work (a token reload, the shutdown) runs here, never in a signal handler.

@@ -70,6 +70,8 @@ class CallMetrics {
     tenant_refused_.Add({{"tenant", label}, {"reason", std::string(reason)}}).Increment();
   }
 
+  void RateFallback() { rate_fallbacks_.Add({}).Increment(); }
+
   void Unauthenticated(std::string_view reason) {
     unauthenticated_.Add({{"reason", std::string(reason)}}).Increment();
   }
@@ -143,8 +145,13 @@ class CallMetrics {
         tenant_refused_(prometheus::BuildCounter()
                             .Name("glimpse_tenant_jobs_refused_total")
                             .Help("GPU jobs refused at the queue or dropped unrun, by tenant and "
-                                  "reason: tenant_queue_full, queue_full, result_too_large, "
-                                  "deadline_exceeded, cancelled, shutdown")
+                                  "reason: rate (--tenant-rate), tenant_queue_full, queue_full, "
+                                  "result_too_large, deadline_exceeded, cancelled, shutdown")
+                            .Register(*registry_)),
+        rate_fallbacks_(prometheus::BuildCounter()
+                            .Name("glimpse_tenant_rate_local_fallbacks_total")
+                            .Help("--tenant-rate decisions made by this replica's own buckets "
+                                  "because the shared Redis failed or was unreachable")
                             .Register(*registry_)) {}
 
   // The label of `tenant`: itself for the first kMaxTenantLabels tenants seen, then "_other", so
@@ -187,6 +194,7 @@ class CallMetrics {
   prometheus::Family<prometheus::Counter>& unauthenticated_;
   prometheus::Family<prometheus::Histogram>& tenant_queue_;
   prometheus::Family<prometheus::Counter>&tenant_gpu_, &tenant_jobs_, &tenant_refused_;
+  prometheus::Family<prometheus::Counter>& rate_fallbacks_;
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, Series> series_;
   std::map<std::string, TenantSeries> tenant_series_;
@@ -346,6 +354,8 @@ void RecordTenantJob(std::string_view tenant, uint64_t queue_ns, uint64_t run_ns
 void RecordTenantRefused(std::string_view tenant, std::string_view reason) {
   CallMetrics::Get().TenantRefused(tenant, reason);
 }
+
+void RecordRateLimitFallback() { CallMetrics::Get().RateFallback(); }
 
 const std::vector<double>& TimeBuckets() {
   static const std::vector<double> kBuckets = {10e-6,  20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3,

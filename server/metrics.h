@@ -53,8 +53,12 @@ void RecordUnauthenticated(std::string_view reason);
 // share the label "_other".
 void RecordTenantJob(std::string_view tenant, uint64_t queue_ns, uint64_t run_ns);
 // A job of `tenant` was refused at the queue or dropped unrun; `reason` is a fixed word
-// (tenant_queue_full, queue_full, result_too_large, deadline_exceeded, cancelled, shutdown).
+// (rate, tenant_queue_full, queue_full, result_too_large, deadline_exceeded, cancelled,
+// shutdown).
 void RecordTenantRefused(std::string_view tenant, std::string_view reason);
+// The rate limit (server/rate_limit.h) decided with this replica's own bucket because Redis
+// failed.
+void RecordRateLimitFallback();
 inline constexpr size_t kMaxTenantLabels = 256;
 
 // Upper bounds (seconds) of the latency, queue wait and GPU time histograms: 10 us to 50 s in

@@ -1,10 +1,12 @@
 #include "server/redis_store.h"
 
+#include <fmt/format.h>
 #include <hiredis/hiredis.h>
 #include <spdlog/spdlog.h>
 #include <sys/time.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string_view>
 #include <utility>
@@ -98,6 +100,38 @@ absl::StatusOr<std::pair<StoredImageInfo, uint64_t>> ParseMeta(const redisReply*
   s.created = SystemClock::time_point(std::chrono::milliseconds(info.created_unix_ms()));
   return std::make_pair(std::move(s), chunk_bytes);
 }
+
+constexpr char kRatePrefix[] = "glimpse:rate:";
+
+// The token bucket, atomic in Redis: the refill since the last take (Redis's own TIME, so the
+// replicas' clocks do not matter), one token taken if there is one, and an expiry once the
+// bucket would be full again (a missing key is a full bucket). KEYS[1]: the bucket; ARGV: rate
+// (tokens/s), burst, expiry (ms). Returns 1 if a token was taken, else 0.
+constexpr char kTakeTokenScript[] = R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local b = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(b[1])
+local at = tonumber(b[2])
+if tokens == nil or at == nil then
+  tokens = burst
+  at = now
+end
+if now > at then
+  tokens = math.min(burst, tokens + (now - at) * rate / 1000000)
+  at = now
+end
+local taken = 0
+if tokens >= 1 then
+  tokens = tokens - 1
+  taken = 1
+end
+redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'at', string.format('%.0f', at))
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return taken
+)lua";
 
 }  // namespace
 
@@ -266,6 +300,20 @@ void RedisStore::Give(std::unique_ptr<Connection> c) {
 absl::Status RedisStore::Ping() {
   GLIMPSE_REDIS_RUN(r, Commands{{"PING"}});
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> RedisStore::TakeRateToken(const std::string& tenant, double rate,
+                                               double burst) {
+  const std::string key = StrCat(kRatePrefix, tenant);
+  const std::string r = fmt::format("{}", rate), b = fmt::format("{}", burst);
+  // Time to refill from empty, plus a second: expiring earlier would forget a debt.
+  const std::string ttl_ms = std::to_string(int64_t(std::ceil(burst / rate * 1000)) + 1000);
+  GLIMPSE_REDIS_RUN(reply, Commands{{"EVAL", kTakeTokenScript, "1", key, r, b, ttl_ms}});
+  const redisReply* v = (*reply)[0].get();
+  if (v->type != REDIS_REPLY_INTEGER) {
+    return Unavailable(StrCat("unexpected reply to the rate-limit script for tenant ", tenant));
+  }
+  return v->integer == 1;
 }
 
 absl::Status RedisStore::Put(const StoredImageInfo& meta, const gpu::HostImage& image) {

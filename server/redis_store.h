@@ -66,6 +66,9 @@ class RedisStore {
   // The tenant's images, most recently used first (last use from the remaining expiry).
   absl::StatusOr<std::vector<StoredImageInfo>> List(const std::string& tenant);
   absl::Status Ping();
+  // Takes a token from `tenant`'s bucket (`glimpse:rate:<tenant>`: `rate` tokens a second up to
+  // `burst`, on Redis's clock) in one atomic script: true if there was one.
+  absl::StatusOr<bool> TakeRateToken(const std::string& tenant, double rate, double burst);
 
   // Host threads for the calls above.
   HostPool& pool() { return pool_; }

@@ -26,6 +26,7 @@
 #include "server/image_ref.h"
 #include "server/job_class.h"
 #include "server/limits.h"
+#include "server/rate_limit.h"
 #include "server/shared_images.h"
 
 namespace glimpse::server {
@@ -38,7 +39,17 @@ struct ServiceEnv {
   HostPool& pool;
   RedisStore* redis = nullptr;     // the shared image store, if any
   const Access* access = nullptr;  // who may call; nullptr = anyone, as the one tenant ""
+  RateLimiter* rate = nullptr;     // --tenant-rate; nullptr = no limit
 };
+
+// Takes the call's token of its tenant's rate limit (server/rate_limit.h), then calls `next` with
+// OK or the refusal: at once, or on Redis's pool when the limit is shared. Every call that queues
+// GPU work takes one, once, after Admit and before its image is read or anything is queued.
+inline void TakeRateToken(ServiceEnv& service, const CallRecord& record,
+                          std::function<void(absl::Status)> next) {
+  if (service.rate == nullptr || !service.rate->enabled()) return next(absl::OkStatus());
+  service.rate->Take(record.job_class().tenant, std::move(next));
+}
 
 // Admits the call as its tenant (set on `record`, with the class of its GPU jobs), or
 // UNAUTHENTICATED; INVALID_ARGUMENT for bad scheduling metadata (server/job_class.h). Every
@@ -140,12 +151,18 @@ grpc::ServerUnaryReactor* ServeUnary(ServiceEnv& service, grpc::CallbackServerCo
   if (absl::Status s = Admit(service, context, call->record); !s.ok()) return call->Answer(s), call;
   absl::StatusOr<typename A::Options> options = A::MapOptions(*request);
   if (!options.ok()) return call->Answer(options.status()), call;
-  ResolveImageRef(service, request->image(), call->record,
-                  [&service, call, response, options = *options, deadline = context->deadline()](
-                      absl::StatusOr<std::shared_ptr<const Input>> input) {
-                    if (!input.ok()) return call->Answer(input.status());
-                    RunUnary<A>(service, call, response, *std::move(input), options, deadline);
-                  });
+  TakeRateToken(service, call->record,
+                [&service, call, request, response, options = *options,
+                 deadline = context->deadline()](absl::Status rated) {
+                  if (!rated.ok()) return call->Answer(rated);
+                  ResolveImageRef(service, request->image(), call->record,
+                                  [&service, call, response, options,
+                                   deadline](absl::StatusOr<std::shared_ptr<const Input>> input) {
+                                    if (!input.ok()) return call->Answer(input.status());
+                                    RunUnary<A>(service, call, response, *std::move(input), options,
+                                                deadline);
+                                  });
+                });
   return call;
 }
 
@@ -244,20 +261,27 @@ grpc::ServerWriteReactor<typename A::Response>* ServeStream(ServiceEnv& service,
   if (absl::Status s = Admit(service, context, call->record); !s.ok()) return call->Close(s), call;
   absl::StatusOr<typename A::Options> options = A::MapOptions(*request);
   if (!options.ok()) return call->Close(options.status()), call;
-  ResolveImageRef(service, request->image(), call->record,
-                  [&service, call, options = *options, deadline = context->deadline()](
-                      absl::StatusOr<std::shared_ptr<const Input>> input) {
-                    if (!input.ok()) return call->Close(input.status());
-                    absl::StatusOr<uint64_t> bytes = A::ResultBytes(
-                        (*input)->desc, options, service.worker.results().part_bytes());
-                    if (!bytes.ok()) return call->Close(bytes.status());
-                    StreamWork<typename A::Response> w{
-                        &service, std::make_shared<StreamCallSink<typename A::Response>>(call),
-                        *std::move(input), deadline, std::string(A::kMethod)};
-                    w.Continue(*bytes, [w, options](GpuEnv& env, const Acquired& a, Lease lease) {
-                      return A::Run(w, env, a, options, std::move(lease));
-                    });
-                  });
+  TakeRateToken(
+      service, call->record,
+      [&service, call, request, options = *options,
+       deadline = context->deadline()](absl::Status rated) {
+        if (!rated.ok()) return call->Close(rated);
+        ResolveImageRef(
+            service, request->image(), call->record,
+            [&service, call, options,
+             deadline](absl::StatusOr<std::shared_ptr<const Input>> input) {
+              if (!input.ok()) return call->Close(input.status());
+              absl::StatusOr<uint64_t> bytes =
+                  A::ResultBytes((*input)->desc, options, service.worker.results().part_bytes());
+              if (!bytes.ok()) return call->Close(bytes.status());
+              StreamWork<typename A::Response> w{
+                  &service, std::make_shared<StreamCallSink<typename A::Response>>(call),
+                  *std::move(input), deadline, std::string(A::kMethod)};
+              w.Continue(*bytes, [w, options](GpuEnv& env, const Acquired& a, Lease lease) {
+                return A::Run(w, env, a, options, std::move(lease));
+              });
+            });
+      });
   return call;
 }
 

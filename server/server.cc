@@ -48,6 +48,7 @@ std::map<std::string, std::string> DeviceLabels(const gpu::DeviceInfo& d) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const ServerOptions& options) {
+  if (absl::Status s = CheckRateLimitOptions(options.rate); !s.ok()) return s;
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key must be given together");
   }
@@ -95,9 +96,15 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
     spdlog::info("shared image store: Redis at {}{}", redis.address,
                  redis.password.empty() ? "" : " (with AUTH)");
   }
-  s->service_ =
-      std::make_unique<ImageAnalyticsService>(*s->worker_, options.limits, s->redis_.get(),
-                                              s->access_->enabled() ? s->access_.get() : nullptr);
+  if (options.rate.rate > 0) {
+    s->rate_ = std::make_unique<RateLimiter>(options.rate, s->redis_.get());
+    spdlog::info("rate limit: {} jobs/s per tenant, burst {}, {}", s->rate_->rate(),
+                 s->rate_->burst(),
+                 s->rate_->shared() ? "shared through Redis" : "on this replica alone");
+  }
+  s->service_ = std::make_unique<ImageAnalyticsService>(
+      *s->worker_, options.limits, s->redis_.get(),
+      s->access_->enabled() ? s->access_.get() : nullptr, s->rate_.get());
   if (s->redis_ != nullptr) {
     // The handlers hand the Redis pool tasks that read the service. gRPC orders the service's
     // construction before every handler through synchronization ThreadSanitizer cannot see; a

@@ -13,6 +13,7 @@
 #include "server/access.h"
 #include "server/gpu_worker.h"
 #include "server/metrics.h"
+#include "server/rate_limit.h"
 #include "server/redis_store.h"
 #include "server/service.h"
 
@@ -30,6 +31,8 @@ struct ServerOptions {
   std::string tokens_file;  // `TENANT TOKEN` lines (server/access.h); "" = no tokens
   // The shared image store: redis.address "" = none (each replica keeps its own images).
   RedisOptions redis;
+  // Per-tenant jobs per second (server/rate_limit.h): shared through `redis` when it is set.
+  RateLimitOptions rate;
   std::string metrics_listen;  // host:port of the Prometheus /metrics; "" = off
 };
 
@@ -53,12 +56,15 @@ class GlimpseServer {
   const Access& access() const { return *access_; }
 
   GpuWorker& worker() { return *worker_; }
+  // True when a shared Redis is configured and answered its last check.
+  bool redis_reachable() const { return redis_ != nullptr && redis_->reachable(); }
   ImageAnalyticsService& service() { return *service_; }
 
  private:
   GlimpseServer() = default;
   std::unique_ptr<GpuWorker> worker_;
   std::unique_ptr<RedisStore> redis_;
+  std::unique_ptr<RateLimiter> rate_;  // its tasks on redis_'s pool end when Shutdown joins it
   std::unique_ptr<Access> access_;
   std::unique_ptr<ImageAnalyticsService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -10,8 +10,8 @@ namespace glimpse::server {
 constexpr char kVersion[] = GLIMPSE_VERSION;  // the CMake project version
 
 void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis,
-                    const Access* access, std::chrono::steady_clock::duration uptime,
-                    v1::ServerInfo* response) {
+                    const Access* access, const RateLimiter* rate,
+                    std::chrono::steady_clock::duration uptime, v1::ServerInfo* response) {
   const gpu::DeviceInfo& d = worker.device();
   response->set_version(kVersion);
   response->set_device_platform(d.platform);
@@ -67,6 +67,11 @@ void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* 
   scheduler->set_policy(std::string(PolicyName(worker.scheduler())));
   scheduler->set_tenant_max_queued(uint32_t(worker.tenant_max_queued()));
   scheduler->set_active_tenants(uint32_t(stats.active_tenants));
+  if (rate != nullptr && rate->enabled()) {
+    scheduler->set_tenant_rate(rate->rate());
+    scheduler->set_tenant_burst(rate->burst());
+    scheduler->set_tenant_rate_shared(rate->shared());
+  }
   if (redis != nullptr) {
     response->set_shared_store(StrCat("redis ", redis->address()));
     response->set_shared_store_reachable(redis->reachable());

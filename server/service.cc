@@ -15,14 +15,15 @@
 namespace glimpse::server {
 
 ImageAnalyticsService::ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits,
-                                             RedisStore* redis, const Access* access)
+                                             RedisStore* redis, const Access* access,
+                                             RateLimiter* rate)
     : worker_(worker),
       limits_(limits),
       started_(std::chrono::steady_clock::now()),
       // Decoding inline and uploaded images runs here, in parallel: one thread per usable CPU,
       // at least 4 so that streaming results out keeps threads while images decode.
       pool_(std::max(4, UsableCpus())),
-      env_{worker_, limits_, pool_, redis, access} {}
+      env_{worker_, limits_, pool_, redis, access, rate} {}
 
 ImageAnalyticsService::~ImageAnalyticsService() = default;
 
@@ -115,7 +116,7 @@ grpc::ServerUnaryReactor* ImageAnalyticsService::GetServerInfo(grpc::CallbackSer
                                                                v1::ServerInfo* response) {
   auto* call = new UnaryCall("GetServerInfo");
   if (absl::Status s = Admit(env_, context, call->record); !s.ok()) return call->Answer(s), call;
-  FillServerInfo(worker_, limits_, env_.redis, env_.access,
+  FillServerInfo(worker_, limits_, env_.redis, env_.access, env_.rate,
                  std::chrono::steady_clock::now() - started_, response);
   call->Answer(absl::OkStatus());
   return call;

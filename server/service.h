@@ -17,8 +17,9 @@ class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
  public:
   // `redis`: the shared image store, or nullptr (each replica keeps its own images). `access`:
   // who may call (server/access.h), or nullptr for anyone.
+  // `rate`: the per-tenant rate limit, or nullptr for none.
   ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis = nullptr,
-                        const Access* access = nullptr);
+                        const Access* access = nullptr, RateLimiter* rate = nullptr);
   ~ImageAnalyticsService() override;
 
   grpc::ServerReadReactor<v1::UploadImageRequest>* UploadImage(
@@ -61,8 +62,8 @@ class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
 
 // GetServerInfo's answer (server/server_info.cc).
 void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis,
-                    const Access* access, std::chrono::steady_clock::duration uptime,
-                    v1::ServerInfo* info);
+                    const Access* access, const RateLimiter* rate,
+                    std::chrono::steady_clock::duration uptime, v1::ServerInfo* info);
 
 }  // namespace glimpse::server
 

@@ -33,7 +33,11 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
       Answer(s);
       return;
     }
-    StartRead(&request_);
+    // Storing the image is a GPU job: it takes a token, before any byte is read.
+    TakeRateToken(service, record, [this](absl::Status rated) {
+      if (!rated.ok()) return Answer(rated);
+      StartRead(&request_);
+    });
   }
 
   // For the runner.

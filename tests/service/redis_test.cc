@@ -20,6 +20,7 @@
 #include "tests/service/access_test_util.h"
 #include "tests/service/analyze_test_util.h"
 #include "tests/service/process_util.h"
+#include "tests/service/redis_test_util.h"
 #include "tests/service/service_test_util.h"
 
 namespace glimpse::testing {
@@ -29,17 +30,6 @@ using gpu::HostImage;
 using gpu::ImageDesc;
 using gpu::SampleType;
 using std::chrono_literals::operator""ms;
-
-constexpr char kRedisServer[] = "/usr/bin/redis-server";
-
-std::unique_ptr<Child> StartRedis(int port, const std::string& dir) {
-  // No persistence: a restarted Redis is empty, the harder case for recovery.
-  auto c = std::make_unique<Child>(
-      std::vector<std::string>{kRedisServer, "--port", std::to_string(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "no", "--dir", dir},
-      dir + "/redis.log");
-  return c;
-}
 
 grpc::Status Histogram(v1::ImageAnalytics::Stub& stub, const std::string& id,
                        v1::HistogramResponse* resp) {
@@ -80,16 +70,7 @@ class RedisStoreTest : public ::testing::Test {
     std::filesystem::remove_all(dir_, ec);
   }
 
-  bool RedisAnswers() {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(uint16_t(redis_port_));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-    close(fd);
-    return ok;
-  }
+  bool RedisAnswers() { return glimpse::testing::RedisAnswers(redis_port_); }
 
   std::filesystem::path dir_;
   int redis_port_ = 0;
