@@ -25,7 +25,7 @@ using integral_internal::kElem;
 using integral_internal::kRowBlock;
 
 constexpr int kStrip = 8;            // columns per invocation of the strip-scan variant
-constexpr int kPackedStripMin = 64;  // fewest sample columns per packed-strip invocation
+constexpr int kPackedStripTarget = 64;  // sample columns per packed-strip invocation, at most
 
 void SetInt(GLuint program, const char* name, int v) {
   glUniform1i(glGetUniformLocation(program, name), v);
@@ -49,12 +49,15 @@ std::string AccDefines(SampleType type, bool two_word) {
   return d;
 }
 
-// Sample columns per packed-strip invocation: whole 16-byte texels holding whole pixels, at least
-// kPackedStripMin (four-element stores need a multiple of 4; wider strips spill registers).
+// Sample columns per packed-strip invocation: whole 16-byte texels holding whole pixels (a
+// multiple of 4, for four-element stores), as many as fit kPackedStripTarget, where the unit is
+// smaller. Wider strips spill the running table row out of registers: 3-channel uint8 images
+// (48-sample units) ran with 96 columns, and took 1.3-2.3x the time of 4-channel ones against
+// OpenCV (bench/results/peers_llvmpipe.md), where 48 keep them in registers.
 int PackedStripSamples(const ImageDesc& desc) {
   const int per_texel = 16 / BytesPerSample(desc.type);
   const int unit = std::lcm(per_texel, desc.channels);
-  return unit * int(CeilDiv(kPackedStripMin, unit));
+  return unit * std::max(1, kPackedStripTarget / unit);
 }
 
 }  // namespace
