@@ -1,0 +1,86 @@
+// Decoding encoded files as the server does (DecodeEncoded: probe, the pixel-limit check, the
+// allocation, the decode), against the decoder library alone into memory allocated once: for
+// JPEG, libjpeg-turbo's tjDecompress2 to RGB (the floor for the same pixels). Median of --runs.
+//   decode_bench [--runs N] FILE...
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "server/image_codec.h"
+
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+template <typename Fn>
+double TimeMs(int runs, Fn fn) {
+  std::vector<double> ms;
+  for (int i = 0; i < runs + 2; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const double t =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= 2) ms.push_back(t);  // two warm-up runs
+  }
+  return Median(ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 21;
+  std::vector<std::string> files;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
+      runs = std::max(1, std::atoi(argv[++i]));
+    } else {
+      files.emplace_back(argv[i]);
+    }
+  }
+  if (files.empty()) {
+    std::fprintf(stderr, "usage: decode_bench [--runs N] FILE...\n");
+    return 2;
+  }
+  std::printf("| file | bytes | decoded | DecodeEncoded ms | library alone ms | ratio |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  for (const std::string& path : files) {
+    std::ifstream in(path, std::ios::binary);
+    const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)),
+                                    std::istreambuf_iterator<char>());
+    absl::StatusOr<glimpse::gpu::HostImage> probe =
+        glimpse::server::DecodeEncoded(file, 0, uint64_t{1} << 32, "file");
+    if (!probe.ok()) {
+      std::fprintf(stderr, "%s: %s\n", path.c_str(), std::string(probe.status().message()).c_str());
+      return 1;
+    }
+    const double server = TimeMs(
+        runs, [&] { (void)glimpse::server::DecodeEncoded(file, 0, uint64_t{1} << 32, "file"); });
+    double alone = 0;
+    const bool jpeg = file.size() > 2 && file[0] == 0xFF && file[1] == 0xD8;
+    if (jpeg) {
+      tjhandle tj = tjInitDecompress();
+      std::vector<uint8_t> out(probe->data.size());
+      const int pf = probe->desc.channels == 1 ? TJPF_GRAY : TJPF_RGB;
+      alone = TimeMs(runs, [&] {
+        tjDecompress2(tj, file.data(), file.size(), out.data(), probe->desc.width, 0,
+                      probe->desc.height, pf, 0);
+      });
+      tjDestroy(tj);
+    }
+    std::printf("| %s | %zu | %s | %.2f | %s | %s |\n", path.c_str(), file.size(),
+                glimpse::gpu::DescribeImage(probe->desc).c_str(), server,
+                jpeg ? std::to_string(alone).substr(0, 5).c_str() : "-",
+                jpeg ? std::to_string(server / alone).substr(0, 4).c_str() : "-");
+  }
+  return 0;
+}
