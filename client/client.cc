@@ -114,6 +114,7 @@ void Connection::Prepare(grpc::ClientContext* context) const {
   if (timeout_s > 0) {
     context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(timeout_s));
   }
+  if (!client_key.empty()) context->AddMetadata("glimpse-client-key", client_key);
 }
 
 Connection Connect(const Options& options) {

@@ -53,7 +53,10 @@ struct Connection {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::ImageAnalytics::Stub> stub;
   int timeout_s = 0;
-  // A context with the call deadline (none when timeout_s is 0).
+  // Sent as `glimpse-client-key` metadata: who the server's fair scheduler counts the calls to
+  // where access control is off (docs/scheduler.md); "" = none (the peer address counts).
+  std::string client_key;
+  // A context with the call deadline (none when timeout_s is 0) and the client key.
   void Prepare(grpc::ClientContext* context) const;
 };
 

@@ -240,6 +240,14 @@ std::string FirstCalls(const Connection& c, const Connection& replica, const std
 
 }  // namespace
 
+// One tenant of a load run: its connection and its copy of the load image.
+struct Tenant {
+  std::string name;  // "" without --tenants
+  const Connection* conn;
+  std::string id;
+  std::string Label() const { return name.empty() ? "" : " (tenant " + name + ")"; }
+};
+
 int RunLoad(const Options& o, const Connection& c) {
   std::vector<std::string> rpcs =
       Split(o.Get("rpcs", "histogram,integral_image,compaction,box_filter"));
@@ -252,6 +260,30 @@ int RunLoad(const Options& o, const Connection& c) {
   const std::vector<std::string> sizes = Split(o.Get("sizes", "1,8"));
   const int concurrency = int(o.GetInt("concurrency", 4, 1, 1024));
   const int duration_s = int(o.GetInt("duration-s", 10, 1, 3600));
+
+  // --tenants=NAME=TOKEN,...: each tenant on a connection of its own (its token; its name as the
+  // client key, which the fair scheduler counts calls to where access control is off), all
+  // loading the server at once, each with --concurrency threads and rows of its own.
+  std::vector<Tenant> tenants;
+  std::vector<Connection> tenant_connections;
+  if (o.Has("tenants")) {
+    for (const std::string& pair : Split(o.Get("tenants"))) {
+      const size_t eq = pair.find('=');
+      if (eq == 0 || eq == std::string::npos) {
+        Die(kExitUsage,
+            fmt::format("--tenants takes NAME=TOKEN pairs separated by commas, got \"{}\"", pair));
+      }
+      Options to = o;
+      to.token = pair.substr(eq + 1);
+      tenant_connections.push_back(Connect(to));
+      tenant_connections.back().client_key = pair.substr(0, eq);
+    }
+    for (const Connection& tc : tenant_connections) {
+      tenants.push_back({tc.client_key, &tc, ""});
+    }
+  } else {
+    tenants.push_back({"", &c, ""});
+  }
 
   // A second replica on the same shared store: rows for a first call there, which fetches the
   // image from Redis, against a second (cached) call, alternating.
@@ -288,66 +320,86 @@ int RunLoad(const Options& o, const Connection& c) {
     header.mutable_raw()->set_channels(4);
     header.mutable_raw()->set_format(v1::SAMPLE_FORMAT_UINT8);
     header.set_label(fmt::format("load {} MP", size));
-    v1::UploadImageResponse uploaded;
-    grpc::Status s = UploadBytes(c, pixels, header, &uploaded, false);
-    if (!s.ok()) DieRpc("upload of the load image", s);
-    const std::string id = uploaded.image().image_id();
+    // Each tenant stores its own copy: with access control, tenants see only their own images.
+    for (Tenant& t : tenants) {
+      v1::UploadImageResponse uploaded;
+      grpc::Status s = UploadBytes(*t.conn, pixels, header, &uploaded, false);
+      if (!s.ok()) DieRpc("upload of the load image" + t.Label(), s);
+      t.id = uploaded.image().image_id();
+    }
 
     for (const std::string& rpc : rpcs) {
-      if (IsCombined(rpc)) {
-        (void)Combined(c, rpc, pixels, header);  // warm-up
-      } else {
-        (void)Call(c, rpc, id);  // warm-up
+      for (const Tenant& t : tenants) {  // warm-up
+        if (IsCombined(rpc)) {
+          (void)Combined(*t.conn, rpc, pixels, header);
+        } else {
+          (void)Call(*t.conn, rpc, t.id);
+        }
       }
-      std::mutex mu;
-      std::vector<Sample> samples;
-      std::atomic<int> errors{0};
-      std::string first_error;
+      // Every tenant's threads at once, each tenant's samples apart.
+      struct Tally {
+        std::mutex mu;
+        std::vector<Sample> samples;
+        std::atomic<int> errors{0};
+        std::string first_error;
+      };
+      std::vector<Tally> tallies(tenants.size());
       const Clock::time_point start = Clock::now();
       const Clock::time_point end = start + std::chrono::seconds(duration_s);
       std::vector<std::thread> threads;
-      for (int t = 0; t < concurrency; ++t) {
-        threads.emplace_back([&] {
-          std::vector<Sample> mine;
-          while (Clock::now() < end) {
-            const Clock::time_point t0 = Clock::now();
-            Outcome r = IsCombined(rpc) ? Combined(c, rpc, pixels, header) : Call(c, rpc, id);
-            const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-            if (!r.ok) {
-              if (errors++ == 0) {
-                std::lock_guard lock(mu);
-                first_error = r.status.error_message();
+      for (size_t k = 0; k < tenants.size(); ++k) {
+        for (int i = 0; i < concurrency; ++i) {
+          threads.emplace_back([&, k] {
+            const Tenant& t = tenants[k];
+            Tally& tally = tallies[k];
+            std::vector<Sample> mine;
+            while (Clock::now() < end) {
+              const Clock::time_point t0 = Clock::now();
+              Outcome r = IsCombined(rpc) ? Combined(*t.conn, rpc, pixels, header)
+                                          : Call(*t.conn, rpc, t.id);
+              const double ms =
+                  std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+              if (!r.ok) {
+                if (tally.errors++ == 0) {
+                  std::lock_guard lock(tally.mu);
+                  tally.first_error = r.status.error_message();
+                }
+                continue;
               }
-              continue;
+              mine.push_back({ms, r.timing.gpu_ns() * 1e-6, r.timing.queue_ns() * 1e-6});
             }
-            mine.push_back({ms, r.timing.gpu_ns() * 1e-6, r.timing.queue_ns() * 1e-6});
-          }
-          std::lock_guard lock(mu);
-          samples.insert(samples.end(), mine.begin(), mine.end());
-        });
+            std::lock_guard lock(tally.mu);
+            tally.samples.insert(tally.samples.end(), mine.begin(), mine.end());
+          });
+        }
       }
       for (std::thread& t : threads) t.join();
       const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-      std::vector<double> lat, gpu, queue, overhead;
-      for (const Sample& x : samples) {
-        lat.push_back(x.latency_ms);
-        gpu.push_back(x.gpu_ms);
-        queue.push_back(x.queue_ms);
-        overhead.push_back(x.latency_ms - x.gpu_ms);
+      for (size_t k = 0; k < tenants.size(); ++k) {
+        const Tally& tally = tallies[k];
+        std::vector<double> lat, gpu, queue, overhead;
+        for (const Sample& x : tally.samples) {
+          lat.push_back(x.latency_ms);
+          gpu.push_back(x.gpu_ms);
+          queue.push_back(x.queue_ms);
+          overhead.push_back(x.latency_ms - x.gpu_ms);
+        }
+        const std::string row = fmt::format(
+            "| {}{} | {} MP ({}x{} RGBA8) | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | "
+            "{:.1f} | {:.1f} |\n",
+            rpc, tenants[k].Label(), size, width, height, concurrency, tally.samples.size(),
+            tally.errors.load(), double(tally.samples.size()) / elapsed, Percentile(lat, 0.5),
+            Percentile(lat, 0.99), Percentile(gpu, 0.5), Percentile(queue, 0.5),
+            Percentile(overhead, 0.5));
+        std::fputs(row.c_str(), stderr);
+        if (!tally.first_error.empty()) {
+          std::fprintf(stderr, "  first error: %s\n", tally.first_error.c_str());
+        }
+        table += row;
       }
-      const std::string row = fmt::format(
-          "| {} | {} MP ({}x{} RGBA8) | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} "
-          "| "
-          "{:.1f} |\n",
-          rpc, size, width, height, concurrency, samples.size(), errors.load(),
-          double(samples.size()) / elapsed, Percentile(lat, 0.5), Percentile(lat, 0.99),
-          Percentile(gpu, 0.5), Percentile(queue, 0.5), Percentile(overhead, 0.5));
-      std::fputs(row.c_str(), stderr);
-      if (!first_error.empty()) std::fprintf(stderr, "  first error: %s\n", first_error.c_str());
-      table += row;
     }
     if (replica) table += FirstCalls(c, *replica, pixels, header, size, width, height, duration_s);
-    DeleteImageQuietly(c, id);
+    for (const Tenant& t : tenants) DeleteImageQuietly(*t.conn, t.id);
   }
 
   const std::time_t now = std::time(nullptr);

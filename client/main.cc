@@ -124,8 +124,10 @@ const std::vector<Command>& Commands() {
        "              --rpcs also takes upload_and_4 (upload, the four analyses by id, delete) "
        "and\n"
        "              analyze_4 (the same in one Analyze call); --replica: a second replica on\n"
-       "              the same --redis, for the cost of a first call there (a fetch from Redis)",
-       {"rpcs", "sizes", "concurrency", "duration-s", "markdown", "replica"},
+       "              the same --redis, for the cost of a first call there (a fetch from Redis);\n"
+       "              --tenants=NAME=TOKEN,...: each tenant loads at once on its own connection,\n"
+       "              rows apart (the name is also sent as glimpse-client-key)",
+       {"rpcs", "sizes", "concurrency", "duration-s", "markdown", "replica", "tenants"},
        RunLoad},
   };
   return kCommands;

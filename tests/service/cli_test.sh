@@ -144,6 +144,17 @@ g delete "$akept" >/dev/null || fail "delete analyze's kept image"
 g load --rpcs=histogram --sizes=1 --concurrency=2 --duration-s=1 --markdown=load.md >/dev/null \
   || fail "load"
 grep -q "| histogram | 1 MP" load.md || fail "load.md has no histogram row"
+# two tenants at once (access control is off here: their names go as glimpse-client-key), a row
+# each, every call answered
+g load --rpcs=histogram --sizes=1 --concurrency=1 --duration-s=1 --tenants=a=,b= \
+  --markdown=load2.md >/dev/null || fail "load with two tenants"
+for t in a b; do
+  grep -qE "^\| histogram \(tenant $t\) \| 1 MP \([^|]*\| 1 \| [1-9][0-9]* \| 0 \|" load2.md ||
+    fail "load2.md has no error-free row for tenant $t: $(cat load2.md)"
+done
+g load --rpcs=histogram --sizes=1 --duration-s=1 --tenants=nameonly >/dev/null 2>err.txt
+[ $? = 2 ] || fail "load with a --tenants pair without '=' should exit 2"
+grep -q "NAME=TOKEN" err.txt || fail "bad --tenants: $(cat err.txt)"
 
 # delete, then the id is gone (exit 1, NOT_FOUND)
 g delete "$id" "$kept" >/dev/null || fail "delete"
