@@ -594,6 +594,38 @@ absl::StatusOr<Probed> ProbeStb(std::span<const uint8_t> file, std::optional<Ima
   return probed;
 }
 
+// A copy of a palette BMP whose palette holds fewer entries than its pixels can index, with the
+// palette padded to 2^bpp entries of zeros (black), or nullopt where none is needed. stb_image
+// 2.27 keeps the palette in a stack array of 256 entries that it fills only up to the file's
+// count, so a pixel indexing past it would read whatever the stack held (another request's data,
+// and a different image each time). The count is computed as stb_image computes it.
+std::optional<std::vector<uint8_t>> BmpForStb(std::span<const uint8_t> f) {
+  if (f.size() < 30 || f[0] != 'B' || f[1] != 'M') return std::nullopt;
+  auto le32 = [&](size_t at) {
+    return uint32_t{f[at]} | uint32_t{f[at + 1]} << 8 | uint32_t{f[at + 2]} << 16 |
+           uint32_t{f[at + 3]} << 24;
+  };
+  const uint32_t offset = le32(10), hsz = le32(14);
+  if (hsz != 12 && hsz != 40 && hsz != 56 && hsz != 108 && hsz != 124) return std::nullopt;
+  const size_t bpp_at = hsz == 12 ? 24 : 28;
+  const int bpp = f[bpp_at] | f[bpp_at + 1] << 8;
+  if (bpp != 1 && bpp != 4 && bpp != 8) return std::nullopt;
+  const int64_t entry = hsz == 12 ? 3 : 4;
+  const int64_t psize = hsz == 12 ? (int64_t{offset} - 14 - 24) / 3
+                                  : (int64_t{offset} - 14 - int64_t{hsz}) >> 2;
+  const int64_t needed = int64_t{1} << bpp;
+  // stb_image refuses 0 or more than 256 entries itself.
+  if (psize <= 0 || psize >= needed || psize > 256) return std::nullopt;
+  const size_t pad = size_t((needed - psize) * entry);
+  const size_t at = std::min(f.size(), size_t(14 + int64_t{hsz} + psize * entry));
+  std::vector<uint8_t> out(f.begin(), f.begin() + ptrdiff_t(at));
+  out.insert(out.end(), pad, 0);
+  out.insert(out.end(), f.begin() + ptrdiff_t(at), f.end());
+  const uint32_t new_offset = offset + uint32_t(pad);
+  for (int i = 0; i < 4; ++i) out[size_t(10 + i)] = uint8_t(new_offset >> (8 * i));
+  return out;
+}
+
 absl::Status DecodeStb(std::span<const uint8_t> file, const Probed& probed, int channels,
                        std::span<uint8_t> out, size_t row_stride, std::string_view field) {
   const gpu::ImageDesc& desc = probed.desc;
@@ -615,8 +647,11 @@ absl::Status DecodeStb(std::span<const uint8_t> file, const Probed& probed, int 
   if (probed.format == ImageFormat::kHdr) {
     if (absl::Status s = CheckHdrData(file, desc, field); !s.ok()) return s;
   }
-  const auto* data = reinterpret_cast<const stbi_uc*>(file.data());
-  const int len = int(file.size());
+  const std::optional<std::vector<uint8_t>> bmp =
+      probed.format == ImageFormat::kBmp ? BmpForStb(file) : std::nullopt;
+  const std::span<const uint8_t> bytes = bmp ? std::span<const uint8_t>(*bmp) : file;
+  const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
+  const int len = int(std::min<size_t>(bytes.size(), INT_MAX));
   int w = 0, h = 0, comp = 0;
   void* pixels = nullptr;
   switch (desc.type) {

@@ -745,6 +745,44 @@ TEST(DecodeTest, TgaCutShortDecodesWithTheMissingPixelsZero) {
   ExpectDecodes(tga, 0, {4, 2, 1, SampleType::kUint8}, {11, 22, 33, 44, 0, 0, 0, 0});
 }
 
+// An 8-bit palette BMP whose palette has 2 entries while its pixels index up to 255: pixels past
+// the palette decode as black, the same every time (stb_image alone would read them from
+// uninitialized stack memory), and pixels within it as their entries.
+TEST(DecodeTest, BmpPixelsPastAShortPaletteAreBlack) {
+  const int w = 5, h = 3;
+  const uint32_t palette_bytes = 2 * 4, row = 8;  // 5 index bytes padded to 4-byte rows
+  const uint32_t offset = 14 + 40 + palette_bytes;
+  File f(offset + row * h, 0);
+  auto le = [&](size_t at, uint32_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) f[at + size_t(i)] = uint8_t(v >> (8 * i));
+  };
+  f[0] = 'B';
+  f[1] = 'M';
+  le(2, uint32_t(f.size()), 4);
+  le(10, offset, 4);
+  le(14, 40, 4);  // BITMAPINFOHEADER
+  le(18, w, 4);
+  le(22, h, 4);  // positive: rows bottom-up
+  le(26, 1, 2);
+  le(28, 8, 2);  // bits per pixel
+  le(46, 2, 4);  // colours used
+  // Entry 0: (R, G, B) = (10, 20, 30); entry 1: (200, 100, 50); stored B, G, R, 0.
+  const uint8_t pal[8] = {30, 20, 10, 0, 50, 100, 200, 0};
+  std::copy(pal, pal + 8, f.begin() + 54);
+  const uint8_t index[3][5] = {{0, 1, 2, 255, 1}, {128, 0, 0, 1, 7}, {1, 1, 3, 0, 254}};
+  for (int y = 0; y < h; ++y) {  // file row 0 is the image's bottom row
+    for (int x = 0; x < w; ++x) f[offset + row * uint32_t(y) + uint32_t(x)] = index[h - 1 - y][x];
+  }
+  std::vector<uint8_t> want;
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      const int i = index[y][x];
+      for (int c = 0; c < 3; ++c) want.push_back(i < 2 ? pal[i * 4 + 2 - c] : 0);
+    }
+  }
+  ExpectDecodes(f, 3, {w, h, 3, SampleType::kUint8}, want);
+}
+
 TEST(DecodeTest, AnimatedWebpIsRefused) {
   // RIFF, then a VP8X chunk whose flags say animation, on a 3 x 2 canvas.
   File f = {'R', 'I', 'F', 'F', 22, 0,    0, 0, 'W', 'E', 'B', 'P', 'V', 'P', '8',
