@@ -173,6 +173,9 @@ void RunUnary(ServiceEnv& service, UnaryCall* call, typename A::Response* respon
   absl::StatusOr<uint64_t> bytes =
       A::ResultBytes(input->desc, options, service.worker.results().part_bytes());
   if (!bytes.ok()) return call->Answer(bytes.status());
+  // Read before `input` is moved into the work: the order in which a call's arguments are
+  // evaluated is unspecified (clang moves it first).
+  const uint64_t pixels = uint64_t(input->desc.pixels());
   Submit(
       service.worker, call, std::string(A::kMethod), deadline, *bytes,
       [call, response, in = std::move(input), options](GpuEnv& env, Lease lease) -> absl::Status {
@@ -187,7 +190,7 @@ void RunUnary(ServiceEnv& service, UnaryCall* call, typename A::Response* respon
         call->Answer(absl::OkStatus());
         return absl::OkStatus();
       },
-      uint64_t(input->desc.pixels()));
+      pixels);
 }
 
 // Where a streamed analysis sends its messages: its own RPC's stream, or its share of an Analyze
