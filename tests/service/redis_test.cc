@@ -44,10 +44,7 @@ class RedisStoreTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(std::filesystem::exists(kRedisServer))
         << kRedisServer << " is missing: deploy/install-deps.sh installs redis-server";
-    dir_ =
-        std::filesystem::temp_directory_path() / ("glimpse-redis-test-" + std::to_string(getpid()) +
-                                                  "-" + std::to_string(std::random_device{}()));
-    std::filesystem::create_directories(dir_);
+    dir_ = ScratchDir("glimpse-redis-test");
     redis_port_ = FreePort();
     ASSERT_NE(redis_port_, 0);
     redis_ = StartRedis(redis_port_, dir_);

@@ -7,7 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,15 @@
 namespace glimpse::testing {
 
 inline constexpr char kRedisServer[] = "/usr/bin/redis-server";
+
+// A fresh directory for one fixture's redis-server (and its log): /tmp/PREFIX-PID-RANDOM.
+inline std::filesystem::path ScratchDir(const std::string& prefix) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / (prefix + "-" + std::to_string(getpid()) + "-" +
+                                                std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
 
 // No persistence: a restarted Redis is empty, the harder case for recovery.
 inline std::unique_ptr<Child> StartRedis(int port, const std::string& dir) {
