@@ -22,7 +22,7 @@
 #include "bench/bench_util.h"
 #include "gpu/box_filter.h"
 #include "gpu/reference/box_filter.h"
-#include "gpu/str.h"
+#include "common/str.h"
 
 namespace glimpse::bench {
 namespace {

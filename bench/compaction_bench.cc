@@ -19,7 +19,7 @@
 #include "bench/bench_util.h"
 #include "gpu/compaction.h"
 #include "gpu/reference/compaction.h"
-#include "gpu/str.h"
+#include "common/str.h"
 
 namespace glimpse::bench {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "server/image_codec.h"
+#include "server/ingest/image_codec.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include "bench/bench_util.h"
 #include "gpu/histogram.h"
 #include "gpu/reference/histogram.h"
-#include "gpu/str.h"
+#include "common/str.h"
 
 namespace glimpse::bench {
 namespace {

@@ -21,7 +21,7 @@
 #include "bench/bench_util.h"
 #include "gpu/integral_image.h"
 #include "gpu/reference/integral_image.h"
-#include "gpu/str.h"
+#include "common/str.h"
 
 namespace glimpse::bench {
 namespace {

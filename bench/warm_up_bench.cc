@@ -32,7 +32,7 @@
 #include "gpu/compaction.h"
 #include "gpu/histogram.h"
 #include "gpu/integral_image.h"
-#include "gpu/str.h"
+#include "common/str.h"
 
 namespace glimpse::bench {
 namespace {

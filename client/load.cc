@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/analyses.h"
 #include "client/client.h"
 
 namespace glimpse::client {
@@ -251,12 +252,8 @@ struct Tenant {
 int RunLoad(const Options& o, const Connection& c) {
   std::vector<std::string> rpcs =
       Split(o.Get("rpcs", "histogram,integral_image,compaction,box_filter"));
-  // The commands' short names are accepted here too.
-  for (std::string& r : rpcs) {
-    if (r == "integral") r = "integral_image";
-    if (r == "compact") r = "compaction";
-    if (r == "box") r = "box_filter";
-  }
+  // The commands' aliases are accepted here too (the command table owns them).
+  for (std::string& r : rpcs) r = CanonicalCommand(r);
   const std::vector<std::string> sizes = Split(o.Get("sizes", "1,8"));
   const int concurrency = int(o.GetInt("concurrency", 4, 1, 1024));
   const int duration_s = int(o.GetInt("duration-s", 10, 1, 3600));

@@ -17,7 +17,7 @@ build_pkgs=(
   python3-numpy python3-pytest python3-pytest-asyncio python3-matplotlib
   libhiredis-dev redis-server libssl-dev openssl
   libturbojpeg0-dev libspng-dev libwebp-dev libdeflate-dev
-  clang-15 libfuzzer-15-dev
+  clang-15 libfuzzer-15-dev clang-format-15
 )
 runtime_pkgs=(
   libegl1 libegl-mesa0 libgl1-mesa-dri libgrpc++1.51 libgrpc29 libprotobuf32

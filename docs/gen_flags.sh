@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes docs/flags.md from the server's own --help (server/flags.cc owns the text), so the flag
+# Writes docs/flags.md from the server's own --help (server/main.cc defines each flag and its text), so the flag
 # reference never drifts from the binary. Run after a build, and commit the result when a flag
 # changes:
 #   docs/gen_flags.sh                     uses build/server/glimpse-server

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "gpu/box_filter_llvmpipe.h"
+#include "gpu/internal/box_filter_llvmpipe.h"
 #include "gpu/integral_image.h"
-#include "gpu/str.h"
-#include "gpu/variant_check.h"
+#include "common/str.h"
+#include "gpu/internal/variant_check.h"
 
 namespace glimpse::gpu {
 namespace {

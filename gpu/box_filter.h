@@ -32,7 +32,7 @@ namespace glimpse::gpu {
 namespace box_filter_internal {
 // What the fused strips keep across calls, so that calls do not fault in fresh memory: the output
 // buffer (at most one band of output rows, within the device's storage binding limit) and the
-// side image of the strips at the rows' ends (gpu/box_filter_llvmpipe.h).
+// side image of the strips at the rows' ends (gpu/internal/box_filter_llvmpipe.h).
 struct FusedStripsScratch {
   Buffer out;
   Buffer ring;  // rx a uniform: each invocation's first-window sums of the rows in its window
@@ -55,7 +55,7 @@ enum class BoxFilterVariant {
   kSeparable,   // horizontal then vertical running sums through a buffer of row sums
   kIntegral,    // window sums from the integral image: constant cost whatever the radius
   // For CPU renderers, 8-bit images: one pass over strips of the packed image, vertical sums kept
-  // per invocation, the horizontal window slid over them (gpu/box_filter_llvmpipe.h).
+  // per invocation, the horizontal window slid over them (gpu/internal/box_filter_llvmpipe.h).
   kFusedStrips,
 };
 std::string_view BoxFilterVariantName(BoxFilterVariant v);  // "shared_tile", "fused_strips", ...

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "gpu/compaction_internal.h"
-#include "gpu/str.h"
-#include "gpu/variant_check.h"
+#include "gpu/internal/compaction_passes.h"
+#include "common/str.h"
+#include "gpu/internal/variant_check.h"
 
 namespace glimpse::gpu {
 namespace compaction_internal {

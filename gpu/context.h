@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "gpu/driver_threads.h"
+#include "gpu/internal/driver_threads.h"
 #include "gpu/gl_handles.h"
 #include "gpu/texture_pool.h"
 
@@ -28,7 +28,7 @@ struct ContextOptions {
   // Logs the renderer at info level (else debug), as the serving context does.
   bool log_renderer = true;
   // On CPU renderers, pins the renderer's worker threads one per CPU of the process's affinity
-  // mask (gpu/driver_threads.h): unpinned, the scheduler at times runs two of them on one CPU for
+  // mask (gpu/internal/driver_threads.h): unpinned, the scheduler at times runs two of them on one CPU for
   // whole runs of calls, at half speed. Decided by the display's first context; once pinned,
   // they stay so while the display lives.
   bool pin_driver_threads = true;

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "gpu/histogram_private_array.h"
-#include "gpu/str.h"
-#include "gpu/variant_check.h"
+#include "gpu/internal/histogram_private_array.h"
+#include "common/str.h"
+#include "gpu/internal/variant_check.h"
 
 namespace glimpse::gpu {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
-#include "gpu/str.h"
+#include "common/str.h"
 
 namespace glimpse::gpu {
 namespace {

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "gpu/integral_image_internal.h"
-#include "gpu/str.h"
-#include "gpu/variant_check.h"
+#include "gpu/internal/integral_image_passes.h"
+#include "common/str.h"
+#include "gpu/internal/variant_check.h"
 
 namespace glimpse::gpu {
 namespace {

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "absl/status/status.h"
-#include "gpu/str.h"
+#include "common/str.h"
 
 namespace glimpse::server {
 namespace {

@@ -10,11 +10,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/access.h"
-#include "server/gpu_worker.h"
-#include "server/metrics.h"
-#include "server/rate_limit.h"
-#include "server/redis_store.h"
+#include "server/access/access.h"
+#include "server/worker/gpu_worker.h"
+#include "server/observability/metrics.h"
+#include "server/access/rate_limit.h"
+#include "server/store/redis_store.h"
 #include "server/service.h"
 
 namespace glimpse::server {
@@ -25,13 +25,13 @@ struct ServerOptions {
   ServiceLimits limits;
   int max_connection_age_s = 300;           // 0 = never
   std::string tls_cert_file, tls_key_file;  // PEM; both or neither
-  // PEM CA certificates: with TLS, clients must present a certificate they signed (server/access.h
+  // PEM CA certificates: with TLS, clients must present a certificate they signed (server/access/access.h
   // says how its subject names the tenant). "" = no client certificates.
   std::string tls_client_ca_file;
-  std::string tokens_file;  // `TENANT TOKEN` lines (server/access.h); "" = no tokens
+  std::string tokens_file;  // `TENANT TOKEN` lines (server/access/access.h); "" = no tokens
   // The shared image store: redis.address "" = none (each replica keeps its own images).
   RedisOptions redis;
-  // Per-tenant jobs per second (server/rate_limit.h): shared through `redis` when it is set.
+  // Per-tenant jobs per second (server/access/rate_limit.h): shared through `redis` when it is set.
   RateLimitOptions rate;
   std::string metrics_listen;  // host:port of the Prometheus /metrics; "" = off
 };

@@ -1,16 +1,18 @@
 #include "server/service.h"
 
+#include "server/observability/server_info.h"
+
 #include <algorithm>
 
-#include "server/analyze.h"
-#include "server/box_filter.h"
-#include "server/call.h"
-#include "server/compaction.h"
-#include "server/histogram.h"
-#include "server/image_ref.h"
-#include "server/integral_image.h"
-#include "server/shared_images.h"
-#include "server/upload.h"
+#include "server/analyses/analyze.h"
+#include "server/analyses/box_filter.h"
+#include "server/rpc/call.h"
+#include "server/analyses/compaction.h"
+#include "server/analyses/histogram.h"
+#include "server/ingest/image_ref.h"
+#include "server/analyses/integral_image.h"
+#include "server/store/shared_images.h"
+#include "server/ingest/upload.h"
 
 namespace glimpse::server {
 

@@ -1,4 +1,4 @@
-// The ImageAnalytics service: each RPC handed to the runner with its analysis (server/runner.h),
+// The ImageAnalytics service: each RPC handed to the runner with its analysis (server/analyses/runner.h),
 // or answered from the image store's catalogue.
 #ifndef GLIMPSE_SERVER_SERVICE_H_
 #define GLIMPSE_SERVER_SERVICE_H_
@@ -6,17 +6,17 @@
 #include <chrono>
 
 #include "glimpse/v1/image_analytics.grpc.pb.h"
-#include "server/gpu_worker.h"
-#include "server/host_pool.h"
-#include "server/limits.h"
-#include "server/runner.h"
+#include "server/worker/gpu_worker.h"
+#include "server/worker/host_pool.h"
+#include "server/rpc/limits.h"
+#include "server/analyses/runner.h"
 
 namespace glimpse::server {
 
 class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
  public:
   // `redis`: the shared image store, or nullptr (each replica keeps its own images). `access`:
-  // who may call (server/access.h), or nullptr for anyone.
+  // who may call (server/access/access.h), or nullptr for anyone.
   // `rate`: the per-tenant rate limit, or nullptr for none.
   ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis = nullptr,
                         const Access* access = nullptr, RateLimiter* rate = nullptr);
@@ -59,11 +59,6 @@ class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
   HostPool pool_;
   ServiceEnv env_;
 };
-
-// GetServerInfo's answer (server/server_info.cc).
-void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis,
-                    const Access* access, const RateLimiter* rate,
-                    std::chrono::steady_clock::duration uptime, v1::ServerInfo* info);
 
 }  // namespace glimpse::server
 

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "gpu/str.h"
+#include "common/str.h"
 
 namespace glimpse::reference {
 namespace {

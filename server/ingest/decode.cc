@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gpu/str.h"
+#include "common/str.h"
 
 // Functions private to this file: the client or a test may bring its own stb copy. JPEG and PNG
 // are left out of it: libjpeg-turbo and libspng own them, so no such file reaches stb_image.

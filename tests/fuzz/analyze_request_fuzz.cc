@@ -17,7 +17,7 @@
 
 #include "fuzz_inputs.pb.h"
 #include "glimpse/v1/image_analytics.grpc.pb.h"
-#include "gpu/str.h"
+#include "common/str.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 #include "tests/fuzz/fuzz_check.h"

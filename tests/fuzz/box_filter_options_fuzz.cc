@@ -1,5 +1,5 @@
 // The box_filter request's options mapping and result size (options_fuzz.h).
-#include "server/box_filter.h"
+#include "server/analyses/box_filter.h"
 #include "tests/fuzz/options_fuzz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

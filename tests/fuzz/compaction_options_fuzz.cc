@@ -1,5 +1,5 @@
 // The compaction request's options mapping and result size (options_fuzz.h).
-#include "server/compaction.h"
+#include "server/analyses/compaction.h"
 #include "tests/fuzz/options_fuzz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,5 +1,5 @@
 // The histogram request's options mapping and result size (options_fuzz.h).
-#include "server/histogram.h"
+#include "server/analyses/histogram.h"
 #include "tests/fuzz/options_fuzz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "gpu/str.h"
-#include "server/image_codec.h"
+#include "common/str.h"
+#include "server/ingest/image_codec.h"
 #include "server/ingest/decode.h"
 #include "tests/fuzz/fuzz_check.h"
 

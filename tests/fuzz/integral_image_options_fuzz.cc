@@ -1,5 +1,5 @@
 // The integral_image request's options mapping and result size (options_fuzz.h).
-#include "server/integral_image.h"
+#include "server/analyses/integral_image.h"
 #include "tests/fuzz/options_fuzz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "fuzz_inputs.pb.h"
-#include "gpu/str.h"
-#include "server/call.h"
-#include "server/upload.h"
+#include "common/str.h"
+#include "server/rpc/call.h"
+#include "server/ingest/upload.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_device.h"
 

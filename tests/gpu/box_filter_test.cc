@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "gpu/box_filter_llvmpipe.h"
+#include "gpu/internal/box_filter_llvmpipe.h"
 #include "gpu/reference/box_filter.h"
-#include "gpu/str.h"
+#include "common/str.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {

@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "gpu/reference/compaction.h"
-#include "gpu/str.h"
+#include "common/str.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "gpu/driver_threads.h"
+#include "gpu/internal/driver_threads.h"
 #include "gpu/histogram.h"
 #include "gpu/image.h"
 #include "gpu/reference/histogram.h"

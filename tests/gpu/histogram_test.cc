@@ -7,9 +7,9 @@
 #include <optional>
 #include <random>
 
-#include "gpu/histogram_private_array.h"
+#include "gpu/internal/histogram_private_array.h"
 #include "gpu/reference/histogram.h"
-#include "gpu/str.h"
+#include "common/str.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gpu/reference/integral_image.h"
-#include "gpu/str.h"
+#include "common/str.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {

@@ -3,7 +3,7 @@
 // (worded as for an unknown id) for every call on tenant A's images, kept results included; each
 // tenant's share of the store evicts only its own images; reloaded tokens take effect for new
 // calls only; and the token file's parser refuses every malformed line, naming file and line.
-#include "server/access.h"
+#include "server/access/access.h"
 
 #include <grpcpp/generic/generic_stub.h>
 #include <gtest/gtest.h>

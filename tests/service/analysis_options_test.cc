@@ -2,10 +2,10 @@
 // bad enums are named. No GPU needed.
 #include <gtest/gtest.h>
 
-#include "server/box_filter.h"
-#include "server/compaction.h"
-#include "server/histogram.h"
-#include "server/integral_image.h"
+#include "server/analyses/box_filter.h"
+#include "server/analyses/compaction.h"
+#include "server/analyses/histogram.h"
+#include "server/analyses/integral_image.h"
 
 namespace glimpse::server {
 namespace {

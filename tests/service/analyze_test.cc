@@ -1,6 +1,6 @@
 // Analyze through the client stub: every analysis in one call, from an upload stream, an inline
 // image and a stored id, against the CPU references; the image not kept unless asked; bad input.
-#include "server/analyze.h"
+#include "server/analyses/analyze.h"
 
 #include <gtest/gtest.h>
 

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "server/image_codec.h"
+#include "server/ingest/image_codec.h"
 #include "tests/gpu_test_env.h"
 
 #define STB_IMAGE_STATIC

@@ -1,5 +1,5 @@
-// The GPU worker's scheduler on its own (server/fair_queue.h): no GPU, no server, fake costs.
-#include "server/fair_queue.h"
+// The GPU worker's scheduler on its own (server/worker/fair_queue.h): no GPU, no server, fake costs.
+#include "server/worker/fair_queue.h"
 
 #include <gtest/gtest.h>
 

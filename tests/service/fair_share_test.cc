@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "server/access.h"
-#include "server/fair_queue.h"
-#include "server/job_class.h"
+#include "server/access/access.h"
+#include "server/worker/fair_queue.h"
+#include "server/worker/job_class.h"
 #include "tests/service/access_test_util.h"
 #include "tests/service/service_test_util.h"
 

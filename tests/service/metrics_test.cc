@@ -2,7 +2,7 @@
 // stub, /metrics fetched with curl, and every counter and histogram compared with what the calls
 // themselves report (Timing, message sizes, status codes) and with the worker's and store's own
 // figures.
-#include "server/metrics.h"
+#include "server/observability/metrics.h"
 
 #include <gtest/gtest.h>
 

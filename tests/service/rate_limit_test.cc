@@ -2,7 +2,7 @@
 // bucket for the cluster (not one per replica) while another tenant is still admitted; a replica
 // without Redis holds the limit alone; a Redis stopped mid-run leaves each replica limiting
 // locally, counted in the fallback metric; bad flag values stop the server naming the flag.
-#include "server/rate_limit.h"
+#include "server/access/rate_limit.h"
 
 #include <signal.h>
 #include <sys/wait.h>

@@ -318,6 +318,10 @@ TEST_F(ServiceTest, EncodedUploadsDecodeToTheirPixels) {
   ASSERT_TRUE(Histogram(req, &resp).ok());
   EXPECT_EQ(resp.image().channels(), 1u);
   EXPECT_EQ(resp.total(), uint64_t(rgba.desc.pixels()));
+  // ... from 0 to 4, refused past that with the field, the rule and the value.
+  req.mutable_image()->mutable_encoded()->set_desired_channels(5);
+  ExpectCode(Histogram(req, &resp), grpc::StatusCode::INVALID_ARGUMENT,
+             "image.encoded.desired_channels must be 0 (the file's own channels) to 4, got 5");
 }
 
 // ---- analyses ---------------------------------------------------------------------------------
@@ -867,7 +871,8 @@ TEST_F(ServiceTest, BadUploadsAreRefusedWithTheirReason) {
   v1::UploadHeader channels = encoded;
   channels.mutable_encoded()->set_desired_channels(7);
   cases.push_back(
-      {"desired channels", channels, png, grpc::StatusCode::INVALID_ARGUMENT, "desired_channels"});
+      {"desired channels", channels, png, grpc::StatusCode::INVALID_ARGUMENT,
+       "encoded.desired_channels must be 0 (the file's own channels) to 4, got 7"});
   const std::string pgm = Pgm16File(HostImage::Zeros({10, 10, 1, SampleType::kUint16}));
   cases.push_back({"truncated pgm", encoded, pgm.substr(0, pgm.size() - 1),
                    grpc::StatusCode::INVALID_ARGUMENT, "truncated"});

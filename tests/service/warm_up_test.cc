@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "server/kernels.h"
+#include "server/analyses/kernels.h"
 #include "tests/gpu_test_env.h"
 #include "tests/service/process_util.h"
 #include "tests/service/service_test_util.h"

@@ -1,0 +1,44 @@
+// The histogram analysis: HistogramRequest -> gpu::HistogramOptions, the kernel on the worker, the
+// counts in the response.
+#ifndef GLIMPSE_SERVER_ANALYSES_HISTOGRAM_H_
+#define GLIMPSE_SERVER_ANALYSES_HISTOGRAM_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "glimpse/v1/image_analytics.pb.h"
+#include "gpu/histogram.h"
+#include "server/rpc/call.h"
+#include "server/worker/gpu_env.h"
+#include "server/ingest/image_ref.h"
+
+namespace glimpse::server {
+
+struct HistogramAnalysis {
+  static constexpr std::string_view kName = "histogram";
+  static constexpr std::string_view kMethod = "Histogram";
+  using Request = v1::HistogramRequest;
+  using Response = v1::HistogramResponse;
+  using Options = gpu::HistogramOptions;
+
+  // The worker's kernel of this analysis, and the names its `variant` field takes on `device`
+  // ("auto" first).
+  static gpu::HistogramKernel& Kernel(Kernels& kernels) { return kernels.histogram; }
+  static std::vector<std::string> Variants(const gpu::DeviceInfo& device);
+
+  // Maps values only: unset fields (bins 0, no lo/hi, source UNSPECIFIED) keep gpu/'s defaults,
+  // and gpu/ checks the ranges.
+  static absl::StatusOr<Options> MapOptions(const Request& request);
+  // Checks the options against the image (gpu/'s rules); the counts' bytes.
+  static absl::StatusOr<uint64_t> ResultBytes(const gpu::ImageDesc& desc, const Options& options,
+                                              uint64_t part_bytes);
+  static absl::Status Run(GpuEnv& env, const Acquired& image, const Options& options,
+                          CallRecord& record, Response* response);
+};
+
+}  // namespace glimpse::server
+
+#endif  // GLIMPSE_SERVER_ANALYSES_HISTOGRAM_H_

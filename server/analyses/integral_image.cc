@@ -1,0 +1,236 @@
+#include "server/analyses/integral_image.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/str.h"
+#include "server/analyses/runner.h"
+
+namespace glimpse::server {
+namespace {
+
+// Framing of one chunk message beyond its data (field tags, lengths, y0, rows).
+constexpr uint64_t kChunkOverhead = 32;
+// The header and trailer messages.
+constexpr uint64_t kEndsBytes = 4096;
+
+// The carried row of the table above a strip: added to every row of the strip's own table (in
+// every chunk of the strip; the carry moves on only once the whole strip is out).
+template <typename T>
+void AddCarry(std::string& data, size_t row_elems, int rows, const std::vector<T>& carry) {
+  std::vector<T> row(row_elems);
+  for (int y = 0; y < rows; ++y) {
+    char* p = data.data() + size_t(y) * row_elems * sizeof(T);
+    std::memcpy(row.data(), p, row_elems * sizeof(T));
+    for (size_t i = 0; i < row_elems; ++i) row[i] += carry[i];
+    std::memcpy(p, row.data(), row_elems * sizeof(T));
+  }
+}
+
+// The table's last row so far (the strip's last chunk, carry added) becomes the next carry.
+template <typename T>
+void NextCarry(const std::string& last_chunk, size_t row_elems, std::vector<T>& carry) {
+  const size_t row_bytes = row_elems * sizeof(T);
+  if (last_chunk.size() < row_bytes) return;
+  std::memcpy(carry.data(), last_chunk.data() + last_chunk.size() - row_bytes, row_bytes);
+}
+
+// What a streamed table set keeps between its parts. Only one part's job runs at a time.
+struct PartState {
+  IntegralPlan plan;
+  gpu::IntegralImageOptions options;
+  bool squared_phase = false;  // producing the squared table's strips
+  int next_y = 0;
+  std::vector<uint64_t> carry_u;
+  std::vector<double> carry_f;
+  std::string variant;
+};
+
+absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env, const Acquired& a,
+                     std::shared_ptr<PartState> st, Lease lease);
+
+// Queues the next part once the reader has taken this one.
+std::function<void()> NextPart(const StreamWork<v1::IntegralImageResponse>& w,
+                               std::shared_ptr<PartState> st) {
+  return [w, st] {
+    if (w.call->cancelled()) return w.call->Close(absl::CancelledError("the client cancelled"));
+    const int rows = std::min(st->plan.rows_per_part, w.input->desc.height - st->next_y);
+    w.Continue(IntegralPartBytes(st->plan, rows, 1),
+               [w, st](GpuEnv& env, const Acquired& a, Lease lease) {
+                 return RunPart(w, env, a, st, std::move(lease));
+               });
+  };
+}
+
+absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env, const Acquired& a,
+                     std::shared_ptr<PartState> st, Lease lease) {
+  const gpu::ImageDesc& d = a.image->desc();
+  if (d.width != w.input->desc.width || d.height != w.input->desc.height) {
+    return absl::FailedPreconditionError("the image changed while its table was streaming");
+  }
+  const IntegralPlan& plan = st->plan;
+  std::vector<v1::IntegralImageResponse> messages;
+  if (st->next_y == 0 && !st->squared_phase) {
+    v1::IntegralHeader* h = messages.emplace_back().mutable_header();
+    *h->mutable_image() = a.info;
+    h->set_width(uint32_t(d.width));
+    h->set_height(uint32_t(d.height));
+    h->set_channels(uint32_t(d.channels));
+    h->set_element(gpu::IntegralElementFor(d.type) == gpu::IntegralElement::kUint64
+                       ? v1::INTEGRAL_ELEMENT_UINT64
+                       : v1::INTEGRAL_ELEMENT_FLOAT64);
+    h->set_squared(st->options.squared);
+    h->set_table_bytes(plan.row_bytes * uint64_t(d.height));
+  }
+
+  // The whole image at once, or the next strip of rows.
+  const int y0 = st->next_y;
+  const int rows = plan.whole ? d.height : std::min(plan.rows_per_part, d.height - y0);
+  gpu::Image strip;
+  const gpu::Image* source = a.image;
+  gpu::IntegralImageOptions options = st->options;
+  if (!plan.whole) {
+    absl::StatusOr<gpu::Image> copy = a.image->CopyRows(env.ctx, y0, rows);
+    if (!copy.ok()) return copy.status();
+    strip = *std::move(copy);
+    source = &strip;
+    options.squared = st->squared_phase;
+    options.sum_table = !st->squared_phase;
+    // The kernel's own host band need not be larger than the part.
+    options.band_bytes = int64_t(plan.row_bytes) * rows;
+  }
+  const size_t row_elems = size_t(d.width) * size_t(d.channels);
+  const bool is_float = gpu::IntegralElementFor(d.type) == gpu::IntegralElement::kFloat64;
+  const int rows_per_chunk =
+      int(std::max<uint64_t>(1, w.service->limits.chunk_bytes / plan.row_bytes));
+  absl::StatusOr<gpu::IntegralImageResult> r = env.kernels.integral_image.Run(
+      *source, options, [&](const gpu::IntegralBand& band) -> absl::Status {
+        if (!plan.whole && band.squared != st->squared_phase) return absl::OkStatus();
+        for (int y = 0; y < band.rows; y += rows_per_chunk) {
+          const int n = std::min(rows_per_chunk, band.rows - y);
+          v1::IntegralChunk* c = messages.emplace_back().mutable_chunk();
+          c->set_squared(band.squared);
+          c->set_y0(uint32_t(y0 + band.y0 + y));
+          c->set_rows(uint32_t(n));
+          std::string* data = c->mutable_data();
+          data->assign(reinterpret_cast<const char*>(band.bytes.data()) + y * plan.row_bytes,
+                       n * plan.row_bytes);
+          if (plan.whole) continue;
+          if (is_float) {
+            AddCarry(*data, row_elems, n, st->carry_f);
+          } else {
+            AddCarry(*data, row_elems, n, st->carry_u);
+          }
+        }
+        return absl::OkStatus();
+      });
+  if (!r.ok()) return r.status();
+  if (!plan.whole) {
+    for (auto m = messages.rbegin(); m != messages.rend(); ++m) {
+      if (!m->has_chunk()) continue;
+      if (is_float) {
+        NextCarry(m->chunk().data(), row_elems, st->carry_f);
+      } else {
+        NextCarry(m->chunk().data(), row_elems, st->carry_u);
+      }
+      break;
+    }
+  }
+  w.call->record.add_gpu_ns(r->gpu_ns);
+  if (st->variant.empty()) st->variant = std::string(gpu::IntegralImageVariantName(r->variant));
+  w.call->record.set_analysis(IntegralImageAnalysis::kName, st->variant);
+
+  st->next_y = y0 + rows;
+  bool done = st->next_y >= d.height;
+  if (done && !plan.whole && st->options.squared && !st->squared_phase) {
+    st->squared_phase = true;
+    st->next_y = 0;
+    std::fill(st->carry_u.begin(), st->carry_u.end(), 0);
+    std::fill(st->carry_f.begin(), st->carry_f.end(), 0.0);
+    done = false;
+  }
+  if (done) {
+    v1::IntegralTrailer* t = messages.emplace_back().mutable_trailer();
+    t->set_variant(st->variant);
+    *t->mutable_timing() = w.call->record.Timing();
+  }
+  if (absl::Status s =
+          w.call->Send(std::move(messages), std::move(lease), done ? nullptr : NextPart(w, st));
+      !s.ok()) {
+    return s;
+  }
+  if (done) w.call->Close(absl::OkStatus());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+IntegralPlan PlanIntegralParts(const gpu::ImageDesc& desc, bool squared, uint64_t part_bytes) {
+  IntegralPlan plan;
+  plan.row_bytes = uint64_t(desc.width) * uint64_t(desc.channels) * 8;
+  plan.tables = squared ? 2 : 1;
+  plan.whole = IntegralPartBytes(plan, desc.height, plan.tables) <= part_bytes;
+  plan.rows_per_part = desc.height;
+  if (!plan.whole) {
+    // At least one row, whatever the budget: a part that cannot fit is refused by the worker.
+    plan.rows_per_part = int(std::clamp<uint64_t>(part_bytes / (plan.row_bytes + kChunkOverhead), 1,
+                                                  uint64_t(desc.height)));
+  }
+  return plan;
+}
+
+uint64_t IntegralPartBytes(const IntegralPlan& plan, int rows, int tables) {
+  return uint64_t(rows) * uint64_t(tables) * (plan.row_bytes + kChunkOverhead) + kEndsBytes;
+}
+
+absl::StatusOr<gpu::IntegralImageOptions> IntegralImageAnalysis::MapOptions(const Request& request) {
+  Options options;
+  options.squared = request.options().squared();
+  absl::StatusOr<gpu::IntegralImageVariant> variant = ParseVariant<gpu::IntegralImageVariant>(
+      request.variant(), "the integral image", gpu::IntegralImageVariantName, gpu::ParseIntegralImageVariant);
+  if (!variant.ok()) return variant.status();
+  options.variant = *variant;
+  return options;
+}
+
+absl::StatusOr<uint64_t> IntegralImageAnalysis::ResultBytes(const gpu::ImageDesc& desc,
+                                                            const Options& options,
+                                                            uint64_t part_bytes) {
+  if (absl::Status s = gpu::ValidateIntegralImageOptions(options); !s.ok()) return s;
+  const IntegralPlan plan = PlanIntegralParts(desc, options.squared, part_bytes);
+  return plan.whole ? IntegralPartBytes(plan, desc.height, plan.tables)
+                    : IntegralPartBytes(plan, plan.rows_per_part, 1);
+}
+
+absl::Status IntegralImageAnalysis::Run(const StreamWork<Response>& work, GpuEnv& env,
+                                        const Acquired& image, const Options& options,
+                                        Lease lease) {
+  auto st = std::make_shared<PartState>();
+  st->options = options;
+  st->plan = PlanIntegralParts(work.input->desc, options.squared,
+                               work.service->worker.results().part_bytes());
+  const size_t row_elems = size_t(image.image->desc().width) * size_t(image.image->desc().channels);
+  if (!st->plan.whole) {
+    if (gpu::IntegralElementFor(image.image->desc().type) == gpu::IntegralElement::kFloat64) {
+      st->carry_f.assign(row_elems, 0.0);
+    } else {
+      st->carry_u.assign(row_elems, 0);
+    }
+  }
+  return RunPart(work, env, image, std::move(st), std::move(lease));
+}
+
+std::vector<std::string> IntegralImageAnalysis::Variants(const gpu::DeviceInfo& device) {
+  // Those that run on the device (8-bit images at least).
+  return VariantsAvailable<gpu::IntegralImageVariant>(
+      gpu::IntegralImageVariantName, gpu::ParseIntegralImageVariant,
+      [&](gpu::IntegralImageVariant v) {
+        return gpu::IntegralImageVariantAvailable(device, v, gpu::SampleType::kUint8);
+      });
+}
+
+}  // namespace glimpse::server

@@ -1,0 +1,80 @@
+#include "server/ingest/image_codec.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/str.h"
+
+// Functions private to this file: the client or a test may bring its own stb copy.
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wshadow"
+#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
+#include <stb/stb_image_write.h>
+#pragma GCC diagnostic pop
+
+namespace glimpse::server {
+
+absl::StatusOr<gpu::ImageDesc> ProbeEncoded(std::span<const uint8_t> file, std::string_view field) {
+  absl::StatusOr<ingest::Probed> probed = ingest::Probe(file, field);
+  if (!probed.ok()) return probed.status();
+  return probed->desc;
+}
+
+absl::Status CheckDesiredChannels(uint32_t desired_channels, std::string_view field) {
+  if (desired_channels <= 4) return absl::OkStatus();
+  return absl::InvalidArgumentError(StrCat(
+      field, " must be 0 (the file's own channels) to 4, got ", desired_channels));
+}
+
+absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int desired_channels,
+                                             uint64_t max_pixels, std::string_view field,
+                                             ingest::ImageFormat* format) {
+  if (desired_channels < 0) return CheckDesiredChannels(UINT32_MAX, "desired_channels");
+  if (absl::Status s = CheckDesiredChannels(uint32_t(desired_channels), "desired_channels");
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<ingest::Probed> probed = ingest::Probe(file, field);
+  if (!probed.ok()) return probed.status();
+  if (format != nullptr) *format = probed->format;
+  const gpu::ImageDesc& desc = probed->desc;
+  if (uint64_t(desc.pixels()) > max_pixels) {
+    return absl::ResourceExhaustedError(
+        StrCat(field, " is ", desc.width, "x", desc.height, " = ", desc.pixels(),
+               " pixels, over the server's limit of ", max_pixels, " (--max-image-pixels)"));
+  }
+  gpu::ImageDesc decoded = desc;
+  if (desired_channels != 0) decoded.channels = desired_channels;
+  gpu::HostImage host = gpu::HostImage::Zeros(decoded);
+  if (absl::Status s = ingest::DecodeInto(file, *probed, decoded.channels, host.data,
+                                          decoded.row_bytes(), field);
+      !s.ok()) {
+    return s;
+  }
+  return host;
+}
+
+absl::StatusOr<std::string> EncodePng(const gpu::HostImage& image) {
+  const gpu::ImageDesc& d = image.desc;
+  if (d.type != gpu::SampleType::kUint8) {
+    return absl::InvalidArgumentError(StrCat("encoding PNG needs a uint8 image, got ",
+                                             gpu::DescribeImage(d), "; ask for RAW pixels"));
+  }
+  std::string out;
+  auto write = [](void* context, void* bytes, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(bytes), size_t(size));
+  };
+  if (!stbi_write_png_to_func(write, &out, d.width, d.height, d.channels, image.data.data(),
+                              int(d.row_bytes()))) {
+    return absl::InternalError(
+        StrCat("PNG encoding of a ", gpu::DescribeImage(d), " image failed"));
+  }
+  return out;
+}
+
+}  // namespace glimpse::server

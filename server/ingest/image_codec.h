@@ -1,0 +1,38 @@
+// Encoded image files <-> host pixels, on the host, never on the GPU thread: decoding by
+// server/ingest/decode.h (which says which library reads which format), PNG encoding by
+// stb_image_write. Sizes are checked from the file's header before anything is decoded.
+#ifndef GLIMPSE_SERVER_INGEST_IMAGE_CODEC_H_
+#define GLIMPSE_SERVER_INGEST_IMAGE_CODEC_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gpu/image.h"
+#include "server/ingest/decode.h"
+
+namespace glimpse::server {
+
+// What the file's header says: size, channels stored, and the sample type it decodes to
+// (16-bit PNG/PNM: uint16, HDR: float32, else uint8). `field` names the request field in errors.
+absl::StatusOr<gpu::ImageDesc> ProbeEncoded(std::span<const uint8_t> file, std::string_view field);
+
+// The one rule for an EncodedImage's desired_channels: 0 (the file's own) to 4. `field` names it
+// in the error ("image.encoded.desired_channels").
+absl::Status CheckDesiredChannels(uint32_t desired_channels, std::string_view field);
+
+// Decodes the file. desired_channels 0 keeps the file's channels (CheckDesiredChannels). Checks the header against
+// max_pixels (RESOURCE_EXHAUSTED naming --max-image-pixels) before decoding. `format`, if not
+// null, is set to the file's format once its header has been read.
+absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int desired_channels,
+                                             uint64_t max_pixels, std::string_view field,
+                                             ingest::ImageFormat* format = nullptr);
+
+// A PNG file of a uint8 image (1-4 channels); uint16 and float32 images are refused
+// (INVALID_ARGUMENT), since PNG output would lose their values.
+absl::StatusOr<std::string> EncodePng(const gpu::HostImage& image);
+
+}  // namespace glimpse::server
+
+#endif  // GLIMPSE_SERVER_INGEST_IMAGE_CODEC_H_

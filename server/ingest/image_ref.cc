@@ -1,0 +1,196 @@
+#include "server/ingest/image_ref.h"
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/str.h"
+#include "server/ingest/image_codec.h"
+#include "server/rpc/status_util.h"
+
+namespace glimpse::server {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+int64_t UnixMs(std::chrono::system_clock::time_point t) {
+  if (t == std::chrono::system_clock::time_point{}) return 0;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+absl::StatusOr<gpu::SampleType> FromProto(v1::SampleFormat f, std::string_view field) {
+  switch (f) {
+    case v1::SAMPLE_FORMAT_UINT8:
+      return gpu::SampleType::kUint8;
+    case v1::SAMPLE_FORMAT_UINT16:
+      return gpu::SampleType::kUint16;
+    case v1::SAMPLE_FORMAT_FLOAT32:
+      return gpu::SampleType::kFloat32;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      StrCat(field, " must be SAMPLE_FORMAT_UINT8, _UINT16 or _FLOAT32, got ", int(f)));
+}
+
+}  // namespace
+
+v1::SampleFormat ToProto(gpu::SampleType t) {
+  switch (t) {
+    case gpu::SampleType::kUint8:
+      return v1::SAMPLE_FORMAT_UINT8;
+    case gpu::SampleType::kUint16:
+      return v1::SAMPLE_FORMAT_UINT16;
+    case gpu::SampleType::kFloat32:
+      return v1::SAMPLE_FORMAT_FLOAT32;
+  }
+  return v1::SAMPLE_FORMAT_UNSPECIFIED;
+}
+
+void FillInfo(const gpu::ImageDesc& d, v1::ImageInfo* info) {
+  info->set_width(uint32_t(d.width));
+  info->set_height(uint32_t(d.height));
+  info->set_channels(uint32_t(d.channels));
+  info->set_format(ToProto(d.type));
+  info->set_bytes(d.bytes());
+}
+
+void FillInfo(const StoredImageInfo& s, v1::ImageInfo* info) {
+  FillInfo(s.desc, info);
+  info->set_image_id(s.id);
+  info->set_bytes(s.bytes);
+  info->set_label(s.label);
+  info->set_origin(s.origin);
+  info->set_created_unix_ms(UnixMs(s.created));
+  info->set_last_used_unix_ms(UnixMs(s.last_used));
+  info->set_expires_unix_ms(UnixMs(s.expires));
+}
+
+absl::StatusOr<gpu::ImageDesc> DescFromLayout(const v1::ImageLayout& l, std::string_view field,
+                                              const gpu::DeviceLimits& device,
+                                              const ServiceLimits& limits) {
+  absl::StatusOr<gpu::SampleType> type = FromProto(l.format(), StrCat(field, ".format"));
+  if (!type.ok()) return type.status();
+  if (l.width() == 0 || l.height() == 0) {
+    return absl::InvalidArgumentError(
+        StrCat(field, ".width and .height must be at least 1, got ", l.width(), "x", l.height()));
+  }
+  if (l.channels() < 1 || l.channels() > 4) {
+    return absl::InvalidArgumentError(
+        StrCat(field, ".channels must be in [1, 4], got ", l.channels()));
+  }
+  const uint64_t pixels = uint64_t{l.width()} * l.height();
+  if (pixels > limits.max_image_pixels) {
+    return absl::ResourceExhaustedError(StrCat(field, " is ", l.width(), "x", l.height(), " = ",
+                                               pixels, " pixels, over the server's limit of ",
+                                               limits.max_image_pixels, " (--max-image-pixels)"));
+  }
+  const int max = device.max_texture_size;
+  if (l.width() > uint32_t(max) || l.height() > uint32_t(max)) {
+    return absl::InvalidArgumentError(StrCat(field, " is ", l.width(), "x", l.height(),
+                                             "; the device's largest image side is ", max));
+  }
+  return gpu::ImageDesc{.width = int(l.width()),
+                        .height = int(l.height()),
+                        .channels = int(l.channels()),
+                        .type = *type};
+}
+
+absl::Status CheckDesc(const gpu::ImageDesc& d, std::string_view field,
+                       const gpu::DeviceLimits& device) {
+  return Annotate(gpu::ValidateImageDesc(d, device), field);
+}
+
+absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& ref,
+                                                          const gpu::DeviceLimits& device,
+                                                          const ServiceLimits& limits,
+                                                          ImageStore& store, CallRecord& record) {
+  auto in = std::make_shared<Input>();
+  switch (ref.source_case()) {
+    case v1::ImageRef::kImageId: {
+      in->image_id = ref.image_id();
+      record.set_image(ref.image_id());
+      absl::StatusOr<StoredImageInfo> info = store.Info(ref.image_id(), record.tenant());
+      if (!info.ok()) return info.status();
+      in->desc = info->desc;
+      return in;
+    }
+    case v1::ImageRef::kEncoded: {
+      if (absl::Status s = CheckDesiredChannels(ref.encoded().desired_channels(),
+                                                "image.encoded.desired_channels");
+          !s.ok()) {
+        return s;
+      }
+      const std::string& data = ref.encoded().data();
+      const SteadyClock::time_point t0 = SteadyClock::now();
+      absl::StatusOr<gpu::HostImage> host =
+          DecodeEncoded(std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()),
+                        int(ref.encoded().desired_channels()),
+                        limits.max_image_pixels, "image.encoded.data");
+      if (!host.ok()) return host.status();
+      record.set_decode_ns(NsSince(t0));
+      if (absl::Status s = CheckDesc(host->desc, "image.encoded", device); !s.ok()) return s;
+      record.set_image(gpu::DescribeImage(host->desc));
+      in->desc = host->desc;
+      in->host = *std::move(host);
+      return in;
+    }
+    case v1::ImageRef::kRaw: {
+      absl::StatusOr<gpu::ImageDesc> desc =
+          DescFromLayout(ref.raw().layout(), "image.raw.layout", device, limits);
+      if (!desc.ok()) return desc.status();
+      const std::string& data = ref.raw().data();
+      if (data.size() != desc->bytes()) {
+        return absl::InvalidArgumentError(
+            StrCat("image.raw.data has ", data.size(), " bytes but image.raw.layout (",
+                   gpu::DescribeImage(*desc), ") needs ", desc->bytes()));
+      }
+      record.set_image(gpu::DescribeImage(*desc));
+      in->desc = *desc;
+      in->host = gpu::HostImage{*desc, std::vector<uint8_t>(data.begin(), data.end())};
+      return in;
+    }
+    case v1::ImageRef::SOURCE_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("image must be set: an image_id, encoded or raw");
+}
+
+absl::StatusOr<std::unique_ptr<Acquired>> Acquire(GpuEnv& env, const Input& in,
+                                                  CallRecord& record) {
+  auto out = std::make_unique<Acquired>();
+  if (in.host && in.cache && !env.images.Use(in.image_id, in.cache->tenant).ok()) {
+    if (absl::Status s = env.images.Reserve(in.host->desc.bytes(), in.cache->tenant); !s.ok()) {
+      return s;
+    }
+    const SteadyClock::time_point t0 = SteadyClock::now();
+    absl::StatusOr<gpu::Image> image = gpu::Image::Upload(env.ctx, *in.host);
+    if (!image.ok()) return image.status();
+    record.set_upload_ns(NsSince(t0));
+    absl::StatusOr<StoredImageInfo> stored = env.images.PutAs(*std::move(image), *in.cache);
+    if (!stored.ok()) return stored.status();
+  }
+  if (in.host && !in.cache) {
+    const SteadyClock::time_point t0 = SteadyClock::now();
+    absl::StatusOr<gpu::Image> image = gpu::Image::Upload(env.ctx, *in.host);
+    if (!image.ok()) return image.status();
+    record.set_upload_ns(NsSince(t0));
+    out->owned = *std::move(image);
+    out->image = &out->owned;
+    FillInfo(out->owned.desc(), &out->info);
+    return out;
+  }
+  StoredImageInfo info;
+  absl::StatusOr<const gpu::Image*> image = env.images.Use(in.image_id, record.tenant(), &info);
+  if (!image.ok()) return image.status();
+  out->image = *image;
+  FillInfo(info, &out->info);
+  if (in.anonymous) out->info.clear_image_id();
+  record.set_image(StrCat(info.id.substr(0, 8), ":", gpu::DescribeImage(info.desc)));
+  return out;
+}
+
+}  // namespace glimpse::server

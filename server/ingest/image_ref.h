@@ -1,0 +1,63 @@
+// Images as the API names them: layouts and infos converted between the proto and gpu/, and the
+// ImageRef of an analysis resolved in two steps (on the handler's thread, then on the worker).
+#ifndef GLIMPSE_SERVER_INGEST_IMAGE_REF_H_
+#define GLIMPSE_SERVER_INGEST_IMAGE_REF_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "glimpse/v1/image_analytics.pb.h"
+#include "gpu/image.h"
+#include "server/rpc/call.h"
+#include "server/worker/gpu_env.h"
+#include "server/store/image_store.h"
+#include "server/rpc/limits.h"
+
+namespace glimpse::server {
+
+v1::SampleFormat ToProto(gpu::SampleType t);
+void FillInfo(const gpu::ImageDesc& d, v1::ImageInfo* info);
+void FillInfo(const StoredImageInfo& s, v1::ImageInfo* info);
+
+// A layout from the API, checked against the device and the server's limits.
+absl::StatusOr<gpu::ImageDesc> DescFromLayout(const v1::ImageLayout& l, std::string_view field,
+                                              const gpu::DeviceLimits& device,
+                                              const ServiceLimits& limits);
+// gpu/'s check of a decoded image's layout, its errors naming `field`.
+absl::Status CheckDesc(const gpu::ImageDesc& d, std::string_view field,
+                       const gpu::DeviceLimits& device);
+
+// The input of an analysis as read on the handler's thread: an id (looked up in the store's
+// catalogue, so its layout is known before the job is queued), or inline pixels, decoded there
+// (they are small). Kept for the whole call, so later parts of a streamed result can find it.
+struct Input {
+  std::string image_id;
+  // The id is a call's own copy of its image (Analyze), deleted when the call ends: responses
+  // leave it out.
+  bool anonymous = false;
+  std::optional<gpu::HostImage> host;
+  gpu::ImageDesc desc;
+  // With `host`: an image fetched from the shared store (server/store/redis_store.h), put into the GPU
+  // cache under its id by the first job that needs it, instead of being freed with the job.
+  std::optional<StoredImageInfo> cache;
+};
+absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& ref,
+                                                          const gpu::DeviceLimits& device,
+                                                          const ServiceLimits& limits,
+                                                          ImageStore& store, CallRecord& record);
+
+// On the worker: the GPU image to analyse, and its info for the response.
+struct Acquired {
+  const gpu::Image* image = nullptr;
+  gpu::Image owned;  // an inline image, freed with the job
+  v1::ImageInfo info;
+};
+absl::StatusOr<std::unique_ptr<Acquired>> Acquire(GpuEnv& env, const Input& in, CallRecord& record);
+
+}  // namespace glimpse::server
+
+#endif  // GLIMPSE_SERVER_INGEST_IMAGE_REF_H_

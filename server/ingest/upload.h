@@ -1,0 +1,60 @@
+// UploadImage: a client stream of an encoded file or raw pixels, stored on the GPU. The stream's
+// assembly and the storing are shared with Analyze, which takes an upload stream too.
+#ifndef GLIMPSE_SERVER_INGEST_UPLOAD_H_
+#define GLIMPSE_SERVER_INGEST_UPLOAD_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "glimpse/v1/image_analytics.pb.h"
+#include "gpu/image.h"
+#include "server/rpc/call.h"
+#include "server/worker/gpu_env.h"
+#include "server/rpc/limits.h"
+#include "server/analyses/runner.h"
+
+namespace glimpse::server {
+
+// An upload stream's header and bytes, checked against the limits as they arrive. `field` names
+// the header in errors ("header", "header.upload").
+class UploadBuffer {
+ public:
+  UploadBuffer(const ServiceLimits& limits, const gpu::DeviceLimits& device, std::string field);
+
+  absl::Status SetHeader(const v1::UploadHeader& header, CallRecord& record);
+  absl::Status Append(const std::string& chunk);
+  // Checks the total once the stream has ended.
+  absl::Status Complete() const;
+  // The pixels: raw bytes checked against the layout, or the file decoded (host work). Frees the
+  // bytes.
+  absl::StatusOr<gpu::HostImage> TakeImage(CallRecord& record);
+  const v1::UploadHeader& header() const { return header_; }
+  uint64_t received() const { return data_.size(); }
+
+ private:
+  const ServiceLimits& limits_;
+  const gpu::DeviceLimits& device_;
+  const std::string field_;
+  v1::UploadHeader header_;
+  gpu::ImageDesc raw_desc_;
+  std::string data_;
+};
+
+// The answer to an upload stream the client cancelled (or dropped) before it ended.
+absl::Status CancelledMidUpload(uint64_t received_bytes);
+
+// On the worker: uploads `host` and stores it with `meta`'s id (a new one when empty), label,
+// origin and creation time (now when unset), as the image of the call's tenant.
+absl::StatusOr<StoredImageInfo> StoreHostImage(GpuEnv& env, const gpu::HostImage& host,
+                                               StoredImageInfo meta, CallRecord& record);
+
+grpc::ServerReadReactor<v1::UploadImageRequest>* ServeUpload(ServiceEnv& service,
+                                                             grpc::CallbackServerContext* context,
+                                                             v1::UploadImageResponse* response);
+
+}  // namespace glimpse::server
+
+#endif  // GLIMPSE_SERVER_INGEST_UPLOAD_H_

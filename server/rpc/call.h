@@ -1,0 +1,229 @@
+// Reactors shared by the handlers: a unary call answered from any thread, and a server stream fed
+// batches of messages that never makes its producer wait. Both log one line per call.
+#ifndef GLIMPSE_SERVER_RPC_CALL_H_
+#define GLIMPSE_SERVER_RPC_CALL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <iterator>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "glimpse/v1/image_analytics.pb.h"
+#include "server/worker/fair_queue.h"
+#include "server/store/result_budget.h"
+
+namespace glimpse::server {
+
+// Nanoseconds since `t0`, for the Timing fields.
+inline uint64_t NsSince(std::chrono::steady_clock::time_point t0) {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - t0)
+                      .count());
+}
+
+// What one call's log line says.
+class CallRecord {
+ public:
+  explicit CallRecord(std::string method)
+      : method_(std::move(method)), start_(std::chrono::steady_clock::now()) {}
+  void set_image(std::string image) { image_ = std::move(image); }
+  // The tenant the call was admitted as (server/access/access.h): every image it stores is that
+  // tenant's, and every id it names is looked up among that tenant's only. "" without access
+  // control.
+  void set_tenant(std::string tenant) { tenant_ = std::move(tenant); }
+  const std::string& tenant() const { return tenant_; }
+  // Whom the call's GPU jobs are charged to and in what order (server/worker/job_class.h).
+  void set_job_class(JobClass c) { job_class_ = std::move(c); }
+  const JobClass& job_class() const { return job_class_; }
+  void set_queue(std::chrono::nanoseconds d) { queue_ns_ = uint64_t(d.count()); }
+  void set_gpu_ns(uint64_t ns) { gpu_ns_ = ns; }
+  // A result produced in parts waits and runs once per part.
+  void add_queue(std::chrono::nanoseconds d) { queue_ns_ += uint64_t(d.count()); }
+  void add_gpu_ns(uint64_t ns) { gpu_ns_ += ns; }
+  void set_upload_ns(uint64_t ns) { upload_ns_ = ns; }
+  void set_decode_ns(uint64_t ns) { decode_ns_ = ns; }
+  // The analysis that ran ("histogram", ...) and the variant it used, for the metrics.
+  void set_analysis(std::string_view analysis, std::string_view variant) {
+    analysis_ = analysis;
+    variant_ = variant;
+  }
+  uint64_t elapsed_ns() const;
+  // The Timing message as of now.
+  v1::Timing Timing() const;
+  // One log line: method, image, status, queue wait, GPU time, total; and the call's metrics.
+  void Log(const grpc::Status& status) const;
+
+ private:
+  std::string method_;
+  std::chrono::steady_clock::time_point start_;
+  std::string image_ = "-";
+  std::string tenant_;
+  JobClass job_class_;
+  std::string analysis_, variant_;
+  uint64_t queue_ns_ = 0, gpu_ns_ = 0, upload_ns_ = 0, decode_ns_ = 0;
+};
+
+// A unary call. Answer from any thread, once. Holds the lease of its response's bytes until
+// gRPC is done with it.
+class UnaryCall : public grpc::ServerUnaryReactor {
+ public:
+  explicit UnaryCall(std::string method) : record(std::move(method)) {}
+  void Answer(const grpc::Status& status) {
+    record.Log(status);
+    Finish(status);
+  }
+  void Answer(const absl::Status& status);
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  CallRecord record;
+  Lease lease;
+
+ private:
+  void OnCancel() override { cancelled_.store(true, std::memory_order_release); }
+  void OnDone() override { delete this; }
+  std::atomic<bool> cancelled_{false};
+};
+
+// A server stream that never makes its producer wait. A producer (any thread) hands over whole
+// batches of messages with the lease of their bytes; the lease is given back when the batch has
+// been sent, or at once when the reader cancels or passes its deadline. Close ends the call once
+// everything handed over has been sent. `Reactor` is a bidirectional reactor for calls that also
+// read a stream (Analyze).
+template <typename Response, typename Reactor = grpc::ServerWriteReactor<Response>>
+class StreamCall : public Reactor {
+ public:
+  explicit StreamCall(std::string method) : record(std::move(method)) {}
+
+  // Queues the messages. `drained` runs (on a gRPC thread) once they have all been sent, or once
+  // the reader has gone away (then cancelled() is true): a producer of parts makes the next one
+  // there. CANCELLED if the reader has already gone (nothing is queued, drained is not run).
+  absl::Status Send(std::vector<Response> messages, Lease lease,
+                    std::function<void()> drained = nullptr) {
+    std::unique_lock lock(mu_);
+    if (cancelled_) return absl::CancelledError("the client cancelled the call");
+    batches_.push_back({std::deque<Response>(std::make_move_iterator(messages.begin()),
+                                             std::make_move_iterator(messages.end())),
+                        std::move(lease), std::move(drained)});
+    if (!writing_) StartNextLocked(lock);
+    return absl::OkStatus();
+  }
+
+  // Ends the call with `status` once everything sent has been written (or dropped on failure).
+  // Later calls are ignored.
+  void Close(const grpc::Status& status) {
+    std::unique_lock lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    status_ = status;
+    record.Log(status);
+    MaybeFinish(lock);
+  }
+  void Close(const absl::Status& status);
+
+  bool cancelled() const {
+    std::lock_guard lock(mu_);
+    return cancelled_;
+  }
+  CallRecord record;
+
+ private:
+  struct Batch {
+    std::deque<Response> messages;
+    Lease lease;
+    std::function<void()> drained;
+  };
+
+  // Starts writing the next queued message, running the callbacks of batches that are done.
+  void StartNextLocked(std::unique_lock<std::mutex>& lock) {
+    std::vector<Batch> done;
+    while (!batches_.empty() && batches_.front().messages.empty()) {
+      done.push_back(std::move(batches_.front()));
+      batches_.pop_front();
+    }
+    const bool write = !batches_.empty();
+    if (write) {
+      current_ = std::move(batches_.front().messages.front());
+      batches_.front().messages.pop_front();
+      writing_ = true;
+    }
+    lock.unlock();
+    if (write) this->StartWrite(&current_);
+    for (Batch& b : done) {
+      b.lease.Release();
+      if (b.drained) b.drained();
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock lock(mu_);
+    writing_ = false;
+    if (!ok) cancelled_ = true;
+    if (cancelled_) {
+      std::deque<Batch> dropped;
+      dropped.swap(batches_);
+      lock.unlock();
+      DropAll(dropped);
+      lock.lock();
+      MaybeFinish(lock);
+      return;
+    }
+    StartNextLocked(lock);
+    lock.lock();
+    MaybeFinish(lock);
+  }
+
+  // Finishes the call once it is closed and nothing is left to write. Unlocks.
+  void MaybeFinish(std::unique_lock<std::mutex>& lock) {
+    if (finished_ || !closed_ || writing_ || !batches_.empty()) return;
+    finished_ = true;
+    const grpc::Status status = status_;
+    lock.unlock();
+    this->Finish(status);
+  }
+
+  void OnCancel() override {
+    std::unique_lock lock(mu_);
+    cancelled_ = true;
+    std::deque<Batch> dropped;
+    dropped.swap(batches_);
+    lock.unlock();
+    // Gives the reader's share of the result buffer back now, not when gRPC gets round to it.
+    DropAll(dropped);
+  }
+
+  static void DropAll(std::deque<Batch>& batches) {
+    for (Batch& b : batches) {
+      b.messages.clear();
+      b.lease.Release();
+      if (b.drained) b.drained();
+    }
+  }
+
+  void OnDone() override { delete this; }
+
+  mutable std::mutex mu_;
+  std::deque<Batch> batches_;
+  Response current_;
+  bool writing_ = false, closed_ = false, cancelled_ = false, finished_ = false;
+  grpc::Status status_;
+};
+
+grpc::Status ToGrpc(const absl::Status& status);
+
+template <typename Response, typename Reactor>
+void StreamCall<Response, Reactor>::Close(const absl::Status& status) {
+  Close(ToGrpc(status));
+}
+
+}  // namespace glimpse::server
+
+#endif  // GLIMPSE_SERVER_RPC_CALL_H_

@@ -1,0 +1,20 @@
+// The service's limits on requests and streamed messages (flags of glimpse-server).
+#ifndef GLIMPSE_SERVER_RPC_LIMITS_H_
+#define GLIMPSE_SERVER_RPC_LIMITS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace glimpse::server {
+
+struct ServiceLimits {
+  uint64_t max_image_pixels = uint64_t{1} << 28;
+  uint64_t max_upload_bytes = uint64_t{1} << 30;
+  uint64_t max_message_bytes = uint64_t{4} << 20;
+  // Size of the data in one streamed result message.
+  size_t chunk_bytes = size_t{1} << 20;
+};
+
+}  // namespace glimpse::server
+
+#endif  // GLIMPSE_SERVER_RPC_LIMITS_H_

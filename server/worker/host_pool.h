@@ -1,0 +1,44 @@
+// A few host threads for CPU work that must not hold up the GPU worker or gRPC's threads:
+// decoding images (uploaded or inline), encoding PNG results, streaming results out.
+#ifndef GLIMPSE_SERVER_WORKER_HOST_POOL_H_
+#define GLIMPSE_SERVER_WORKER_HOST_POOL_H_
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace glimpse::server {
+
+// The CPUs this process may run on: its affinity mask, under its cgroup's CPU quota if any
+// (cgroup v2 cpu.max, else v1 cpu.cfs_quota_us), as a container's CPU limit sets it. At least 1.
+int UsableCpus();
+
+// Threads for host work, tasks run in the order posted. Example:
+//   HostPool pool(std::max(4, UsableCpus()));
+//   pool.Post([&] { Decode(bytes); });
+class HostPool {
+ public:
+  explicit HostPool(int threads);
+  // Runs every task already posted, then joins the threads.
+  ~HostPool();
+  HostPool(const HostPool&) = delete;
+  HostPool& operator=(const HostPool&) = delete;
+
+  void Post(std::function<void()> task);
+
+ private:
+  void Loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace glimpse::server
+
+#endif  // GLIMPSE_SERVER_WORKER_HOST_POOL_H_
