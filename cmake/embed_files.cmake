@@ -1,5 +1,5 @@
 # Script mode: writes OUT, a C++ file holding every file of FILES as a raw string literal.
-set(body "// Generated from gpu/shaders by cmake/embed_files.cmake. Do not edit.\n#include <string_view>\n#include \"gpu/embedded_shaders.h\"\nnamespace glimpse::gpu {\nnamespace {\nstruct Entry { std::string_view name; std::string_view text; };\nconstexpr Entry kEntries[] = {\n")
+set(body "// Generated from gpu/shaders by cmake/embed_files.cmake. Do not edit.\n#include <string_view>\n#include \"gpu/internal/embedded_shaders.h\"\nnamespace glimpse::gpu {\nnamespace {\nstruct Entry { std::string_view name; std::string_view text; };\nconstexpr Entry kEntries[] = {\n")
 foreach(f IN LISTS FILES)
   get_filename_component(name ${f} NAME_WE)
   file(READ ${f} text)
