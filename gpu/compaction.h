@@ -1,6 +1,12 @@
 // Stream compaction as a pixel filter: the pixels whose channel value (or luma) lies inside (or
 // outside) [lo, hi], as (x, y) and their samples, always in row-major order (y, then x: the order
 // of numpy's argwhere and OpenCV's findNonZero), with the exact total.
+//
+//   CompactionKernel kernel(ctx);
+//   CompactionOptions options{.channel = 0, .lo = 200, .hi = 255};  // channel 0 in [200, 255]
+//   absl::StatusOr<CompactionResult> r = kernel.Run(image, options);
+//   if (!r.ok()) return r.status();  // e.g. channel past the image's channels
+//   // r->total passing pixels; the first r->returned() at (r->xy[2 * i], r->xy[2 * i + 1]).
 #ifndef GLIMPSE_GPU_COMPACTION_H_
 #define GLIMPSE_GPU_COMPACTION_H_
 

@@ -1,4 +1,13 @@
 // The headless OpenGL 4.3 core context that every kernel runs in, and what it reports.
+//
+//   absl::StatusOr<std::unique_ptr<Context>> ctx = Context::Create({.device = "software"});
+//   if (!ctx.ok()) return ctx.status();
+//   absl::StatusOr<GLuint> program = (*ctx)->Program("histogram_global_atomics", defines);
+//   if (!program.ok()) return program.status();  // carries the GLSL info log
+//   glUseProgram(*program);
+//   GpuTimer timer;
+//   glDispatchCompute(groups_x, groups_y, 1);
+//   const uint64_t gpu_ns = timer.StopAndRead();
 #ifndef GLIMPSE_GPU_CONTEXT_H_
 #define GLIMPSE_GPU_CONTEXT_H_
 

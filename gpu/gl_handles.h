@@ -1,5 +1,14 @@
 // Move-only owners of GL object names. Each destructor deletes its name; wrap()/release() adopt
 // or give up a raw name. REQUIRES: constructed and destroyed on the thread that owns the context.
+//
+//   Buffer counts = Buffer::Create(size_t(bins) * sizeof(uint32_t));
+//   counts.Zero();
+//   counts.BindBase(0);  // layout(binding = 0) buffer in the shader
+//   glDispatchCompute(groups_x, groups_y, 1);
+//   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+//   std::vector<uint32_t> host(bins);
+//   counts.Read(0, counts.bytes(), host.data());
+//   GlTexture texture = GlTexture::Create();  // glDeleteTextures when it goes, unless Release()d
 #ifndef GLIMPSE_GPU_GL_HANDLES_H_
 #define GLIMPSE_GPU_GL_HANDLES_H_
 

@@ -1,4 +1,11 @@
 // Histograms of an image on the GPU: exact 64-bit counts, OpenCV calcHist range semantics.
+//
+//   HistogramKernel kernel(ctx);
+//   HistogramOptions options;  // 256 bins over the sample type's range
+//   options.source = HistogramSource::kLuma;  // an RGB or RGBA image
+//   absl::StatusOr<HistogramResult> r = kernel.Run(image, options);
+//   if (!r.ok()) return r.status();
+//   const uint64_t darkest = r->counts[0][0];  // one histogram (luma), bin 0
 #ifndef GLIMPSE_GPU_HISTOGRAM_H_
 #define GLIMPSE_GPU_HISTOGRAM_H_
 

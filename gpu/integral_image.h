@@ -5,6 +5,15 @@
 // samples (or of their exact squares), each term passing through at most W + H + 16 additions, so
 //   |S_gpu[y][x] - S[y][x]| <= 1.01 * (W + H + 16) * 2^-53 * sum_{j<=y, i<=x} |v[j][i]|
 // (v*v for the squared table). The naive variant adds in the CPU reference's order: bit-equal.
+//
+//   IntegralImageKernel kernel(ctx);
+//   absl::StatusOr<IntegralImageResult> r =
+//       kernel.Run(image, {.squared = true}, [&](const IntegralBand& band) {
+//         out.write(reinterpret_cast<const char*>(band.bytes.data()), band.bytes.size());
+//         return absl::OkStatus();  // an error here stops the run and comes back in r
+//       });
+//   if (!r.ok()) return r.status();
+//   // Whole tables in host vectors instead: ComputeIntegralImage(kernel, image, options).
 #ifndef GLIMPSE_GPU_INTEGRAL_IMAGE_H_
 #define GLIMPSE_GPU_INTEGRAL_IMAGE_H_
 

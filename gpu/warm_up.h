@@ -5,6 +5,14 @@
 // Claim() at each unit; a unit runs on the one thread whose Claim() returned true for it. Claims
 // are taken in turn from one counter, so a thread that finishes a unit early takes the next free
 // one (the costly units come first in each kernel's sequence).
+//
+//   std::atomic<int> next{0};  // shared by the threads of the split, each with its own Context
+//   // On each of them:
+//   HistogramKernel kernel(*ctx);
+//   WarmUpShare share(&next);
+//   if (absl::Status s = kernel.WarmUp(share); !s.ok()) return s;
+//   // Inside a kernel's WarmUp(share), at each unit of its fixed sequence:
+//   if (share.Claim()) RunUnit();  // else another thread runs this one
 #ifndef GLIMPSE_GPU_WARM_UP_H_
 #define GLIMPSE_GPU_WARM_UP_H_
 
