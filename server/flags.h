@@ -1,5 +1,17 @@
 // A small command-line parser for `--name=value` flags (dashes in names, as the deployment uses
 // them), with typed targets, ranges, and a --help that lists every flag with its default.
+//
+//   int64_t max_queue = 64;  // the default --help shows
+//   FlagSet flags("Usage: glimpse-server [--flag=value ...]");
+//   flags.AddInt("max-queue", &max_queue, 1, 1 << 20, "GPU jobs waiting at most");
+//   if (std::string err = flags.Parse(argc, argv); !err.empty()) {
+//     std::fprintf(stderr, "glimpse-server: %s\n", err.c_str());
+//     return 2;
+//   }
+//   if (flags.help_requested()) {
+//     std::fputs(flags.Help().c_str(), stdout);
+//     return 0;
+//   }
 #ifndef GLIMPSE_SERVER_FLAGS_H_
 #define GLIMPSE_SERVER_FLAGS_H_
 

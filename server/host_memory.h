@@ -4,6 +4,16 @@
 // size (it rises to the largest block freed, up to 32 MiB), and an arena returns memory to the
 // system only from its top, so the resident size grew with every new mix of sizes and threads
 // (bench/results/soak_llvmpipe.md).
+//
+//   int main(int argc, char** argv) {
+//     // First, before any other thread starts:
+//     if (!glimpse::server::KeepLargeBlocksOutOfArenas()) {
+//       spdlog::warn("the allocator refused a fixed mmap threshold");
+//     }
+//     // ... then the server's threads.
+//   }
+//   // Later, on a thread that has been idle a while (the GPU worker's loop):
+//   ReleaseFreeHostMemory();
 #ifndef GLIMPSE_SERVER_HOST_MEMORY_H_
 #define GLIMPSE_SERVER_HOST_MEMORY_H_
 

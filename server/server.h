@@ -1,5 +1,14 @@
 // A running Glimpse server: the GPU worker, the service, health and reflection, on a port. Used by
 // main(), the service tests and the Analyze fuzz target.
+//
+//   ServerOptions options;
+//   options.listen = "127.0.0.1:0";  // a free port
+//   absl::StatusOr<std::unique_ptr<GlimpseServer>> server = GlimpseServer::Start(options);
+//   if (!server.ok()) return server.status();  // e.g. no GL context on --device
+//   std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(
+//       StrCat("127.0.0.1:", (*server)->port()), grpc::InsecureChannelCredentials());
+//   // ... calls on `channel` ...
+//   (*server)->Shutdown(std::chrono::seconds(10));
 #ifndef GLIMPSE_SERVER_SERVER_H_
 #define GLIMPSE_SERVER_SERVER_H_
 

@@ -1,5 +1,11 @@
 // The ImageAnalytics service: each RPC handed to the runner with its analysis (server/analyses/runner.h),
 // or answered from the image store's catalogue.
+//
+//   absl::StatusOr<std::unique_ptr<GpuWorker>> worker = GpuWorker::Start(WorkerOptions{});
+//   if (!worker.ok()) return worker.status();
+//   ImageAnalyticsService service(**worker, ServiceLimits{});  // no Redis, access or rate limit
+//   grpc::ServerBuilder builder;
+//   builder.RegisterService(&service);
 #ifndef GLIMPSE_SERVER_SERVICE_H_
 #define GLIMPSE_SERVER_SERVICE_H_
 

@@ -2,6 +2,12 @@
 // stream), inline, or as a stored id; each analysis runs through the same per-analysis code and
 // runner as its own RPC (server/analyses/histogram.h, ...), its messages wrapped in AnalyzeResponse and
 // sent in order on the one response stream.
+//
+//   grpc::ServerBidiReactor<v1::AnalyzeRequest, v1::AnalyzeResponse>*
+//   ImageAnalyticsService::Analyze(grpc::CallbackServerContext* context) {
+//     return ServeAnalyze(env_, context);
+//   }
+//   std::vector<std::string> names = AnalyzeAnalysisNames();  // "histogram", "integral_image", ...
 #ifndef GLIMPSE_SERVER_ANALYSES_ANALYZE_H_
 #define GLIMPSE_SERVER_ANALYSES_ANALYZE_H_
 

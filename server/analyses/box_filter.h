@@ -1,5 +1,11 @@
 // The box filter analysis: BoxFilterRequest -> gpu::BoxFilterOptions, the kernel on the worker,
 // the result kept in the store and/or its pixels (raw or PNG, encoded on a host thread) streamed.
+//
+//   // The BoxFilter RPC (server/service.cc): the runner takes every step below.
+//   return ServeStream<BoxFilterAnalysis>(env_, context, request);
+//   // Its first step, the request mapped to gpu/'s options:
+//   absl::StatusOr<BoxFilterAnalysis::Options> options = BoxFilterAnalysis::MapOptions(*request);
+//   if (!options.ok()) return options.status();  // options->filter.rx, ->encoding, ->keep
 #ifndef GLIMPSE_SERVER_ANALYSES_BOX_FILTER_H_
 #define GLIMPSE_SERVER_ANALYSES_BOX_FILTER_H_
 

@@ -1,5 +1,13 @@
 // The compaction analysis (the Compact RPC): CompactRequest -> gpu::CompactionOptions, the kernel on
 // the worker, the passing pixels streamed from a host thread.
+//
+//   // The Compact RPC (server/service.cc): the runner takes every step below.
+//   return ServeStream<CompactionAnalysis>(env_, context, request);
+//   // Its first steps: the request mapped, then checked against the image.
+//   absl::StatusOr<CompactionAnalysis::Options> options = CompactionAnalysis::MapOptions(*request);
+//   if (!options.ok()) return options.status();
+//   absl::StatusOr<uint64_t> bytes = CompactionAnalysis::ResultBytes(desc, *options, part_bytes);
+//   if (!bytes.ok()) return bytes.status();  // e.g. a channel the image lacks
 #ifndef GLIMPSE_SERVER_ANALYSES_COMPACTION_H_
 #define GLIMPSE_SERVER_ANALYSES_COMPACTION_H_
 

@@ -1,5 +1,13 @@
 // The histogram analysis: HistogramRequest -> gpu::HistogramOptions, the kernel on the worker, the
 // counts in the response.
+//
+//   // The Histogram RPC (server/service.cc): the runner takes every step below.
+//   return ServeUnary<HistogramAnalysis>(env_, context, request, response);
+//   // Its first steps: the request mapped, then checked against the image.
+//   absl::StatusOr<HistogramAnalysis::Options> options = HistogramAnalysis::MapOptions(*request);
+//   if (!options.ok()) return options.status();
+//   absl::StatusOr<uint64_t> bytes = HistogramAnalysis::ResultBytes(desc, *options, part_bytes);
+//   if (!bytes.ok()) return bytes.status();  // e.g. luma of a 1-channel image
 #ifndef GLIMPSE_SERVER_ANALYSES_HISTOGRAM_H_
 #define GLIMPSE_SERVER_ANALYSES_HISTOGRAM_H_
 

@@ -9,6 +9,13 @@
 // through one more double addition per strip boundary than gpu/integral_image.h's bound counts.
 // With the squared table, its strips follow the sum table's and recompute the strip's sums, which
 // the kernel produces first.
+//
+//   // The IntegralImage RPC (server/service.cc): the runner takes the steps.
+//   return ServeStream<IntegralImageAnalysis>(env_, context, request);
+//   // How the two tables of a 4096 x 4096 RGB uint8 image are cut into parts of 32 MiB:
+//   IntegralPlan plan = PlanIntegralParts({.width = 4096, .height = 4096, .channels = 3},
+//                                         /*squared=*/true, uint64_t{32} << 20);
+//   // plan.whole is false: strips of plan.rows_per_part rows, each a job of its own.
 #ifndef GLIMPSE_SERVER_ANALYSES_INTEGRAL_IMAGE_H_
 #define GLIMPSE_SERVER_ANALYSES_INTEGRAL_IMAGE_H_
 

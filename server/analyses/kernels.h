@@ -1,4 +1,11 @@
 // The kernels the GPU worker owns, and the table of the analyses the server serves.
+//
+//   Kernels kernels(ctx);  // on ctx's thread
+//   if (absl::Status s = kernels.Prepare(); !s.ok()) return s;  // a shader that does not build
+//   const int threads = AutoWarmUpThreads(ctx.info());
+//   if (absl::Status s = WarmUpSideBySide(kernels, context_options, threads); !s.ok()) return s;
+//   absl::StatusOr<gpu::HistogramResult> r = kernels.histogram.Run(image, histogram_options);
+//   if (!r.ok()) return r.status();
 #ifndef GLIMPSE_SERVER_ANALYSES_KERNELS_H_
 #define GLIMPSE_SERVER_ANALYSES_KERNELS_H_
 

@@ -2,6 +2,13 @@
 // mapped to gpu/ options, a job queued with the call's deadline and cancellation, its result bytes
 // leased, its time recorded, and its status turned into the gRPC answer. The analyses
 // (server/analyses/histogram.h, ...) supply only the mapping, the work and the answer.
+//
+//   grpc::ServerUnaryReactor* ImageAnalyticsService::Histogram(
+//       grpc::CallbackServerContext* context, const v1::HistogramRequest* request,
+//       v1::HistogramResponse* response) {
+//     return ServeUnary<HistogramAnalysis>(env_, context, request, response);
+//   }
+//   // A streamed analysis: return ServeStream<CompactionAnalysis>(env_, context, request);
 #ifndef GLIMPSE_SERVER_ANALYSES_RUNNER_H_
 #define GLIMPSE_SERVER_ANALYSES_RUNNER_H_
 

@@ -1,6 +1,14 @@
 // Encoded image files <-> host pixels, on the host, never on the GPU thread: decoding by
 // server/ingest/decode.h (which says which library reads which format), PNG encoding by
 // stb_image_write. Sizes are checked from the file's header before anything is decoded.
+//
+//   absl::StatusOr<gpu::ImageDesc> desc = ProbeEncoded(file, "image.encoded.data");  // header only
+//   if (!desc.ok()) return desc.status();
+//   absl::StatusOr<gpu::HostImage> host =
+//       DecodeEncoded(file, /*desired_channels=*/0, limits.max_image_pixels, "image.encoded.data");
+//   if (!host.ok()) return host.status();
+//   absl::StatusOr<std::string> png = EncodePng(*host);  // uint8 images only
+//   if (!png.ok()) return png.status();
 #ifndef GLIMPSE_SERVER_INGEST_IMAGE_CODEC_H_
 #define GLIMPSE_SERVER_INGEST_IMAGE_CODEC_H_
 

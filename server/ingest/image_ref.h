@@ -1,5 +1,14 @@
 // Images as the API names them: layouts and infos converted between the proto and gpu/, and the
 // ImageRef of an analysis resolved in two steps (on the handler's thread, then on the worker).
+//
+//   // On the handler's thread (ResolveImageRef, server/store/shared_images.h, calls this):
+//   absl::StatusOr<std::shared_ptr<const Input>> input = ReadImageRef(
+//       request->image(), worker.device().limits, limits, worker.store(), call->record);
+//   if (!input.ok()) return call->Answer(input.status());
+//   // In the job, on the worker:
+//   absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, **input, call->record);
+//   if (!a.ok()) return a.status();
+//   *response->mutable_image() = std::move((*a)->info);  // (*a)->image: the GPU image to analyse
 #ifndef GLIMPSE_SERVER_INGEST_IMAGE_REF_H_
 #define GLIMPSE_SERVER_INGEST_IMAGE_REF_H_
 

@@ -1,5 +1,15 @@
 // UploadImage: a client stream of an encoded file or raw pixels, stored on the GPU. The stream's
 // assembly and the storing are shared with Analyze, which takes an upload stream too.
+//
+//   UploadBuffer upload(limits, worker.device().limits, "header");
+//   // The stream's first message, then every message's bytes:
+//   if (absl::Status s = upload.SetHeader(request.header(), record); !s.ok()) return s;
+//   if (absl::Status s = upload.Append(request.chunk()); !s.ok()) return s;
+//   // Once it has ended, on a host thread:
+//   if (absl::Status s = upload.Complete(); !s.ok()) return s;
+//   absl::StatusOr<gpu::HostImage> host = upload.TakeImage(record);
+//   if (!host.ok()) return host.status();
+//   // Then, on the worker: StoreHostImage(env, *host, StoredImageInfo{}, record).
 #ifndef GLIMPSE_SERVER_INGEST_UPLOAD_H_
 #define GLIMPSE_SERVER_INGEST_UPLOAD_H_
 

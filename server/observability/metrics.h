@@ -5,6 +5,14 @@
 // interceptor; queue, job and store figures are read from the server only when Prometheus
 // scrapes, through a callback, so no other code has to report them. The README lists every
 // metric.
+//
+//   RecordCall({.method = "Histogram", .code = grpc::StatusCode::OK, .analysis = "histogram",
+//               .variant = "private_array", .gpu_ns = gpu_ns, .elapsed_ns = elapsed_ns});
+//   absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics = MetricsEndpoint::Start(
+//       "0.0.0.0:9464", [w] { return ServerGauges{.queued_jobs = w->Stats().queue_length}; },
+//       {{"renderer", w->device().renderer}});
+//   if (!metrics.ok()) return metrics.status();  // the port is taken, ...
+//   builder.experimental().SetInterceptorCreators(MetricsInterceptors());  // message bytes
 #ifndef GLIMPSE_SERVER_OBSERVABILITY_METRICS_H_
 #define GLIMPSE_SERVER_OBSERVABILITY_METRICS_H_
 

@@ -1,5 +1,15 @@
 // Reactors shared by the handlers: a unary call answered from any thread, and a server stream fed
 // batches of messages that never makes its producer wait. Both log one line per call.
+//
+//   auto* call = new UnaryCall("GetImageInfo");  // deletes itself once gRPC is done with it
+//   ImageInfoOf(env_, id, call->record.tenant(), [call](absl::StatusOr<StoredImageInfo> info) {
+//     call->Answer(info.status());  // from any thread, once; logs the call
+//   });
+//   return call;
+//   // A stream: batches handed over with the lease of their bytes, then closed.
+//   auto* stream = new StreamCall<v1::CompactResponse>("Compact");
+//   if (absl::Status s = stream->Send(std::move(messages), std::move(lease)); !s.ok()) return s;
+//   stream->Close(absl::OkStatus());  // once what was sent has been written
 #ifndef GLIMPSE_SERVER_RPC_CALL_H_
 #define GLIMPSE_SERVER_RPC_CALL_H_
 

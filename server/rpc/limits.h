@@ -1,4 +1,8 @@
 // The service's limits on requests and streamed messages (flags of glimpse-server).
+//
+//   ServerOptions options;
+//   options.limits.max_image_pixels = uint64_t{1} << 24;  // --max-image-pixels
+//   options.limits.chunk_bytes = size_t{256} << 10;  // results streamed 256 KiB per message
 #ifndef GLIMPSE_SERVER_RPC_LIMITS_H_
 #define GLIMPSE_SERVER_RPC_LIMITS_H_
 

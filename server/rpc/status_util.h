@@ -1,4 +1,8 @@
 // The one place where absl::Status becomes grpc::Status.
+//
+//   absl::Status s = Annotate(ctx.status(), "opening the GL context");  // "opening ...: <message>"
+//   grpc::Status answer = ToGrpcStatus(s);  // same code, same message
+//   spdlog::warn("{}: {}", GrpcCodeName(answer.error_code()), MessageOf(s));
 #ifndef GLIMPSE_SERVER_RPC_STATUS_UTIL_H_
 #define GLIMPSE_SERVER_RPC_STATUS_UTIL_H_
 

@@ -3,6 +3,14 @@
 // look-up names the caller's tenant, and another tenant's image is NOT_FOUND exactly as an id
 // never stored is. A tenant's share (--tenant-store-bytes) bounds its bytes: storing past it
 // evicts that tenant's own least recently used images, never another's.
+//
+//   ImageStore store(/*budget_bytes=*/uint64_t{2} << 30, std::chrono::seconds(3600));
+//   absl::StatusOr<StoredImageInfo> info = store.Info(id, record.tenant());
+//   if (!info.ok()) return info.status();  // NOT_FOUND, whoever else holds the id
+//   for (const StoredImageInfo& i : store.List(record.tenant())) total_bytes += i.bytes;
+//   absl::StatusOr<uint64_t> freed = store.Erase(id, record.tenant());
+//   if (!freed.ok()) return freed.status();
+//   // Storing and reading the pixels: GpuImages (server/worker/gpu_env.h), on the worker.
 #ifndef GLIMPSE_SERVER_STORE_IMAGE_STORE_H_
 #define GLIMPSE_SERVER_STORE_IMAGE_STORE_H_
 

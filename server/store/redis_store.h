@@ -12,6 +12,16 @@
 // Every method blocks on the network: call them on host threads (pool()), never on the GPU
 // worker. Connections are reused; each operation has the connection's timeout; an unreachable or
 // slow Redis answers UNAVAILABLE naming Redis and its address, and the next operation reconnects.
+//
+//   absl::StatusOr<std::unique_ptr<RedisStore>> redis =
+//       RedisStore::Create({.address = "redis:6379"});
+//   if (!redis.ok()) return redis.status();  // a malformed address; Redis itself is not asked yet
+//   RedisStore& shared = **redis;
+//   shared.pool().Post([&shared, id, tenant] {  // never on the GPU worker
+//     absl::StatusOr<StoredImageInfo> meta = shared.Touch(id, tenant);
+//     if (!meta.ok()) return;  // NOT_FOUND, or UNAVAILABLE naming Redis
+//     absl::StatusOr<gpu::HostImage> pixels = shared.Get(*meta);
+//   });
 #ifndef GLIMPSE_SERVER_STORE_REDIS_STORE_H_
 #define GLIMPSE_SERVER_STORE_REDIS_STORE_H_
 

@@ -2,6 +2,13 @@
 // The GPU worker takes a lease before it produces a result and never waits for a reader; the
 // lease is given back as the messages are sent, or at once when the reader goes away. A result
 // larger than a part (an integral table) is produced a part at a time as the reader consumes it.
+//
+//   ResultBudget results(uint64_t{256} << 20);
+//   std::optional<Lease> lease = results.TryAcquire(result_bytes);
+//   if (!lease) return;  // not free now: the job stays queued, nothing waits
+//   // ... produce the result; give back what it turned out not to need:
+//   lease->ShrinkTo(used_bytes);
+//   call->Send(std::move(messages), *std::move(lease));  // freed as the messages are sent
 #ifndef GLIMPSE_SERVER_STORE_RESULT_BUDGET_H_
 #define GLIMPSE_SERVER_STORE_RESULT_BUDGET_H_
 

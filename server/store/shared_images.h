@@ -2,6 +2,15 @@
 // store on Redis (server/store/redis_store.h), when there is one. Without one, every function here is
 // the GPU store alone, answered on the calling thread. With one, Redis I/O runs on the store's
 // host threads and the continuation runs there; the GPU worker never waits for Redis.
+//
+//   ResolveImageRef(service, request->image(), call->record,
+//                   [call](absl::StatusOr<std::shared_ptr<const Input>> input) {
+//                     if (!input.ok()) return call->Answer(input.status());
+//                     // (*input)->desc is known: size the result, queue the job.
+//                   });
+//   DeleteEverywhere(service, id, call->record.tenant(), [call](absl::StatusOr<uint64_t> freed) {
+//     call->Answer(freed.status());
+//   });
 #ifndef GLIMPSE_SERVER_STORE_SHARED_IMAGES_H_
 #define GLIMPSE_SERVER_STORE_SHARED_IMAGES_H_
 

@@ -2,6 +2,17 @@
 // image store. Neither GpuEnv nor GpuImages can be made outside GpuWorker, and jobs receive them
 // only as arguments of their work on the worker, so gRPC and host threads have no way to reach
 // the GL context.
+//
+//   // A job's work (Submit, server/analyses/runner.h), run on the worker thread:
+//   auto work = [call, id, options](GpuEnv& env, Lease lease) -> absl::Status {
+//     absl::StatusOr<const gpu::Image*> image = env.images.Use(id, call->record.tenant());
+//     if (!image.ok()) return image.status();  // NOT_FOUND: unknown, evicted or expired
+//     absl::StatusOr<gpu::HistogramResult> r = env.kernels.histogram.Run(**image, options);
+//     if (!r.ok()) return r.status();
+//     call->lease = std::move(lease);
+//     call->Answer(absl::OkStatus());
+//     return absl::OkStatus();
+//   };
 #ifndef GLIMPSE_SERVER_WORKER_GPU_ENV_H_
 #define GLIMPSE_SERVER_WORKER_GPU_ENV_H_
 

@@ -2,6 +2,15 @@
 // taking turns by weight (server/worker/fair_queue.h, docs/scheduler.md). A job that produces a result
 // takes its bytes from the result budget before it runs; while they are not free it waits in the
 // queue (its deadline still counts) and jobs behind it that fit run first.
+//
+//   absl::StatusOr<std::unique_ptr<GpuWorker>> worker = GpuWorker::Start(WorkerOptions{});
+//   if (!worker.ok()) return worker.status();  // no context, or a shader that does not build
+//   Job job;
+//   job.method = "Histogram";
+//   job.run = [](GpuEnv& env, Lease, std::chrono::nanoseconds) { env.ctx.Finish(); };
+//   job.drop = [](const absl::Status& status) { spdlog::warn("{}", MessageOf(status)); };
+//   if (absl::Status s = (*worker)->Enqueue(std::move(job)); !s.ok()) return s;  // queue full
+//   (*worker)->Stop(std::chrono::steady_clock::now() + std::chrono::seconds(5));
 #ifndef GLIMPSE_SERVER_WORKER_GPU_WORKER_H_
 #define GLIMPSE_SERVER_WORKER_GPU_WORKER_H_
 
