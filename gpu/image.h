@@ -1,4 +1,10 @@
 // Images: their description, host-side pixels, and the GPU-resident form the kernels read.
+//
+//   HostImage host = HostImage::Zeros({.width = 640, .height = 480, .channels = 3});
+//   host.set<uint8_t>(10, 20, 0, 255);  // x, y, channel
+//   absl::StatusOr<Image> image = Image::Upload(ctx, host);
+//   if (!image.ok()) return image.status();  // e.g. a side past the device's limit
+//   HostImage back = image->Download();  // back.data == host.data
 #ifndef GLIMPSE_GPU_IMAGE_H_
 #define GLIMPSE_GPU_IMAGE_H_
 
