@@ -13,8 +13,9 @@
 // worker. Connections are reused; each operation has the connection's timeout; an unreachable or
 // slow Redis answers UNAVAILABLE naming Redis and its address, and the next operation reconnects.
 //
-//   absl::StatusOr<std::unique_ptr<RedisStore>> redis =
-//       RedisStore::Create({.address = "redis:6379"});
+//   RedisOptions options;
+//   options.address = "redis:6379";
+//   absl::StatusOr<std::unique_ptr<RedisStore>> redis = RedisStore::Create(options);
 //   if (!redis.ok()) return redis.status();  // a malformed address; Redis itself is not asked yet
 //   RedisStore& shared = **redis;
 //   shared.pool().Post([&shared, id, tenant] {  // never on the GPU worker

@@ -4,11 +4,12 @@
 // larger than a part (an integral table) is produced a part at a time as the reader consumes it.
 //
 //   ResultBudget results(uint64_t{256} << 20);
-//   std::optional<Lease> lease = results.TryAcquire(result_bytes);
-//   if (!lease) return;  // not free now: the job stays queued, nothing waits
-//   // ... produce the result; give back what it turned out not to need:
-//   lease->ShrinkTo(used_bytes);
-//   call->Send(std::move(messages), *std::move(lease));  // freed as the messages are sent
+//   if (std::optional<Lease> lease = results.TryAcquire(result_bytes)) {
+//     // ... produce the result; give back what it turned out not to need:
+//     lease->ShrinkTo(used_bytes);
+//     // Freed as the messages are sent (at once if the reader has gone):
+//     if (absl::Status s = call->Send(std::move(messages), *std::move(lease)); !s.ok()) return s;
+//   }  // else not free now: the job stays queued, nothing waits
 #ifndef GLIMPSE_SERVER_STORE_RESULT_BUDGET_H_
 #define GLIMPSE_SERVER_STORE_RESULT_BUDGET_H_
 
