@@ -125,18 +125,21 @@ std::string DescribeImage(const ImageDesc& d) {
   return StrCat(d.width, "x", d.height, " ", d.channels, "-channel ", SampleTypeName(d.type));
 }
 
-absl::Status ValidateImageDesc(const ImageDesc& d, const DeviceLimits& limits) {
+absl::Status ValidateImageDesc(const ImageDesc& d, const DeviceLimits& limits,
+                               std::string_view field) {
+  const std::string_view dot = field.empty() ? "" : ".";
   if (d.channels < 1 || d.channels > 4) {
-    return absl::InvalidArgumentError(StrCat("channels must be in [1, 4], got ", d.channels));
+    return absl::InvalidArgumentError(
+        StrCat(field, dot, "channels must be in [1, 4], got ", d.channels));
   }
   const int max = limits.max_texture_size;
   if (d.width < 1 || d.width > max) {
-    return absl::InvalidArgumentError(
-        StrCat("width must be in [1, ", max, "] (the device's texture limit), got ", d.width));
+    return absl::InvalidArgumentError(StrCat(field, dot, "width must be in [1, ", max,
+                                             "] (the device's texture limit), got ", d.width));
   }
   if (d.height < 1 || d.height > max) {
-    return absl::InvalidArgumentError(StrCat(
-        "height must be in [1, ", max, "] (the device's texture limit), got ", d.height));
+    return absl::InvalidArgumentError(StrCat(field, dot, "height must be in [1, ", max,
+                                             "] (the device's texture limit), got ", d.height));
   }
   return absl::OkStatus();
 }

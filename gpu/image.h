@@ -42,8 +42,10 @@ struct ImageDesc {
 std::string DescribeImage(const ImageDesc& desc);  // "640x480 3-channel uint8"
 
 // OK if the device can hold an image so described, else INVALID_ARGUMENT naming the field, the
-// value and the limit.
-absl::Status ValidateImageDesc(const ImageDesc& desc, const DeviceLimits& limits);
+// value and the limit. The one owner of these rules: `field`, if not empty, prefixes the fields'
+// names as a request names them ("image.raw.layout" -> "image.raw.layout.width must be ...").
+absl::Status ValidateImageDesc(const ImageDesc& desc, const DeviceLimits& limits,
+                               std::string_view field = {});
 
 // Pixels in host memory (the layout of ImageDesc).
 struct HostImage {

@@ -1,6 +1,7 @@
 #include "server/ingest/image_ref.h"
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <span>
 #include <utility>
@@ -74,29 +75,19 @@ absl::StatusOr<gpu::ImageDesc> DescFromLayout(const v1::ImageLayout& l, std::str
                                               const ServiceLimits& limits) {
   absl::StatusOr<gpu::SampleType> type = FromProto(l.format(), StrCat(field, ".format"));
   if (!type.ok()) return type.status();
-  if (l.width() == 0 || l.height() == 0) {
-    return absl::InvalidArgumentError(
-        StrCat(field, ".width and .height must be at least 1, got ", l.width(), "x", l.height()));
-  }
-  if (l.channels() < 1 || l.channels() > 4) {
-    return absl::InvalidArgumentError(
-        StrCat(field, ".channels must be in [1, 4], got ", l.channels()));
-  }
+  // Sizes past int's range saturate, so the check names a value that is still too big.
+  const gpu::ImageDesc desc{.width = int(std::min<uint32_t>(l.width(), INT_MAX)),
+                            .height = int(std::min<uint32_t>(l.height(), INT_MAX)),
+                            .channels = int(std::min<uint32_t>(l.channels(), INT_MAX)),
+                            .type = *type};
   const uint64_t pixels = uint64_t{l.width()} * l.height();
   if (pixels > limits.max_image_pixels) {
     return absl::ResourceExhaustedError(StrCat(field, " is ", l.width(), "x", l.height(), " = ",
                                                pixels, " pixels, over the server's limit of ",
                                                limits.max_image_pixels, " (--max-image-pixels)"));
   }
-  const int max = device.max_texture_size;
-  if (l.width() > uint32_t(max) || l.height() > uint32_t(max)) {
-    return absl::InvalidArgumentError(StrCat(field, " is ", l.width(), "x", l.height(),
-                                             "; the device's largest image side is ", max));
-  }
-  return gpu::ImageDesc{.width = int(l.width()),
-                        .height = int(l.height()),
-                        .channels = int(l.channels()),
-                        .type = *type};
+  if (absl::Status s = gpu::ValidateImageDesc(desc, device, field); !s.ok()) return s;
+  return desc;
 }
 
 absl::Status CheckDesc(const gpu::ImageDesc& d, std::string_view field,

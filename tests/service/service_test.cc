@@ -955,7 +955,23 @@ TEST_F(ServiceTest, BadAnalysisRequestsAreRefusedWithTheirReason) {
                *r.mutable_image() = InlineRaw(img);
                r.mutable_image()->mutable_raw()->mutable_layout()->set_width(0);
              }),
-             grpc::StatusCode::INVALID_ARGUMENT, "width");
+             grpc::StatusCode::INVALID_ARGUMENT, "image.raw.layout.width must be in [1, ");
+  // Each rule of a layout, from the one owner of image shapes, naming the request's field; a
+  // side past int's range is named as sent.
+  const int max_side = ts_->server->worker().device().limits.max_texture_size;
+  ExpectCode(hist([&](auto& r) {
+               *r.mutable_image() = InlineRaw(img);
+               r.mutable_image()->mutable_raw()->mutable_layout()->set_channels(5);
+             }),
+             grpc::StatusCode::INVALID_ARGUMENT, "image.raw.layout.channels must be in [1, 4], got 5");
+  ExpectCode(hist([&](auto& r) {
+               *r.mutable_image() = InlineRaw(img);
+               r.mutable_image()->mutable_raw()->mutable_layout()->set_height(uint32_t(max_side) + 1);
+               r.mutable_image()->mutable_raw()->mutable_layout()->set_width(1);
+             }),
+             grpc::StatusCode::INVALID_ARGUMENT,
+             StrCat("image.raw.layout.height must be in [1, ", max_side,
+                    "] (the device's texture limit), got ", max_side + 1));
   ExpectCode(hist([](auto& r) { r.mutable_image()->mutable_encoded()->set_data("no image here"); }),
              grpc::StatusCode::INVALID_ARGUMENT, "image.encoded.data");
   // An inline image over the message limit is refused by gRPC itself.
