@@ -1,5 +1,6 @@
 // Internal to gpu/integral_image.cc (the API: options, bands, warm-up) and
-// gpu/internal/integral_image_passes.cc (each variant's programs, buffers and dispatches): what both use.
+// gpu/internal/integral_image_passes.cc (each variant's programs, buffers and dispatches): what
+// both use.
 #ifndef GLIMPSE_GPU_INTERNAL_INTEGRAL_IMAGE_PASSES_H_
 #define GLIMPSE_GPU_INTERNAL_INTEGRAL_IMAGE_PASSES_H_
 
@@ -22,10 +23,8 @@ inline constexpr int kPackedMaxRows = 2048;
 // device-side table, one dispatch, holds at most kPackedMaxRows rows).
 bool PackedStripsFit(const ImageDesc& desc, int x0);
 
-}  // namespace integral_internal
-
 // Everything one table computation needs: programs, buffers, geometry.
-struct IntegralImageKernel::Workspace {
+struct Workspace {
   const Image* image = nullptr;
   int x0 = 0, y0 = 0;  // the rectangle's origin in the image
   int width = 0;       // pixels per row
@@ -44,6 +43,12 @@ struct IntegralImageKernel::Workspace {
   Buffer carry[2];
   Buffer sums;
 };
+
+}  // namespace integral_internal
+
+// The kernel's name for the workspace (a private type of IntegralImageKernel): the passes over a
+// band, functions of integral_image_passes.cc, take the fields it adds nothing to.
+struct IntegralImageKernel::Workspace : integral_internal::Workspace {};
 
 }  // namespace glimpse::gpu
 
