@@ -15,6 +15,7 @@
 #include "glimpse/v1/image_analytics.pb.h"
 #include "common/str.h"
 #include "server/rpc/status_util.h"
+#include "server/store/redis_connection.h"
 
 namespace glimpse::server {
 namespace {
@@ -26,8 +27,6 @@ constexpr char kTenantPrefix[] = "glimpse:tenant:";
 // Chunks written (or read) per round trip: bounds the memory hiredis buffers at once.
 constexpr int kChunksPerTrip = 4;
 
-using Commands = std::vector<std::vector<std::string_view>>;
-
 // The keys of a tenant's images: the owner is part of the key, so a look-up as another tenant
 // finds no key at all (nothing to compare, nothing renewed) and a tenant's SCAN sees its own
 // keys only. Without access control (tenant "") the keys are what they always were. Tenant names
@@ -37,16 +36,6 @@ std::string Prefix(const std::string& tenant) {
 }
 
 std::string Key(const std::string& id, const std::string& tenant) { return Prefix(tenant) + id; }
-
-struct ReplyFree {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyFree>;
-
-timeval ToTimeval(std::chrono::milliseconds ms) {
-  return timeval{.tv_sec = time_t(ms.count() / 1000),
-                 .tv_usec = suseconds_t(ms.count() % 1000) * 1000};
-}
 
 int64_t UnixMs(SystemClock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -134,173 +123,6 @@ return taken
 )lua";
 
 }  // namespace
-
-// One connection: hiredis's synchronous context with the store's timeout on every read and write.
-class RedisStore::Connection {
- public:
-  explicit Connection(redisContext* c) : c_(c) {}
-  ~Connection() { redisFree(c_); }
-  redisContext* get() { return c_; }
-
-  // Sends every command, then reads every reply (one round trip). An ERROR reply is an error.
-  absl::StatusOr<std::vector<Reply>> Run(const std::vector<std::vector<std::string_view>>& cmds) {
-    for (const std::vector<std::string_view>& cmd : cmds) {
-      std::vector<const char*> argv;
-      std::vector<size_t> lens;
-      for (std::string_view a : cmd) {
-        argv.push_back(a.data());
-        lens.push_back(a.size());
-      }
-      if (redisAppendCommandArgv(c_, int(argv.size()), argv.data(), lens.data()) != REDIS_OK) {
-        return absl::UnavailableError(c_->errstr);
-      }
-    }
-    std::vector<Reply> replies;
-    for (size_t i = 0; i < cmds.size(); ++i) {
-      void* r = nullptr;
-      if (redisGetReply(c_, &r) != REDIS_OK || r == nullptr) {
-        return absl::UnavailableError(c_->err == REDIS_ERR_IO && errno == EAGAIN
-                                          ? "no answer within --redis-timeout-ms"
-                                          : std::string(c_->errstr));
-      }
-      replies.emplace_back(static_cast<redisReply*>(r));
-      if (replies.back()->type == REDIS_REPLY_ERROR) {
-        return absl::UnavailableError(
-            StrCat("Redis refused ", cmd_name(cmds[i]), ": ", replies.back()->str));
-      }
-    }
-    return replies;
-  }
-
- private:
-  static std::string cmd_name(const std::vector<std::string_view>& cmd) {
-    return cmd.empty() ? "" : std::string(cmd[0]);
-  }
-  redisContext* c_;
-};
-
-RedisStore::RedisStore(const RedisOptions& options) : options_(options), pool_(options.threads) {}
-
-absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Create(const RedisOptions& options) {
-  const size_t colon = options.address.rfind(':');
-  int port = 0;
-  if (colon != std::string::npos && colon > 0) {
-    const std::string p = options.address.substr(colon + 1);
-    char* end = nullptr;
-    const long v = std::strtol(p.c_str(), &end, 10);
-    if (!p.empty() && *end == '\0' && v > 0 && v < 65536) port = int(v);
-  }
-  if (port == 0) {
-    return absl::InvalidArgumentError(StrCat(
-        "--redis must be HOST:PORT with a port in [1, 65535], got \"", options.address, "\""));
-  }
-  std::unique_ptr<RedisStore> s(new RedisStore(options));
-  s->host_ = options.address.substr(0, colon);
-  if (s->host_.size() > 2 && s->host_.front() == '[' && s->host_.back() == ']') {
-    s->host_ = s->host_.substr(1, s->host_.size() - 2);
-  }
-  s->port_ = port;
-  s->health_ = std::thread([p = s.get()] { p->HealthLoop(); });
-  return s;
-}
-
-RedisStore::~RedisStore() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (health_.joinable()) health_.join();
-}
-
-absl::Status RedisStore::Unavailable(const std::string& what) const {
-  return absl::UnavailableError(StrCat("the shared image store (Redis at ", options_.address,
-                                       ") is unavailable: ", what, "; retry later"));
-}
-
-void RedisStore::SetOnHealth(std::function<void(bool)> on_health) {
-  std::lock_guard lock(mu_);
-  on_health_ = std::move(on_health);
-  on_health_(reachable_.load());
-}
-
-void RedisStore::Observe(bool ok) {
-  if (reachable_.exchange(ok) == ok) return;
-  if (ok) {
-    spdlog::info("shared image store: Redis at {} reachable", options_.address);
-  } else {
-    spdlog::warn("shared image store: Redis at {} unreachable", options_.address);
-  }
-  std::function<void(bool)> f;
-  {
-    std::lock_guard lock(mu_);
-    f = on_health_;
-  }
-  if (f) f(ok);
-}
-
-void RedisStore::HealthLoop() {
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    lock.unlock();
-    (void)Ping();
-    lock.lock();
-    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; });
-  }
-}
-
-absl::StatusOr<std::unique_ptr<RedisStore::Connection>> RedisStore::Take() {
-  {
-    std::lock_guard lock(mu_);
-    if (!idle_.empty()) {
-      std::unique_ptr<Connection> c = std::move(idle_.back());
-      idle_.pop_back();
-      return c;
-    }
-  }
-  redisContext* raw = redisConnectWithTimeout(host_.c_str(), port_, ToTimeval(options_.timeout));
-  if (raw == nullptr) return Unavailable("cannot allocate a connection");
-  auto c = std::make_unique<Connection>(raw);
-  if (raw->err != 0) {
-    Observe(false);
-    return Unavailable(StrCat("cannot connect: ", raw->errstr));
-  }
-  redisSetTimeout(raw, ToTimeval(options_.timeout));
-  redisEnableKeepAlive(raw);
-  if (!options_.password.empty()) {
-    std::vector<std::string_view> auth = {"AUTH"};
-    if (!options_.user.empty()) auth.push_back(options_.user);
-    auth.push_back(options_.password);
-    absl::StatusOr<std::vector<Reply>> r = c->Run({auth});
-    if (!r.ok()) {
-      Observe(false);
-      return Unavailable(StrCat("authentication failed: ", MessageOf(r.status())));
-    }
-  }
-  return c;
-}
-
-void RedisStore::Give(std::unique_ptr<Connection> c) {
-  std::lock_guard lock(mu_);
-  if (idle_.size() < size_t(options_.threads) + 2) idle_.push_back(std::move(c));
-}
-
-// Runs one round trip on a pooled connection; a failed connection is dropped, not reused.
-#define GLIMPSE_REDIS_RUN(replies, ...)                                    \
-  absl::StatusOr<std::unique_ptr<Connection>> conn_ = Take();              \
-  if (!conn_.ok()) return conn_.status();                                  \
-  absl::StatusOr<std::vector<Reply>> replies = (*conn_)->Run(__VA_ARGS__); \
-  if (!replies.ok()) {                                                     \
-    Observe(false);                                                        \
-    return Unavailable(std::string(MessageOf(replies.status())));          \
-  }                                                                        \
-  Observe(true);                                                           \
-  Give(std::move(*conn_))
-
-absl::Status RedisStore::Ping() {
-  GLIMPSE_REDIS_RUN(r, Commands{{"PING"}});
-  return absl::OkStatus();
-}
 
 absl::StatusOr<bool> RedisStore::TakeRateToken(const std::string& tenant, double rate,
                                                double burst) {
