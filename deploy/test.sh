@@ -59,11 +59,7 @@ case "${GLIMPSE_SANITIZE:-0}" in
     # racy byte: 20-240 s per 3 MB upload, past the CLI test's deadline. Races in our own code
     # are still reported (an unlocked read of a worker counter, tried, was).
     export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:second_deadlock_stack=1:ignore_noninstrumented_modules=1"
-    # One test is left to the other builds: it reads the scheduler's order from the order its
-    # answers arrive, which ThreadSanitizer's slowdown of the client's and gRPC's threads can
-    # change (seen once in a fresh-clone CI run on 2026-11-26: "i1 b1 b2 d1"); the Release and
-    # AddressSanitizer builds run it.
-    labels=(-L service -E '^FairShareTest\.InteractiveCallsGoBeforeTheTenantsBatchCalls$')
+    labels=(-L service)
     targets=(service_tests glimpse glimpse-server)
     ;;
   *) echo "GLIMPSE_SANITIZE must be 1 (ASan + UBSan) or thread (TSan)" >&2; exit 2 ;;

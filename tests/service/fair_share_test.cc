@@ -431,8 +431,10 @@ TEST(FairShareTest, InteractiveCallsGoBeforeTheTenantsBatchCalls) {
   for (SchedulerPolicy policy : {SchedulerPolicy::kFair, SchedulerPolicy::kFifo}) {
     std::unique_ptr<TestServer> ts = StartServer(policy);
     GLIMPSE_REQUIRE_SERVER(ts);
-    // Jobs of a few milliseconds each, so that the answers arrive in the order the jobs ran.
-    const gpu::ImageDesc desc = Rgba(1600, 1200);
+    // The order is read from the order the answers arrive, so each job must outlast the jitter
+    // of delivering an answer: tens of milliseconds each on llvmpipe (whose kernels no sanitizer
+    // slows), against a few for an answer's delivery under ThreadSanitizer.
+    const gpu::ImageDesc desc = Rgba(4000, 3000);
     absl::StatusOr<std::string> id = UploadImage(*ts->stub, RandomImage(desc, rng));
     ASSERT_TRUE(id.ok()) << id.status();
     const std::string key = UniqueKey("p");
