@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "common/str.h"
 #include "gpu/box_filter.h"
 #include "gpu/reference/box_filter.h"
-#include "common/str.h"
 
 namespace glimpse::bench {
 namespace {

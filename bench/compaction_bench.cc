@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "common/str.h"
 #include "gpu/compaction.h"
 #include "gpu/reference/compaction.h"
-#include "common/str.h"
 
 namespace glimpse::bench {
 namespace {
@@ -34,8 +34,8 @@ int Main(int argc, char** argv) {
   args.warmup = 2;
   std::vector<int> channel_counts = {4}, percents = {1, 10, 50};
   std::vector<gpu::CompactionVariant> variants = {
-      gpu::CompactionVariant::kAtomicPerPixel, gpu::CompactionVariant::kWorkgroupAggregated,
-      gpu::CompactionVariant::kOrderedScan, gpu::CompactionVariant::kStripScan,
+      gpu::CompactionVariant::kAtomicPerPixel,     gpu::CompactionVariant::kWorkgroupAggregated,
+      gpu::CompactionVariant::kOrderedScan,        gpu::CompactionVariant::kStripScan,
       gpu::CompactionVariant::kSubgroupAggregated, gpu::CompactionVariant::kAuto};
   ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
     if (flag == "--channels") {

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "common/str.h"
 #include "gpu/histogram.h"
 #include "gpu/reference/histogram.h"
-#include "common/str.h"
 
 namespace glimpse::bench {
 namespace {

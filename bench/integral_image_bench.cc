@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "common/str.h"
 #include "gpu/integral_image.h"
 #include "gpu/reference/integral_image.h"
-#include "common/str.h"
 
 namespace glimpse::bench {
 namespace {
@@ -145,7 +145,8 @@ int Main(int argc, char** argv) {
               }
               if (narrow_list.size() > 1 && narrow == 0) name += "/8B";
               const double gbs = bytes / (t.median_ms * 1e6);
-              rows.push_back({"integral", name, size, params, t.median_ms, gbs, gbs / copy, t.runs});
+              rows.push_back(
+                  {"integral", name, size, params, t.median_ms, gbs, gbs / copy, t.runs});
               const double wall_gbs = bytes / (wall_ms * 1e6);
               rows.push_back({"integral", name + "+read", size, params, wall_ms, wall_gbs,
                               wall_gbs / copy, t.runs});

@@ -28,11 +28,11 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "common/str.h"
 #include "gpu/box_filter.h"
 #include "gpu/compaction.h"
 #include "gpu/histogram.h"
 #include "gpu/integral_image.h"
-#include "common/str.h"
 
 namespace glimpse::bench {
 namespace {

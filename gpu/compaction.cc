@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "gpu/internal/compaction_passes.h"
 #include "common/str.h"
+#include "gpu/internal/compaction_passes.h"
 #include "gpu/internal/variant_check.h"
 
 namespace glimpse::gpu {
@@ -95,8 +95,8 @@ void DispatchFlat(GLuint program, const DeviceLimits& limits, int64_t groups) {
 namespace {
 
 using compaction_internal::DispatchFlat;
-using compaction_internal::FindProgram;
 using compaction_internal::FindDefines;
+using compaction_internal::FindProgram;
 using compaction_internal::GatherDefines;
 using compaction_internal::kDataBinding;
 using compaction_internal::kSumsBinding;
@@ -272,8 +272,8 @@ absl::Status CompactionKernel::Prepare(SampleType type) {
   }
   for (int channels = 1; channels <= 4; ++channels) {
     // The gather of every variant auto picks here (a strip run's elsewhere: on first use).
-    absl::StatusOr<GLuint> p = ctx_.Program(
-        "compaction_gather", GatherDefines(type, channels, ctx_.info().software));
+    absl::StatusOr<GLuint> p =
+        ctx_.Program("compaction_gather", GatherDefines(type, channels, ctx_.info().software));
     if (!p.ok()) return p.status();
   }
   return absl::OkStatus();

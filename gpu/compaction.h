@@ -49,7 +49,8 @@ enum class CompactionVariant {
                         // subgroup ballots (DeviceLimits::subgroup_ballot), refused without
 };
 std::string_view CompactionVariantName(CompactionVariant v);  // "atomic_per_pixel", ...
-std::optional<CompactionVariant> ParseCompactionVariant(std::string_view name);  // "" or "auto": kAuto
+std::optional<CompactionVariant> ParseCompactionVariant(
+    std::string_view name);  // "" or "auto": kAuto
 
 inline constexpr int64_t kDefaultCompactMaxResults = 1 << 20;
 inline constexpr int64_t kMaxCompactionResults = int64_t{1} << 31;
@@ -97,7 +98,7 @@ using CompactionSink = std::function<absl::Status(const CompactionPiece&)>;
 
 // Checks options against the image; errors name the field, the value and the limit.
 absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc,
-                                                     const CompactionOptions& options);
+                                                           const CompactionOptions& options);
 
 // The variant kAuto runs. On CPU renderers (llvmpipe) the strip scan for images of 1, 2 or 4 bytes
 // per pixel (measured 3-40x faster than the ordered scan there, with and without count_only: it
@@ -107,7 +108,7 @@ absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc
 // ordering every passing key, even under a small cap). Never subgroup_aggregated: it has not been
 // timed on a GPU yet (llvmpipe has subgroup ballots but runs every atomic lane by lane).
 CompactionVariant ResolveCompactionVariant(const DeviceInfo& device, const ImageDesc& desc,
-                                     const CompactionOptions& resolved);
+                                           const CompactionOptions& resolved);
 
 // OK when this device can run `variant`, else INVALID_ARGUMENT naming the variant and what the
 // device lacks: subgroup_aggregated needs subgroup ballots (DeviceLimits::subgroup_ballot).

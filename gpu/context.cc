@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/str.h"
 #include "gpu/internal/driver_threads.h"
 #include "gpu/internal/egl_display.h"
-#include "common/str.h"
 
 namespace glimpse::gpu {
 namespace {
@@ -97,7 +97,8 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
   std::optional<DriverThreadCapture> capture(std::in_place);
   absl::StatusOr<EGLDisplay> display = OpenDisplay(options, &info);
   if (!display.ok()) return display.status();
-  if (*display == EGL_NO_DISPLAY) return EglFailure(StrCat("eglGetPlatformDisplay(", info.platform, ")"));
+  if (*display == EGL_NO_DISPLAY)
+    return EglFailure(StrCat("eglGetPlatformDisplay(", info.platform, ")"));
   EGLint major = 0, minor = 0;
   if (!DisplayUsers::Initialize(*display, &major, &minor)) return EglFailure("eglInitialize");
   ctx->display_ = *display;
@@ -109,15 +110,19 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
   const char* display_ext = eglQueryString(*display, EGL_EXTENSIONS);
   if (!HasExtension(display_ext, "EGL_KHR_surfaceless_context") ||
       !HasExtension(display_ext, "EGL_KHR_no_config_context")) {
-    return absl::UnavailableError(StrCat(
-        "EGL display (", info.platform, ", ", info.egl_vendor,
-        ") lacks EGL_KHR_surfaceless_context or EGL_KHR_no_config_context"));
+    return absl::UnavailableError(
+        StrCat("EGL display (", info.platform, ", ", info.egl_vendor,
+               ") lacks EGL_KHR_surfaceless_context or EGL_KHR_no_config_context"));
   }
   if (!eglBindAPI(EGL_OPENGL_API)) return EglFailure("eglBindAPI(EGL_OPENGL_API)");
-  const EGLint attribs[] = {EGL_CONTEXT_MAJOR_VERSION, 4,
-                            EGL_CONTEXT_MINOR_VERSION, 3,
-                            EGL_CONTEXT_OPENGL_PROFILE_MASK, EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT,
-                            EGL_CONTEXT_OPENGL_DEBUG, options.debug_output ? EGL_TRUE : EGL_FALSE,
+  const EGLint attribs[] = {EGL_CONTEXT_MAJOR_VERSION,
+                            4,
+                            EGL_CONTEXT_MINOR_VERSION,
+                            3,
+                            EGL_CONTEXT_OPENGL_PROFILE_MASK,
+                            EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT,
+                            EGL_CONTEXT_OPENGL_DEBUG,
+                            options.debug_output ? EGL_TRUE : EGL_FALSE,
                             EGL_NONE};
   EGLContext context = eglCreateContext(*display, EGL_NO_CONFIG_KHR, EGL_NO_CONTEXT, attribs);
   if (context == EGL_NO_CONTEXT) return EglFailure("eglCreateContext (OpenGL 4.3 core)");
@@ -149,8 +154,8 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
   glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
   glPixelStorei(GL_PACK_ALIGNMENT, 1);
   spdlog::log(options.log_renderer ? spdlog::level::info : spdlog::level::debug,
-              "GL context: {} | {} | {} (EGL {} {}, {})", info.vendor, info.renderer,
-              info.version, info.egl_vendor, info.egl_version, info.platform);
+              "GL context: {} | {} | {} (EGL {} {}, {})", info.vendor, info.renderer, info.version,
+              info.egl_vendor, info.egl_version, info.platform);
   if (info.software && options.pin_driver_threads) {
     ctx->pinned_threads_ = DisplayUsers::PinDriverThreads(
         *display, *capture, options.log_renderer ? spdlog::level::info : spdlog::level::debug);

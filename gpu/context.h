@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "gpu/internal/driver_threads.h"
 #include "gpu/gl_handles.h"
+#include "gpu/internal/driver_threads.h"
 #include "gpu/texture_pool.h"
 
 namespace glimpse::gpu {
@@ -37,9 +37,9 @@ struct ContextOptions {
   // Logs the renderer at info level (else debug), as the serving context does.
   bool log_renderer = true;
   // On CPU renderers, pins the renderer's worker threads one per CPU of the process's affinity
-  // mask (gpu/internal/driver_threads.h): unpinned, the scheduler at times runs two of them on one CPU for
-  // whole runs of calls, at half speed. Decided by the display's first context; once pinned,
-  // they stay so while the display lives.
+  // mask (gpu/internal/driver_threads.h): unpinned, the scheduler at times runs two of them on one
+  // CPU for whole runs of calls, at half speed. Decided by the display's first context; once
+  // pinned, they stay so while the display lives.
   bool pin_driver_threads = true;
   // For tests: `auto` picks, and so the kernels' warm-ups build, the variants it picks on a GPU,
   // even on a CPU renderer (DeviceInfo::cpu_variants), so that llvmpipe can check a GPU's choices.

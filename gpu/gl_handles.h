@@ -53,15 +53,27 @@ class GlHandle {
 };
 
 struct BufferTraits {
-  static GLuint Create() { GLuint n = 0; glGenBuffers(1, &n); return n; }
+  static GLuint Create() {
+    GLuint n = 0;
+    glGenBuffers(1, &n);
+    return n;
+  }
   static void Destroy(GLuint n) { glDeleteBuffers(1, &n); }
 };
 struct TextureTraits {
-  static GLuint Create() { GLuint n = 0; glGenTextures(1, &n); return n; }
+  static GLuint Create() {
+    GLuint n = 0;
+    glGenTextures(1, &n);
+    return n;
+  }
   static void Destroy(GLuint n) { glDeleteTextures(1, &n); }
 };
 struct QueryTraits {
-  static GLuint Create() { GLuint n = 0; glGenQueries(1, &n); return n; }
+  static GLuint Create() {
+    GLuint n = 0;
+    glGenQueries(1, &n);
+    return n;
+  }
   static void Destroy(GLuint n) { glDeleteQueries(1, &n); }
 };
 struct ShaderTraits {

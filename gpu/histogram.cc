@@ -6,8 +6,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "gpu/internal/histogram_private_array.h"
 #include "common/str.h"
+#include "gpu/internal/histogram_private_array.h"
 #include "gpu/internal/variant_check.h"
 
 namespace glimpse::gpu {
@@ -67,10 +67,14 @@ std::string Defines(SampleType type, const DeviceLimits& limits, HistogramVarian
 
 int SourceIndex(HistogramSource s) {
   switch (s) {
-    case HistogramSource::kChannel: return 0;
-    case HistogramSource::kAllChannels: return 1;
-    case HistogramSource::kLuma: return 2;
-    case HistogramSource::kRgbMean: break;
+    case HistogramSource::kChannel:
+      return 0;
+    case HistogramSource::kAllChannels:
+      return 1;
+    case HistogramSource::kLuma:
+      return 2;
+    case HistogramSource::kRgbMean:
+      break;
   }
   return 3;
 }
@@ -137,12 +141,18 @@ absl::StatusOr<uint64_t> RunShared(Context& ctx, const Image& image, const Histo
 
 std::string_view HistogramVariantName(HistogramVariant v) {
   switch (v) {
-    case HistogramVariant::kAuto: return "auto";
-    case HistogramVariant::kGlobalAtomics: return "global_atomics";
-    case HistogramVariant::kSharedAtomics: return "shared_atomics";
-    case HistogramVariant::kSharedPerThread: return "shared_per_thread";
-    case HistogramVariant::kPrivateRows: return "private_rows";
-    case HistogramVariant::kPrivateArray: return "private_array";
+    case HistogramVariant::kAuto:
+      return "auto";
+    case HistogramVariant::kGlobalAtomics:
+      return "global_atomics";
+    case HistogramVariant::kSharedAtomics:
+      return "shared_atomics";
+    case HistogramVariant::kSharedPerThread:
+      return "shared_per_thread";
+    case HistogramVariant::kPrivateRows:
+      return "private_rows";
+    case HistogramVariant::kPrivateArray:
+      return "private_array";
   }
   return "unknown";
 }
@@ -157,10 +167,14 @@ std::optional<HistogramVariant> ParseHistogramVariant(std::string_view name) {
 
 std::string_view HistogramSourceName(HistogramSource s) {
   switch (s) {
-    case HistogramSource::kChannel: return "channel";
-    case HistogramSource::kAllChannels: return "all";
-    case HistogramSource::kLuma: return "luma";
-    case HistogramSource::kRgbMean: return "rgb_mean";
+    case HistogramSource::kChannel:
+      return "channel";
+    case HistogramSource::kAllChannels:
+      return "all";
+    case HistogramSource::kLuma:
+      return "luma";
+    case HistogramSource::kRgbMean:
+      return "rgb_mean";
   }
   return "unknown";
 }

@@ -76,8 +76,8 @@ absl::StatusOr<HistogramOptions> ResolveHistogramOptions(const ImageDesc& desc,
 // The variant kAuto runs on this device for these options: on CPU renderers (llvmpipe)
 // private_array for 8-bit images with up to 256 bins that are a multiply-shift of the key (as
 // for integer bounds), else private rows while they fit in shared memory, else global atomics;
-// on GPUs shared memory with several pixels per thread (the fastest of the shared-memory designs on GPUs), global atomics where
-// the bins do not fit in shared memory.
+// on GPUs shared memory with several pixels per thread (the fastest of the shared-memory designs on
+// GPUs), global atomics where the bins do not fit in shared memory.
 HistogramVariant ResolveHistogramVariant(const DeviceInfo& device, const ImageDesc& desc,
                                          const HistogramOptions& resolved);
 

@@ -22,9 +22,12 @@ GlFormat GlFormatFor(const ImageDesc& d) {
   static constexpr GLenum kF32[] = {GL_R32F, GL_RG32F, GL_RGB32F, GL_RGBA32F};
   const int i = d.channels - 1;
   switch (d.type) {
-    case SampleType::kUint8: return {kU8[i], kInt[i], GL_UNSIGNED_BYTE};
-    case SampleType::kUint16: return {kU16[i], kInt[i], GL_UNSIGNED_SHORT};
-    case SampleType::kFloat32: break;
+    case SampleType::kUint8:
+      return {kU8[i], kInt[i], GL_UNSIGNED_BYTE};
+    case SampleType::kUint16:
+      return {kU16[i], kInt[i], GL_UNSIGNED_SHORT};
+    case SampleType::kFloat32:
+      break;
   }
   return {kF32[i], kFloat[i], GL_FLOAT};
 }
@@ -33,9 +36,8 @@ GlFormat GlFormatFor(const ImageDesc& d) {
 // the same shape is kept (gpu/texture_pool.h), and go back to it with their image.
 GlTexture NewPackedTexture(Context& ctx, const ImageDesc& desc) {
   const int texels = PackedTexelsPerRow(desc);
-  return ctx.textures().Take(GL_RGBA32UI, texels, desc.height, [&] {
-    return NewRgba32uiTexture(ctx, texels, desc.height);
-  });
+  return ctx.textures().Take(GL_RGBA32UI, texels, desc.height,
+                             [&] { return NewRgba32uiTexture(ctx, texels, desc.height); });
 }
 size_t PackedTextureBytes(const ImageDesc& desc) {
   return size_t(PackedTexelsPerRow(desc)) * 16 * size_t(desc.height);
@@ -73,8 +75,8 @@ GlTexture PooledPlainTexture(Context& ctx, const ImageDesc& desc, int width, int
 // Level 0 of `texture`, `rows` rows of `row` bytes each from its first texel: glGetTexImage reads
 // the whole texture, spare texels and rows included (texel_bytes each), and the rows are then
 // moved down in place and the rest cut off.
-std::vector<uint8_t> ReadTextureRows(GLuint texture, GLenum format, GLenum type,
-                                     size_t texel_bytes, size_t row, int rows) {
+std::vector<uint8_t> ReadTextureRows(GLuint texture, GLenum format, GLenum type, size_t texel_bytes,
+                                     size_t row, int rows) {
   GLint width = 0, height = 0;
   glBindTexture(GL_TEXTURE_2D, texture);
   glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, GL_TEXTURE_WIDTH, &width);
@@ -105,18 +107,24 @@ GlTexture NewRgba32uiTexture(Context& ctx, int width, int height) {
 
 int BytesPerSample(SampleType type) {
   switch (type) {
-    case SampleType::kUint8: return 1;
-    case SampleType::kUint16: return 2;
-    case SampleType::kFloat32: return 4;
+    case SampleType::kUint8:
+      return 1;
+    case SampleType::kUint16:
+      return 2;
+    case SampleType::kFloat32:
+      return 4;
   }
   return 1;
 }
 
 std::string_view SampleTypeName(SampleType type) {
   switch (type) {
-    case SampleType::kUint8: return "uint8";
-    case SampleType::kUint16: return "uint16";
-    case SampleType::kFloat32: return "float32";
+    case SampleType::kUint8:
+      return "uint8";
+    case SampleType::kUint16:
+      return "uint16";
+    case SampleType::kFloat32:
+      return "float32";
   }
   return "unknown";
 }
@@ -146,9 +154,12 @@ absl::Status ValidateImageDesc(const ImageDesc& d, const DeviceLimits& limits,
 
 double HostImage::value(int x, int y, int c) const {
   switch (desc.type) {
-    case SampleType::kUint8: return at<uint8_t>(x, y, c);
-    case SampleType::kUint16: return at<uint16_t>(x, y, c);
-    case SampleType::kFloat32: break;
+    case SampleType::kUint8:
+      return at<uint8_t>(x, y, c);
+    case SampleType::kUint16:
+      return at<uint16_t>(x, y, c);
+    case SampleType::kFloat32:
+      break;
   }
   return at<float>(x, y, c);
 }
@@ -284,20 +295,20 @@ absl::Status Image::EnsurePacked(Context& ctx) const {
 
 absl::StatusOr<Image> Image::CopyRows(Context& ctx, int y0, int rows) const {
   if (y0 < 0 || rows < 1 || y0 + rows > desc_.height) {
-    return absl::InternalError(StrCat("CopyRows: rows [", y0, ", ", y0 + rows, ") of a ",
-                                      DescribeImage(desc_), " image"));
+    return absl::InternalError(
+        StrCat("CopyRows: rows [", y0, ", ", y0 + rows, ") of a ", DescribeImage(desc_), " image"));
   }
   ImageDesc desc = desc_;
   desc.height = rows;
   absl::StatusOr<Image> part = Allocate(ctx, desc);
   if (!part.ok()) return part.status();
-  glCopyImageSubData(texture(), GL_TEXTURE_2D, 0, 0, y0, 0, part->texture(), GL_TEXTURE_2D, 0, 0,
-                     0, 0, desc.width, rows, 1);
+  glCopyImageSubData(texture(), GL_TEXTURE_2D, 0, 0, y0, 0, part->texture(), GL_TEXTURE_2D, 0, 0, 0,
+                     0, desc.width, rows, 1);
   if (packed_) {
     const int texels = PackedTexelsPerRow(desc);
     GlTexture packed = NewPackedTexture(ctx, desc);
-    glCopyImageSubData(packed_.get(), GL_TEXTURE_2D, 0, 0, y0, 0, packed.get(), GL_TEXTURE_2D, 0,
-                       0, 0, 0, texels, rows, 1);
+    glCopyImageSubData(packed_.get(), GL_TEXTURE_2D, 0, 0, y0, 0, packed.get(), GL_TEXTURE_2D, 0, 0,
+                       0, 0, texels, rows, 1);
     part->packed_ = std::move(packed);
   }
   if (absl::Status s = ctx.CheckGlError("copying rows of an image"); !s.ok()) return s;
@@ -376,8 +387,8 @@ ImageDesc WarmUpShape(SampleType type, int channels, int min_width, int min_heig
 
 std::string ImageDefines(const ImageDesc& d) {
   return StrCat(d.type == SampleType::kFloat32 ? "#define FMT_FLOAT 1\n" : "#define FMT_UINT 1\n",
-                      "#define CHANNELS ", d.channels, "\n#define SAMPLE_BITS ",
-                      8 * BytesPerSample(d.type), "\n");
+                "#define CHANNELS ", d.channels, "\n#define SAMPLE_BITS ",
+                8 * BytesPerSample(d.type), "\n");
 }
 
 }  // namespace glimpse::gpu

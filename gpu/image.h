@@ -52,7 +52,9 @@ struct HostImage {
   ImageDesc desc;
   std::vector<uint8_t> data;
 
-  static HostImage Zeros(const ImageDesc& desc) { return {desc, std::vector<uint8_t>(desc.bytes())}; }
+  static HostImage Zeros(const ImageDesc& desc) {
+    return {desc, std::vector<uint8_t>(desc.bytes())};
+  }
   size_t index(int x, int y, int c) const {
     return (size_t(y) * desc.width + x) * desc.channels + c;
   }

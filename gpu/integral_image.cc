@@ -5,8 +5,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "gpu/internal/integral_image_passes.h"
 #include "common/str.h"
+#include "gpu/internal/integral_image_passes.h"
 #include "gpu/internal/variant_check.h"
 
 namespace glimpse::gpu {
@@ -60,10 +60,14 @@ void DecodeRows(const uint8_t* lo, int n, size_t row_elems, uint8_t* out) {
 
 void DecodeRows(const uint8_t* lo, int n, size_t row_elems, int channels, uint8_t* out) {
   switch (channels) {
-    case 1: return DecodeRows<1>(lo, n, row_elems, out);
-    case 2: return DecodeRows<2>(lo, n, row_elems, out);
-    case 3: return DecodeRows<3>(lo, n, row_elems, out);
-    default: return DecodeRows<4>(lo, n, row_elems, out);
+    case 1:
+      return DecodeRows<1>(lo, n, row_elems, out);
+    case 2:
+      return DecodeRows<2>(lo, n, row_elems, out);
+    case 3:
+      return DecodeRows<3>(lo, n, row_elems, out);
+    default:
+      return DecodeRows<4>(lo, n, row_elems, out);
   }
 }
 
@@ -166,9 +170,8 @@ absl::Status IntegralImageKernel::Prepare(SampleType type) {
     }
     for (bool squared : {false, true}) {  // 4-byte sums: 8-bit images only
       if (type != SampleType::kUint8) continue;
-      absl::StatusOr<Workspace> ws = MakeWorkspace(*probe, 0, 0, 1, 1,
-                                                   IntegralImageVariant::kPackedStrips, squared,
-                                                   false, /*narrow=*/true);
+      absl::StatusOr<Workspace> ws = MakeWorkspace(
+          *probe, 0, 0, 1, 1, IntegralImageVariant::kPackedStrips, squared, false, /*narrow=*/true);
       if (!ws.ok()) return ws.status();
     }
   }

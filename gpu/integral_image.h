@@ -46,8 +46,10 @@ enum class IntegralImageVariant {
                   // (DeviceLimits::subgroup_ballot); refused otherwise.
 };
 
-std::string_view IntegralImageVariantName(IntegralImageVariant v);  // "naive", "work_efficient", ...
-std::optional<IntegralImageVariant> ParseIntegralImageVariant(std::string_view name);  // "" or "auto": kAuto
+std::string_view IntegralImageVariantName(
+    IntegralImageVariant v);  // "naive", "work_efficient", ...
+std::optional<IntegralImageVariant> ParseIntegralImageVariant(
+    std::string_view name);  // "" or "auto": kAuto
 
 struct IntegralImageOptions {
   bool squared = false;  // also compute the table of squared values (sum of v*v)
@@ -84,7 +86,7 @@ struct IntegralBand {  // rows [y0, y0 + rows) of one table
 
 struct IntegralImageResult {
   IntegralImageVariant variant = IntegralImageVariant::kAuto;  // the variant that ran
-  uint64_t gpu_ns = 0;                               // GPU time of the dispatches (all bands)
+  uint64_t gpu_ns = 0;  // GPU time of the dispatches (all bands)
   IntegralElement element = IntegralElement::kUint64;
   bool narrow_sums = false;  // a table was kept in 4-byte elements on the device
 };
@@ -119,7 +121,7 @@ absl::Status IntegralImageVariantAvailable(const DeviceInfo& device, IntegralIma
 // strided accesses, and scan-transpose-scan moves the table through two more passes. Never
 // subgroup_scan until it has been timed on a GPU.
 IntegralImageVariant ResolveIntegralImageVariant(const DeviceInfo& device, const ImageDesc& desc,
-                                       IntegralImageVariant requested);
+                                                 IntegralImageVariant requested);
 
 // REQUIRES: ctx's thread; images were made in ctx.
 class IntegralImageKernel {
@@ -144,8 +146,9 @@ class IntegralImageKernel {
   // A band's bytes are valid during the sink's call only (they are the device's table, mapped,
   // or a small reused host buffer: bands of at most kSinkPieceBytes, or one row). A sink error
   // stops the run and is returned.
-  absl::StatusOr<IntegralImageResult> Run(const Image& image, const IntegralImageOptions& options,
-                                     const std::function<absl::Status(const IntegralBand&)>& sink);
+  absl::StatusOr<IntegralImageResult> Run(
+      const Image& image, const IntegralImageOptions& options,
+      const std::function<absl::Status(const IntegralBand&)>& sink);
 
   // The table of the w x h rectangle at (x0, y0) of `image` (the rectangle's own origin), left in
   // `table` from byte 0 on the device. REQUIRES: w * h * channels * 8 <= the binding limit and

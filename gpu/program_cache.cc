@@ -34,8 +34,8 @@ absl::StatusOr<std::string> ExpandIncludes(std::string_view name, int file) {
       if (!inc_text) {
         return absl::NotFoundError(StrCat("shader ", name, " includes unknown \"", inc, "\""));
       }
-      StrAppend(&out, "#line 1 ", file + 1000, "\n", *inc_text, "\n#line ", line_no + 1, " ",
-                      file, "\n");
+      StrAppend(&out, "#line 1 ", file + 1000, "\n", *inc_text, "\n#line ", line_no + 1, " ", file,
+                "\n");
     } else {
       StrAppend(&out, line, "\n");
     }

@@ -20,11 +20,11 @@
 
 #include "absl/status/statusor.h"
 #include "server/access/access.h"
-#include "server/worker/gpu_worker.h"
-#include "server/observability/metrics.h"
 #include "server/access/rate_limit.h"
-#include "server/store/redis_store.h"
+#include "server/observability/metrics.h"
 #include "server/service.h"
+#include "server/store/redis_store.h"
+#include "server/worker/gpu_worker.h"
 
 namespace glimpse::server {
 
@@ -34,8 +34,8 @@ struct ServerOptions {
   ServiceLimits limits;
   int max_connection_age_s = 300;           // 0 = never
   std::string tls_cert_file, tls_key_file;  // PEM; both or neither
-  // PEM CA certificates: with TLS, clients must present a certificate they signed (server/access/access.h
-  // says how its subject names the tenant). "" = no client certificates.
+  // PEM CA certificates: with TLS, clients must present a certificate they signed
+  // (server/access/access.h says how its subject names the tenant). "" = no client certificates.
   std::string tls_client_ca_file;
   std::string tokens_file;  // `TENANT TOKEN` lines (server/access/access.h); "" = no tokens
   // The shared image store: redis.address "" = none (each replica keeps its own images).

@@ -46,7 +46,8 @@ inline gpu::HostImage RandomImage(const gpu::ImageDesc& desc, std::mt19937_64& r
           }
           case gpu::SampleType::kUint16: {
             uint32_t hi = max_value >= 0 ? uint32_t(max_value) : 65535u;
-            img.set<uint16_t>(x, y, c, uint16_t(std::uniform_int_distribution<uint32_t>(0, hi)(rng)));
+            img.set<uint16_t>(x, y, c,
+                              uint16_t(std::uniform_int_distribution<uint32_t>(0, hi)(rng)));
             break;
           }
           case gpu::SampleType::kFloat32: {
@@ -66,16 +67,17 @@ inline gpu::HostImage RandomImage(const gpu::ImageDesc& desc, std::mt19937_64& r
 
 // Skips the test (with the reason) where no EGL context could be opened, fails instead where the
 // environment requires one. Defines `ctx` (gpu::Context&).
-#define GLIMPSE_REQUIRE_CONTEXT(ctx)                                                   \
-  if (::glimpse::testing::SharedContext() == nullptr) {                                \
-    if (::glimpse::testing::RequireContext()) {                                        \
-      FAIL() << "no EGL context: " << ::glimpse::testing::SharedContextError();        \
-    }                                                                                  \
-    GTEST_SKIP() << "no EGL context: " << ::glimpse::testing::SharedContextError();    \
-  }                                                                                    \
+#define GLIMPSE_REQUIRE_CONTEXT(ctx)                                                \
+  if (::glimpse::testing::SharedContext() == nullptr) {                             \
+    if (::glimpse::testing::RequireContext()) {                                     \
+      FAIL() << "no EGL context: " << ::glimpse::testing::SharedContextError();     \
+    }                                                                               \
+    GTEST_SKIP() << "no EGL context: " << ::glimpse::testing::SharedContextError(); \
+  }                                                                                 \
   ::glimpse::gpu::Context& ctx = *::glimpse::testing::SharedContext()
 
-#define GLIMPSE_SEED_TRACE() \
-  SCOPED_TRACE(::testing::Message() << "seed " << ::glimpse::testing::TestSeed() << " (GLIMPSE_SEED to replay)")
+#define GLIMPSE_SEED_TRACE()        \
+  SCOPED_TRACE(::testing::Message() \
+               << "seed " << ::glimpse::testing::TestSeed() << " (GLIMPSE_SEED to replay)")
 
 #endif  // GLIMPSE_TESTS_GPU_TEST_ENV_H_

@@ -11,17 +11,28 @@ namespace glimpse::gpu {
 
 std::string EglErrorName(EGLint e) {
   switch (e) {
-    case EGL_SUCCESS: return "EGL_SUCCESS";
-    case EGL_NOT_INITIALIZED: return "EGL_NOT_INITIALIZED";
-    case EGL_BAD_ACCESS: return "EGL_BAD_ACCESS";
-    case EGL_BAD_ALLOC: return "EGL_BAD_ALLOC";
-    case EGL_BAD_ATTRIBUTE: return "EGL_BAD_ATTRIBUTE";
-    case EGL_BAD_CONFIG: return "EGL_BAD_CONFIG";
-    case EGL_BAD_CONTEXT: return "EGL_BAD_CONTEXT";
-    case EGL_BAD_DISPLAY: return "EGL_BAD_DISPLAY";
-    case EGL_BAD_MATCH: return "EGL_BAD_MATCH";
-    case EGL_BAD_PARAMETER: return "EGL_BAD_PARAMETER";
-    default: return StrCat("EGL error 0x", fmt::format("{:x}", e));
+    case EGL_SUCCESS:
+      return "EGL_SUCCESS";
+    case EGL_NOT_INITIALIZED:
+      return "EGL_NOT_INITIALIZED";
+    case EGL_BAD_ACCESS:
+      return "EGL_BAD_ACCESS";
+    case EGL_BAD_ALLOC:
+      return "EGL_BAD_ALLOC";
+    case EGL_BAD_ATTRIBUTE:
+      return "EGL_BAD_ATTRIBUTE";
+    case EGL_BAD_CONFIG:
+      return "EGL_BAD_CONFIG";
+    case EGL_BAD_CONTEXT:
+      return "EGL_BAD_CONTEXT";
+    case EGL_BAD_DISPLAY:
+      return "EGL_BAD_DISPLAY";
+    case EGL_BAD_MATCH:
+      return "EGL_BAD_MATCH";
+    case EGL_BAD_PARAMETER:
+      return "EGL_BAD_PARAMETER";
+    default:
+      return StrCat("EGL error 0x", fmt::format("{:x}", e));
   }
 }
 
@@ -70,15 +81,16 @@ int LoadEglDisplayOnce(EGLDisplay display) {
 }
 
 int LoadGlOnce() {
-  return LoadOnce(&g_gl_loaded, [] { return gladLoadGL(reinterpret_cast<GLADloadfunc>(eglGetProcAddress)); });
+  return LoadOnce(&g_gl_loaded,
+                  [] { return gladLoadGL(reinterpret_cast<GLADloadfunc>(eglGetProcAddress)); });
 }
-
 
 // Picks the EGL display per options.device; fills info->platform.
 absl::StatusOr<EGLDisplay> OpenDisplay(const ContextOptions& options, DeviceInfo* info) {
   // Before a display exists glad only has EGL 1.0: fetch the extension entry points by hand.
   if (LoadOnce(&g_egl_client_loaded, [] { return gladLoaderLoadEGL(EGL_NO_DISPLAY); }) == 0) {
-    return absl::UnavailableError("cannot load libEGL (install libegl1 and a driver: Mesa or NVIDIA)");
+    return absl::UnavailableError(
+        "cannot load libEGL (install libegl1 and a driver: Mesa or NVIDIA)");
   }
   const char* client_ext = eglQueryString(EGL_NO_DISPLAY, EGL_EXTENSIONS);
   EglDevices fn;
@@ -132,12 +144,12 @@ absl::StatusOr<EGLDisplay> OpenDisplay(const ContextOptions& options, DeviceInfo
   size_t index = 0;
   auto [ptr, ec] = std::from_chars(want.data(), want.data() + want.size(), index);
   if (ec != std::errc() || ptr != want.data() + want.size()) {
-    return absl::InvalidArgumentError(StrCat(
-        "device must be \"auto\", \"software\" or an EGL device index, got \"", want, "\""));
+    return absl::InvalidArgumentError(
+        StrCat("device must be \"auto\", \"software\" or an EGL device index, got \"", want, "\""));
   }
   if (index >= devices.size()) {
-    return absl::InvalidArgumentError(StrCat("device index must be below ", devices.size(),
-                                                   " (EGL devices found), got ", index));
+    return absl::InvalidArgumentError(
+        StrCat("device index must be below ", devices.size(), " (EGL devices found), got ", index));
   }
   return open_device(index);
 }

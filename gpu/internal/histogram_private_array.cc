@@ -23,10 +23,14 @@ constexpr int kSumGroupSize = 64;  // histogram_private_array_sum.comp's local_s
 
 int SourceDefine(const ImageDesc& desc, HistogramSource s) {
   switch (s) {
-    case HistogramSource::kChannel: return desc.channels == 1 ? 1 : 0;  // 1 channel: as "all"
-    case HistogramSource::kAllChannels: return 1;
-    case HistogramSource::kLuma: return 2;
-    case HistogramSource::kRgbMean: break;
+    case HistogramSource::kChannel:
+      return desc.channels == 1 ? 1 : 0;  // 1 channel: as "all"
+    case HistogramSource::kAllChannels:
+      return 1;
+    case HistogramSource::kLuma:
+      return 2;
+    case HistogramSource::kRgbMean:
+      break;
   }
   return 3;
 }
@@ -65,7 +69,8 @@ std::optional<KeyArithmetic> FindKeyArithmeticFrom(const std::vector<int32_t>& t
         const int shift = bin1 != table.end() ? std::countr_zero(bin1_key)
                                               : std::bit_width(uint64_t(end_key - 1));
         bool all = bin1 == table.end() || std::has_single_bit(bin1_key);
-        for (int64_t key = 0; key < end_key && all; ++key) all = (key >> shift) == table[size_t(key)];
+        for (int64_t key = 0; key < end_key && all; ++key)
+          all = (key >> shift) == table[size_t(key)];
         if (all) {
           k.mul = 1;
           k.shift = uint32_t(shift);
@@ -125,8 +130,8 @@ absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& im
   }
   const KeyBinning binning = PrivateArrayBinning(desc.type, KeyBinningFor(key));
   const bool key_table = binning == KeyBinning::kTable;
-  absl::StatusOr<GLuint> count_program = ctx.Program(
-      "histogram_private_array", PrivateArrayDefines(desc, o.source, o.bins, binning));
+  absl::StatusOr<GLuint> count_program =
+      ctx.Program("histogram_private_array", PrivateArrayDefines(desc, o.source, o.bins, binning));
   if (!count_program.ok()) return count_program.status();
   absl::StatusOr<GLuint> sum_program = ctx.Program("histogram_private_array_sum");
   if (!sum_program.ok()) return sum_program.status();
@@ -134,9 +139,9 @@ absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& im
   const int words = hists * o.bins;
   // No more invocations than rows (rounded up to whole workgroups): idle ones would still write.
   const int64_t wanted = std::max<int64_t>(1, desc.pixels() / kPixelsPerInvocation);
-  const int invocations = int(std::min<int64_t>(
-      {kInvocations, CeilDiv(desc.height, kGroupSize) * kGroupSize,
-       CeilDiv(wanted, kGroupSize) * kGroupSize}));
+  const int invocations =
+      int(std::min<int64_t>({kInvocations, CeilDiv(desc.height, kGroupSize) * kGroupSize,
+                             CeilDiv(wanted, kGroupSize) * kGroupSize}));
   Buffer partials = Buffer::Create(size_t(invocations) * size_t(words) * sizeof(uint32_t));
   Buffer counts = Buffer::Create(size_t(words) * sizeof(uint32_t));
   const GLuint prog = *count_program;

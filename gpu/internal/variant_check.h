@@ -10,8 +10,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "gpu/context.h"
 #include "common/str.h"
+#include "gpu/context.h"
 
 namespace glimpse::gpu {
 

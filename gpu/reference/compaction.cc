@@ -9,7 +9,7 @@ using gpu::CompactionSource;
 using gpu::SampleType;
 
 absl::StatusOr<gpu::CompactionResult> Compact(const gpu::HostImage& image,
-                                           const gpu::CompactionOptions& options) {
+                                              const gpu::CompactionOptions& options) {
   const gpu::ImageDesc& d = image.desc;
   absl::StatusOr<gpu::CompactionOptions> resolved = gpu::ResolveCompactionOptions(d, options);
   if (!resolved.ok()) return resolved.status();

@@ -20,7 +20,7 @@ namespace glimpse::reference {
 // Same options, errors and result as gpu::CompactionKernel::Run; the variant is ignored (the
 // result's variant stays kAuto and gpu_ns 0).
 absl::StatusOr<gpu::CompactionResult> Compact(const gpu::HostImage& image,
-                                           const gpu::CompactionOptions& options);
+                                              const gpu::CompactionOptions& options);
 
 }  // namespace glimpse::reference
 

@@ -31,12 +31,18 @@ absl::StatusOr<gpu::HistogramResult> Histogram(const gpu::HostImage& image,
         for (int h = 0; h < hists; ++h) {
           uint32_t key = 0;
           switch (o.source) {
-            case HistogramSource::kChannel: key = s(o.channel); break;
-            case HistogramSource::kAllChannels: key = s(h); break;
+            case HistogramSource::kChannel:
+              key = s(o.channel);
+              break;
+            case HistogramSource::kAllChannels:
+              key = s(h);
+              break;
             case HistogramSource::kLuma:
               key = (9798u * s(0) + 19235u * s(1) + 3735u * s(2) + 16384u) >> 15;
               break;
-            case HistogramSource::kRgbMean: key = s(0) + s(1) + s(2); break;
+            case HistogramSource::kRgbMean:
+              key = s(0) + s(1) + s(2);
+              break;
           }
           if (int32_t b = table[key]; b >= 0) ++r.counts[size_t(h)][size_t(b)];
         }
@@ -52,10 +58,18 @@ absl::StatusOr<gpu::HistogramResult> Histogram(const gpu::HostImage& image,
       for (int h = 0; h < hists; ++h) {
         float v = 0;
         switch (o.source) {
-          case HistogramSource::kChannel: v = s(o.channel); break;
-          case HistogramSource::kAllChannels: v = s(h); break;
-          case HistogramSource::kLuma: v = 0.299f * s(0) + 0.587f * s(1) + 0.114f * s(2); break;
-          case HistogramSource::kRgbMean: v = (s(0) + s(1) + s(2)) * (1.0f / 3.0f); break;
+          case HistogramSource::kChannel:
+            v = s(o.channel);
+            break;
+          case HistogramSource::kAllChannels:
+            v = s(h);
+            break;
+          case HistogramSource::kLuma:
+            v = 0.299f * s(0) + 0.587f * s(1) + 0.114f * s(2);
+            break;
+          case HistogramSource::kRgbMean:
+            v = (s(0) + s(1) + s(2)) * (1.0f / 3.0f);
+            break;
         }
         const double dv = v;
         if (!(dv >= *o.lo && dv < *o.hi)) continue;

@@ -9,8 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "server/observability/metrics.h"
-#include "server/store/redis_store.h"
 #include "server/rpc/status_util.h"
+#include "server/store/redis_store.h"
 
 namespace glimpse::server {
 namespace {

@@ -1,6 +1,6 @@
 // A per-tenant rate limit on GPU jobs: a token bucket per tenant (the scheduler's tenant,
-// server/worker/job_class.h) refilled at --tenant-rate tokens per second up to --tenant-burst; each call
-// that queues GPU work takes one token before anything is queued, or is refused with
+// server/worker/job_class.h) refilled at --tenant-rate tokens per second up to --tenant-burst; each
+// call that queues GPU work takes one token before anything is queued, or is refused with
 // RESOURCE_EXHAUSTED.
 //
 // With a RedisStore the buckets live in Redis (`glimpse:rate:<tenant>`), updated by one Lua

@@ -14,9 +14,9 @@
 #include "common/str.h"
 #include "server/analyses/registry.h"
 #include "server/ingest/image_ref.h"
-#include "server/store/shared_images.h"
-#include "server/rpc/status_util.h"
 #include "server/ingest/upload.h"
+#include "server/rpc/status_util.h"
+#include "server/store/shared_images.h"
 
 namespace glimpse::server {
 namespace {
@@ -270,8 +270,8 @@ class StepSink final : private RecordHolder, public ResponseSink<typename A::Res
 template <typename A>
 concept UnaryAnalysis = requires(GpuEnv& env, const Acquired& a, const typename A::Options& o,
                                  CallRecord& r, typename A::Response* response) {
-  { A::Run(env, a, o, r, response) } -> std::same_as<absl::Status>;
-};
+                          { A::Run(env, a, o, r, response) } -> std::same_as<absl::Status>;
+                        };
 
 template <typename A>
 void StartStep(AnalyzeCall* call, size_t index, std::shared_ptr<const Input> in,

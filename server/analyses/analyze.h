@@ -1,7 +1,7 @@
 // Analyze: several analyses of one image in one call. The image arrives like an upload (a client
 // stream), inline, or as a stored id; each analysis runs through the same per-analysis code and
-// runner as its own RPC (server/analyses/histogram.h, ...), its messages wrapped in AnalyzeResponse and
-// sent in order on the one response stream.
+// runner as its own RPC (server/analyses/histogram.h, ...), its messages wrapped in AnalyzeResponse
+// and sent in order on the one response stream.
 //
 //   grpc::ServerBidiReactor<v1::AnalyzeRequest, v1::AnalyzeResponse>*
 //   ImageAnalyticsService::Analyze(grpc::CallbackServerContext* context) {

@@ -124,7 +124,8 @@ absl::Status BoxFilterAnalysis::StreamRaw(const StreamWork<Response>& work, GpuE
         return absl::OkStatus();
       });
   if (!r.ok()) return r.status();
-  messages.front().mutable_header()->set_variant(std::string(gpu::BoxFilterVariantName(r->variant)));
+  messages.front().mutable_header()->set_variant(
+      std::string(gpu::BoxFilterVariantName(r->variant)));
   work.call->record.set_gpu_ns(r->gpu_ns);
   work.call->record.set_analysis(kName, gpu::BoxFilterVariantName(r->variant));
   *messages.emplace_back().mutable_timing() = work.call->record.Timing();
@@ -208,8 +209,7 @@ absl::Status BoxFilterAnalysis::Run(const StreamWork<Response>& work, GpuEnv& en
 }
 
 std::vector<std::string> BoxFilterAnalysis::Variants(const gpu::DeviceInfo&) {
-  return VariantNames<gpu::BoxFilterVariant>(gpu::BoxFilterVariantName,
-                                             gpu::ParseBoxFilterVariant);
+  return VariantNames<gpu::BoxFilterVariant>(gpu::BoxFilterVariantName, gpu::ParseBoxFilterVariant);
 }
 
 }  // namespace glimpse::server

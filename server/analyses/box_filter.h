@@ -11,15 +11,15 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "glimpse/v1/image_analytics.pb.h"
 #include "gpu/box_filter.h"
-#include "server/worker/gpu_env.h"
-#include "server/ingest/image_ref.h"
 #include "server/analyses/runner.h"
+#include "server/ingest/image_ref.h"
+#include "server/worker/gpu_env.h"
 
 namespace glimpse::server {
 

@@ -72,10 +72,11 @@ absl::Status CompactionAnalysis::Run(const StreamWork<Response>& work, GpuEnv& e
   // entries as it comes (on this thread: one copy, and no list of the whole result on the host).
   std::vector<v1::CompactResponse> messages;
   messages.emplace_back().mutable_header();
-  absl::StatusOr<gpu::CompactionResult> r = env.kernels.compaction.Stream(
-      *image.image, options, [&](const gpu::CompactionPiece& piece) {
+  absl::StatusOr<gpu::CompactionResult> r =
+      env.kernels.compaction.Stream(*image.image, options, [&](const gpu::CompactionPiece& piece) {
         for (uint64_t i = 0; i < piece.count;) {
-          if (!messages.back().has_chunk() || messages.back().chunk().xy().size() == per_chunk * 8) {
+          if (!messages.back().has_chunk() ||
+              messages.back().chunk().xy().size() == per_chunk * 8) {
             v1::CompactChunk* c = messages.emplace_back().mutable_chunk();
             c->set_first(piece.first + i);
             const uint64_t expect = std::min<uint64_t>(per_chunk, piece.count - i);

@@ -1,5 +1,5 @@
-// The compaction analysis (the Compact RPC): CompactRequest -> gpu::CompactionOptions, the kernel on
-// the worker, the passing pixels streamed from a host thread.
+// The compaction analysis (the Compact RPC): CompactRequest -> gpu::CompactionOptions, the kernel
+// on the worker, the passing pixels streamed from a host thread.
 //
 //   // The Compact RPC (server/service.cc): the runner takes every step below.
 //   return ServeStream<CompactionAnalysis>(env_, context, request);
@@ -13,15 +13,15 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "glimpse/v1/image_analytics.pb.h"
 #include "gpu/compaction.h"
-#include "server/worker/gpu_env.h"
-#include "server/ingest/image_ref.h"
 #include "server/analyses/runner.h"
+#include "server/ingest/image_ref.h"
+#include "server/worker/gpu_env.h"
 
 namespace glimpse::server {
 

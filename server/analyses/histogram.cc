@@ -74,8 +74,7 @@ absl::Status HistogramAnalysis::Run(GpuEnv& env, const Acquired& image, const Op
 }
 
 std::vector<std::string> HistogramAnalysis::Variants(const gpu::DeviceInfo&) {
-  return VariantNames<gpu::HistogramVariant>(gpu::HistogramVariantName,
-                                             gpu::ParseHistogramVariant);
+  return VariantNames<gpu::HistogramVariant>(gpu::HistogramVariantName, gpu::ParseHistogramVariant);
 }
 
 }  // namespace glimpse::server

@@ -13,15 +13,15 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "glimpse/v1/image_analytics.pb.h"
 #include "gpu/histogram.h"
+#include "server/ingest/image_ref.h"
 #include "server/rpc/call.h"
 #include "server/worker/gpu_env.h"
-#include "server/ingest/image_ref.h"
 
 namespace glimpse::server {
 

@@ -187,11 +187,13 @@ uint64_t IntegralPartBytes(const IntegralPlan& plan, int rows, int tables) {
   return uint64_t(rows) * uint64_t(tables) * (plan.row_bytes + kChunkOverhead) + kEndsBytes;
 }
 
-absl::StatusOr<gpu::IntegralImageOptions> IntegralImageAnalysis::MapOptions(const Request& request) {
+absl::StatusOr<gpu::IntegralImageOptions> IntegralImageAnalysis::MapOptions(
+    const Request& request) {
   Options options;
   options.squared = request.options().squared();
   absl::StatusOr<gpu::IntegralImageVariant> variant = ParseVariant<gpu::IntegralImageVariant>(
-      request.variant(), "the integral image", gpu::IntegralImageVariantName, gpu::ParseIntegralImageVariant);
+      request.variant(), "the integral image", gpu::IntegralImageVariantName,
+      gpu::ParseIntegralImageVariant);
   if (!variant.ok()) return variant.status();
   options.variant = *variant;
   return options;

@@ -1,5 +1,5 @@
-// The integral image analysis: IntegralImageRequest -> gpu::IntegralImageOptions, the tables produced
-// on the worker a part at a time and streamed in row bands.
+// The integral image analysis: IntegralImageRequest -> gpu::IntegralImageOptions, the tables
+// produced on the worker a part at a time and streamed in row bands.
 //
 // A table set that fits in one part of the result buffer (ResultBudget::part_bytes) is produced by
 // one run of the kernel on the whole image. A larger one is produced in horizontal strips, each a
@@ -21,15 +21,15 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "glimpse/v1/image_analytics.pb.h"
 #include "gpu/integral_image.h"
-#include "server/worker/gpu_env.h"
-#include "server/ingest/image_ref.h"
 #include "server/analyses/runner.h"
+#include "server/ingest/image_ref.h"
+#include "server/worker/gpu_env.h"
 
 namespace glimpse::server {
 

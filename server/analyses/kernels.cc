@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "common/str.h"
-#include "spdlog/spdlog.h"
-#include "server/worker/host_pool.h"
 #include "server/analyses/registry.h"
 #include "server/analyses/runner.h"
 #include "server/rpc/status_util.h"
+#include "server/worker/host_pool.h"
+#include "spdlog/spdlog.h"
 
 namespace glimpse::server {
 namespace {
@@ -54,11 +54,11 @@ absl::Status WarmUpAll(Kernels& kernels, gpu::WarmUpShare& share, bool log) {
       return Annotate(s, StrCat("warming up the ", a.name, " kernel"));
     }
     if (log) {
-      spdlog::info("warm-up: {} in {:.1f} s ({} programs built for it, beyond those built at "
-                   "start-up)",
-                   a.name,
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                   kernels.ctx.programs_built() - built_before);
+      spdlog::info(
+          "warm-up: {} in {:.1f} s ({} programs built for it, beyond those built at "
+          "start-up)",
+          a.name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+          kernels.ctx.programs_built() - built_before);
     }
   }
   return absl::OkStatus();
@@ -131,29 +131,28 @@ absl::Status WarmUpSideBySide(Kernels& kernels, gpu::ContextOptions options, int
             helper_units += share.units_claimed();
           }
           if (!s.ok()) {
-            spdlog::warn("warm-up helper {} stopped, its units are built in the serving context: {}",
-                         i, MessageOf(s));
+            spdlog::warn(
+                "warm-up helper {} stopped, its units are built in the serving context: {}", i,
+                MessageOf(s));
           }
         });
       }
       mine_status = kernels.WarmUp(mine);
     }  // joins the helpers
     if (!mine_status.ok()) return mine_status;
-    spdlog::info("warm-up: {} contexts side by side in {:.1f} s ({} units here, {} in helpers); "
-                 "the driver's shader cache brings the helpers' code to this context",
-                 threads,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                 mine.units_claimed(), helper_units.load());
+    spdlog::info(
+        "warm-up: {} contexts side by side in {:.1f} s ({} units here, {} in helpers); "
+        "the driver's shader cache brings the helpers' code to this context",
+        threads, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+        mine.units_claimed(), helper_units.load());
   }
   return kernels.WarmUp();
 }
 
-std::vector<std::string> Kernels::Available() {
-  return kAnalyses.Names();
-}
+std::vector<std::string> Kernels::Available() { return kAnalyses.Names(); }
 
 std::vector<std::string> Kernels::Variants(std::string_view analysis,
-                                          const gpu::DeviceInfo& device) {
+                                           const gpu::DeviceInfo& device) {
   for (const AnalysisEntry& a : Entries()) {
     if (a.name == analysis) return a.variants(device);
   }

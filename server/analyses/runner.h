@@ -27,14 +27,14 @@
 #include "absl/status/statusor.h"
 #include "common/str.h"
 #include "server/access/access.h"
+#include "server/access/rate_limit.h"
+#include "server/ingest/image_ref.h"
 #include "server/rpc/call.h"
+#include "server/rpc/limits.h"
+#include "server/store/shared_images.h"
 #include "server/worker/gpu_worker.h"
 #include "server/worker/host_pool.h"
-#include "server/ingest/image_ref.h"
 #include "server/worker/job_class.h"
-#include "server/rpc/limits.h"
-#include "server/access/rate_limit.h"
-#include "server/store/shared_images.h"
 
 namespace glimpse::server {
 
@@ -49,9 +49,9 @@ struct ServiceEnv {
   RateLimiter* rate = nullptr;     // --tenant-rate; nullptr = no limit
 };
 
-// Takes the call's token of its tenant's rate limit (server/access/rate_limit.h), then calls `next` with
-// OK or the refusal: at once, or on Redis's pool when the limit is shared. Every call that queues
-// GPU work takes one, once, after Admit and before its image is read or anything is queued.
+// Takes the call's token of its tenant's rate limit (server/access/rate_limit.h), then calls `next`
+// with OK or the refusal: at once, or on Redis's pool when the limit is shared. Every call that
+// queues GPU work takes one, once, after Admit and before its image is read or anything is queued.
 inline void TakeRateToken(ServiceEnv& service, const CallRecord& record,
                           std::function<void(absl::Status)> next) {
   if (service.rate == nullptr || !service.rate->enabled()) return next(absl::OkStatus());

@@ -56,8 +56,6 @@ void ConvertPixels(const uint8_t* src, int from, uint8_t* dst, int to, size_t co
   }
 }
 
-
-
 }  // namespace
 
 absl::Status Corrupt(std::string_view field, ImageFormat format, std::string_view reason) {

@@ -1,4 +1,5 @@
-// Decoding JPEG with libjpeg-turbo's TurboJPEG API (server/ingest/decode.h dispatches here by the file's signature).
+// Decoding JPEG with libjpeg-turbo's TurboJPEG API (server/ingest/decode.h dispatches here by the
+// file's signature).
 #include <turbojpeg.h>
 
 #include <algorithm>

@@ -1,4 +1,5 @@
-// Decoding BMP, GIF, TGA, PSD, HDR and PNM with stb_image (server/ingest/decode.h dispatches here by the file's signature).
+// Decoding BMP, GIF, TGA, PSD, HDR and PNM with stb_image (server/ingest/decode.h dispatches here
+// by the file's signature).
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -202,8 +203,8 @@ std::optional<std::vector<uint8_t>> BmpForStb(std::span<const uint8_t> f) {
   const int bpp = f[bpp_at] | f[bpp_at + 1] << 8;
   if (bpp != 1 && bpp != 4 && bpp != 8) return std::nullopt;
   const int64_t entry = hsz == 12 ? 3 : 4;
-  const int64_t psize = hsz == 12 ? (int64_t{offset} - 14 - 24) / 3
-                                  : (int64_t{offset} - 14 - int64_t{hsz}) >> 2;
+  const int64_t psize =
+      hsz == 12 ? (int64_t{offset} - 14 - 24) / 3 : (int64_t{offset} - 14 - int64_t{hsz}) >> 2;
   const int64_t needed = int64_t{1} << bpp;
   // stb_image refuses 0 or more than 256 entries itself.
   if (psize <= 0 || psize >= needed || psize > 256) return std::nullopt;

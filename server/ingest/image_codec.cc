@@ -27,8 +27,8 @@ absl::StatusOr<gpu::ImageDesc> ProbeEncoded(std::span<const uint8_t> file, std::
 
 absl::Status CheckDesiredChannels(uint32_t desired_channels, std::string_view field) {
   if (desired_channels <= 4) return absl::OkStatus();
-  return absl::InvalidArgumentError(StrCat(
-      field, " must be 0 (the file's own channels) to 4, got ", desired_channels));
+  return absl::InvalidArgumentError(
+      StrCat(field, " must be 0 (the file's own channels) to 4, got ", desired_channels));
 }
 
 absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int desired_channels,

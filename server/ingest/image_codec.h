@@ -30,9 +30,9 @@ absl::StatusOr<gpu::ImageDesc> ProbeEncoded(std::span<const uint8_t> file, std::
 // in the error ("image.encoded.desired_channels").
 absl::Status CheckDesiredChannels(uint32_t desired_channels, std::string_view field);
 
-// Decodes the file. desired_channels 0 keeps the file's channels (CheckDesiredChannels). Checks the header against
-// max_pixels (RESOURCE_EXHAUSTED naming --max-image-pixels) before decoding. `format`, if not
-// null, is set to the file's format once its header has been read.
+// Decodes the file. desired_channels 0 keeps the file's channels (CheckDesiredChannels). Checks the
+// header against max_pixels (RESOURCE_EXHAUSTED naming --max-image-pixels) before decoding.
+// `format`, if not null, is set to the file's format once its header has been read.
 absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int desired_channels,
                                              uint64_t max_pixels, std::string_view field,
                                              ingest::ImageFormat* format = nullptr);

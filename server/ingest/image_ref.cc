@@ -1,8 +1,8 @@
 #include "server/ingest/image_ref.h"
 
 #include <algorithm>
-#include <climits>
 #include <chrono>
+#include <climits>
 #include <span>
 #include <utility>
 #include <vector>
@@ -117,10 +117,9 @@ absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& re
       }
       const std::string& data = ref.encoded().data();
       const SteadyClock::time_point t0 = SteadyClock::now();
-      absl::StatusOr<gpu::HostImage> host =
-          DecodeEncoded(std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()),
-                        int(ref.encoded().desired_channels()),
-                        limits.max_image_pixels, "image.encoded.data");
+      absl::StatusOr<gpu::HostImage> host = DecodeEncoded(
+          std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()),
+          int(ref.encoded().desired_channels()), limits.max_image_pixels, "image.encoded.data");
       if (!host.ok()) return host.status();
       record.set_decode_ns(NsSince(t0));
       if (absl::Status s = CheckDesc(host->desc, "image.encoded", device); !s.ok()) return s;

@@ -22,9 +22,9 @@
 #include "glimpse/v1/image_analytics.pb.h"
 #include "gpu/image.h"
 #include "server/rpc/call.h"
-#include "server/worker/gpu_env.h"
-#include "server/store/image_store.h"
 #include "server/rpc/limits.h"
+#include "server/store/image_store.h"
+#include "server/worker/gpu_env.h"
 
 namespace glimpse::server {
 
@@ -50,8 +50,8 @@ struct Input {
   bool anonymous = false;
   std::optional<gpu::HostImage> host;
   gpu::ImageDesc desc;
-  // With `host`: an image fetched from the shared store (server/store/redis_store.h), put into the GPU
-  // cache under its id by the first job that needs it, instead of being freed with the job.
+  // With `host`: an image fetched from the shared store (server/store/redis_store.h), put into the
+  // GPU cache under its id by the first job that needs it, instead of being freed with the job.
   std::optional<StoredImageInfo> cache;
 };
 absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& ref,

@@ -11,8 +11,8 @@
 #include "common/str.h"
 #include "server/ingest/image_codec.h"
 #include "server/ingest/image_ref.h"
-#include "server/store/shared_images.h"
 #include "server/rpc/status_util.h"
+#include "server/store/shared_images.h"
 
 namespace glimpse::server {
 namespace {

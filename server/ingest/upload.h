@@ -21,10 +21,10 @@
 #include "absl/status/statusor.h"
 #include "glimpse/v1/image_analytics.pb.h"
 #include "gpu/image.h"
-#include "server/rpc/call.h"
-#include "server/worker/gpu_env.h"
-#include "server/rpc/limits.h"
 #include "server/analyses/runner.h"
+#include "server/rpc/call.h"
+#include "server/rpc/limits.h"
+#include "server/worker/gpu_env.h"
 
 namespace glimpse::server {
 

@@ -16,8 +16,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "glimpse/v1/image_analytics.pb.h"
 #include "common/str.h"
+#include "glimpse/v1/image_analytics.pb.h"
 #include "server/rpc/status_util.h"
 
 #ifndef GLIMPSE_VERSION

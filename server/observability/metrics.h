@@ -56,8 +56,8 @@ struct ServerGauges {
 void RecordCall(const CallSample& call);
 // Counts a call refused for its credentials; `reason` is a fixed word, never a credential.
 void RecordUnauthenticated(std::string_view reason);
-// One GPU job of `tenant` (its scheduling key, server/worker/job_class.h) ran: it waited `queue_ns` in
-// the queue and held the GPU thread `run_ns`. Past kMaxTenantLabels distinct tenants, the rest
+// One GPU job of `tenant` (its scheduling key, server/worker/job_class.h) ran: it waited `queue_ns`
+// in the queue and held the GPU thread `run_ns`. Past kMaxTenantLabels distinct tenants, the rest
 // share the label "_other".
 void RecordTenantJob(std::string_view tenant, uint64_t queue_ns, uint64_t run_ns);
 // A job of `tenant` was refused at the queue or dropped unrun; `reason` is a fixed word

@@ -29,16 +29,16 @@
 
 #include "absl/status/status.h"
 #include "glimpse/v1/image_analytics.pb.h"
-#include "server/worker/fair_queue.h"
 #include "server/store/result_budget.h"
+#include "server/worker/fair_queue.h"
 
 namespace glimpse::server {
 
 // Nanoseconds since `t0`, for the Timing fields.
 inline uint64_t NsSince(std::chrono::steady_clock::time_point t0) {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now() - t0)
-                      .count());
+  return uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
 }
 
 // What one call's log line says.

@@ -1,6 +1,6 @@
 // Images kept on the GPU between calls: ids, a byte budget with least-recently-used eviction, and
-// an idle time-to-live. Each image belongs to the tenant that stored it (server/access/access.h): every
-// look-up names the caller's tenant, and another tenant's image is NOT_FOUND exactly as an id
+// an idle time-to-live. Each image belongs to the tenant that stored it (server/access/access.h):
+// every look-up names the caller's tenant, and another tenant's image is NOT_FOUND exactly as an id
 // never stored is. A tenant's share (--tenant-store-bytes) bounds its bytes: storing past it
 // evicts that tenant's own least recently used images, never another's.
 //
@@ -50,8 +50,8 @@ struct StoreUsage {
 };
 
 // The catalogue of stored images, safe on any thread. The gpu::Image objects are created, used and
-// destroyed only on the GPU worker thread, through GpuImages (server/worker/gpu_env.h), which only the
-// worker can make: Erase and eviction move them to a graveyard that the worker frees.
+// destroyed only on the GPU worker thread, through GpuImages (server/worker/gpu_env.h), which only
+// the worker can make: Erase and eviction move them to a graveyard that the worker frees.
 class ImageStore {
  public:
   // ttl of zero: images never expire. tenant_budget_bytes of zero: no per-tenant share.

@@ -1,5 +1,7 @@
 // The shared image store's connection pool: connecting (with AUTH), reusing idle connections,
 // and the health loop that pings Redis every second and reports when it comes and goes.
+#include "server/store/redis_connection.h"
+
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
@@ -8,7 +10,6 @@
 
 #include "common/str.h"
 #include "server/rpc/status_util.h"
-#include "server/store/redis_connection.h"
 #include "server/store/redis_store.h"
 
 namespace glimpse::server {

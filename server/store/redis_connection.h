@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/str.h"
+#include "server/rpc/status_util.h"
 #include "server/store/redis_store.h"
 
 namespace glimpse::server {
@@ -90,7 +92,6 @@ class RedisStore::Connection {
   }                                                                        \
   Observe(true);                                                           \
   Give(std::move(*conn_))
-
 
 }  // namespace glimpse::server
 

@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "glimpse/v1/image_analytics.pb.h"
 #include "common/str.h"
+#include "glimpse/v1/image_analytics.pb.h"
 #include "server/rpc/status_util.h"
 #include "server/store/redis_connection.h"
 
@@ -30,7 +30,8 @@ constexpr int kChunksPerTrip = 4;
 // The keys of a tenant's images: the owner is part of the key, so a look-up as another tenant
 // finds no key at all (nothing to compare, nothing renewed) and a tenant's SCAN sees its own
 // keys only. Without access control (tenant "") the keys are what they always were. Tenant names
-// hold no ':' and no glob character (server/access/access.h), so no prefix can match another tenant's.
+// hold no ':' and no glob character (server/access/access.h), so no prefix can match another
+// tenant's.
 std::string Prefix(const std::string& tenant) {
   return tenant.empty() ? std::string(kKeyPrefix) : StrCat(kTenantPrefix, tenant, ":image:");
 }

@@ -39,8 +39,8 @@
 
 #include "absl/status/statusor.h"
 #include "gpu/image.h"
-#include "server/worker/host_pool.h"
 #include "server/store/image_store.h"
+#include "server/worker/host_pool.h"
 
 struct redisContext;
 

@@ -4,8 +4,8 @@
 
 #include "absl/status/status.h"
 #include "common/str.h"
-#include "server/store/redis_store.h"
 #include "server/analyses/runner.h"
+#include "server/store/redis_store.h"
 
 namespace glimpse::server {
 
@@ -16,8 +16,8 @@ void ResolveImageRef(ServiceEnv& service, const v1::ImageRef& ref, CallRecord& r
     // never on gRPC's threads. The request and the record outlive the task: the call is not
     // answered before `next` runs.
     return service.pool.Post([&service, &ref, &record, next = std::move(next)] {
-      next(ReadImageRef(ref, service.worker.device().limits, service.limits,
-                        service.worker.store(), record));
+      next(ReadImageRef(ref, service.worker.device().limits, service.limits, service.worker.store(),
+                        record));
     });
   }
   if (service.redis == nullptr || ref.source_case() != v1::ImageRef::kImageId) {

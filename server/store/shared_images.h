@@ -1,6 +1,6 @@
 // Stored images across replicas: the GPU store of this replica as a cache in front of the shared
-// store on Redis (server/store/redis_store.h), when there is one. Without one, every function here is
-// the GPU store alone, answered on the calling thread. With one, Redis I/O runs on the store's
+// store on Redis (server/store/redis_store.h), when there is one. Without one, every function here
+// is the GPU store alone, answered on the calling thread. With one, Redis I/O runs on the store's
 // host threads and the continuation runs there; the GPU worker never waits for Redis.
 //
 //   ResolveImageRef(service, request->image(), call->record,
@@ -22,8 +22,8 @@
 
 #include "absl/status/statusor.h"
 #include "glimpse/v1/image_analytics.pb.h"
-#include "server/rpc/call.h"
 #include "server/ingest/image_ref.h"
+#include "server/rpc/call.h"
 
 namespace glimpse::server {
 

@@ -22,8 +22,8 @@
 #include "absl/status/statusor.h"
 #include "gpu/context.h"
 #include "gpu/image.h"
-#include "server/store/image_store.h"
 #include "server/analyses/kernels.h"
+#include "server/store/image_store.h"
 
 namespace glimpse::server {
 

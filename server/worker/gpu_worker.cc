@@ -193,11 +193,10 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
     return;
   }
   if (options_.warm_up) {
-    const int threads = options_.warm_up_threads > 0 ? options_.warm_up_threads
-                                                     : AutoWarmUpThreads(device_);
+    const int threads =
+        options_.warm_up_threads > 0 ? options_.warm_up_threads : AutoWarmUpThreads(device_);
     const SteadyClock::time_point t0 = SteadyClock::now();
-    if (absl::Status s = WarmUpSideBySide(*kernels, ContextOptionsFor(options_),
-                                          threads);
+    if (absl::Status s = WarmUpSideBySide(*kernels, ContextOptionsFor(options_), threads);
         !s.ok()) {
       kernels.reset();
       started->set_value(s);

@@ -1,7 +1,7 @@
 // The one thread that owns the EGL context: a bounded queue of jobs run one at a time, tenants
-// taking turns by weight (server/worker/fair_queue.h, docs/scheduler.md). A job that produces a result
-// takes its bytes from the result budget before it runs; while they are not free it waits in the
-// queue (its deadline still counts) and jobs behind it that fit run first.
+// taking turns by weight (server/worker/fair_queue.h, docs/scheduler.md). A job that produces a
+// result takes its bytes from the result budget before it runs; while they are not free it waits in
+// the queue (its deadline still counts) and jobs behind it that fit run first.
 //
 //   absl::StatusOr<std::unique_ptr<GpuWorker>> worker = GpuWorker::Start(WorkerOptions{});
 //   if (!worker.ok()) return worker.status();  // no context, or a shader that does not build
@@ -32,10 +32,10 @@
 
 #include "absl/status/statusor.h"
 #include "gpu/context.h"
-#include "server/worker/fair_queue.h"
-#include "server/worker/gpu_env.h"
 #include "server/store/image_store.h"
 #include "server/store/result_budget.h"
+#include "server/worker/fair_queue.h"
+#include "server/worker/gpu_env.h"
 
 namespace glimpse::server {
 
@@ -60,7 +60,7 @@ struct Job {
 };
 
 struct WorkerOptions {
-  std::string device = "auto";  // gpu::ContextOptions::device
+  std::string device = "auto";     // gpu::ContextOptions::device
   bool pin_driver_threads = true;  // gpu::ContextOptions::pin_driver_threads
   bool auto_as_gpu = false;        // gpu::ContextOptions::auto_as_gpu (for tests)
   int max_queue = 64;

@@ -28,7 +28,6 @@ int UsableCpus() {
   return std::max(cpus, 1);
 }
 
-
 HostPool::HostPool(int threads) {
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
 }

@@ -1,5 +1,5 @@
-// Which tenant a call's GPU jobs are charged to, at what weight and priority (server/worker/fair_queue.h):
-// read from the admitted tenant and the call's metadata.
+// Which tenant a call's GPU jobs are charged to, at what weight and priority
+// (server/worker/fair_queue.h): read from the admitted tenant and the call's metadata.
 //
 //   tenant (access control on)      the tenant; glimpse-client-key is ignored
 //   access control off              metadata `glimpse-client-key` if given, else the peer's host

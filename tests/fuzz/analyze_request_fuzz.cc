@@ -15,9 +15,9 @@
 #include <memory>
 #include <string>
 
+#include "common/str.h"
 #include "fuzz_inputs.pb.h"
 #include "glimpse/v1/image_analytics.grpc.pb.h"
-#include "common/str.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 #include "tests/fuzz/fuzz_check.h"

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "common/str.h"
-#include "server/ingest/image_codec.h"
 #include "server/ingest/decode.h"
+#include "server/ingest/image_codec.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace glimpse::fuzz {

@@ -1,15 +1,15 @@
 // The request-to-options mapping of one analysis, as the server runs it before queuing a job
-// (server/analyses/runner.h): MapOptions on the request, then ResultBytes (gpu/'s Resolve*Options and the
-// result's size) on an image whose layout passed DescFromLayout. No GPU.
-// Input: a serialized glimpse.fuzz.OptionsInput (fuzz_inputs.proto), its `analysis` set to A's.
+// (server/analyses/runner.h): MapOptions on the request, then ResultBytes (gpu/'s Resolve*Options
+// and the result's size) on an image whose layout passed DescFromLayout. No GPU. Input: a
+// serialized glimpse.fuzz.OptionsInput (fuzz_inputs.proto), its `analysis` set to A's.
 #ifndef GLIMPSE_TESTS_FUZZ_OPTIONS_FUZZ_H_
 #define GLIMPSE_TESTS_FUZZ_OPTIONS_FUZZ_H_
 
 #include <cstddef>
 #include <cstdint>
 
-#include "fuzz_inputs.pb.h"
 #include "common/str.h"
+#include "fuzz_inputs.pb.h"
 #include "server/ingest/image_ref.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_device.h"

@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <string>
 
-#include "fuzz_inputs.pb.h"
 #include "common/str.h"
-#include "server/rpc/call.h"
+#include "fuzz_inputs.pb.h"
 #include "server/ingest/upload.h"
+#include "server/rpc/call.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_device.h"
 

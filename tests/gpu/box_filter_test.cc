@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "common/str.h"
 #include "gpu/internal/box_filter_llvmpipe.h"
 #include "gpu/reference/box_filter.h"
-#include "common/str.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {
@@ -310,10 +310,9 @@ TEST(BoxFilterTest, StreamHandsOverTheRowsInPieces) {
     // A sink's error comes back as the run's, and the kernel goes on working.
     int pieces = 0;
     const BoxFilterOptions o{.rx = 1, .ry = 1, .variant = BoxFilterVariant::kFusedStrips};
-    absl::StatusOr<BoxFilterResult> stopped =
-        kernel.Stream(*img, o, [&](const BoxFilterRows&) {
-          return ++pieces == 1 ? absl::OkStatus() : absl::CancelledError("the caller went away");
-        });
+    absl::StatusOr<BoxFilterResult> stopped = kernel.Stream(*img, o, [&](const BoxFilterRows&) {
+      return ++pieces == 1 ? absl::OkStatus() : absl::CancelledError("the caller went away");
+    });
     EXPECT_EQ(stopped.status().code(),
               host.desc.row_bytes() * 300 > BoxFilterKernel::kSinkPieceBytes
                   ? absl::StatusCode::kCancelled

@@ -9,16 +9,16 @@
 #include <string>
 #include <tuple>
 
-#include "gpu/reference/compaction.h"
 #include "common/str.h"
+#include "gpu/reference/compaction.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {
 namespace {
 
 constexpr CompactionVariant kVariants[] = {
-    CompactionVariant::kAtomicPerPixel, CompactionVariant::kWorkgroupAggregated,
-    CompactionVariant::kOrderedScan, CompactionVariant::kStripScan,
+    CompactionVariant::kAtomicPerPixel,     CompactionVariant::kWorkgroupAggregated,
+    CompactionVariant::kOrderedScan,        CompactionVariant::kStripScan,
     CompactionVariant::kSubgroupAggregated, CompactionVariant::kAuto};
 constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -31,10 +31,10 @@ bool StripScanTakes(const ImageDesc& d) {
 }
 
 std::string Describe(const ImageDesc& d, const CompactionOptions& o) {
-  return StrCat(DescribeImage(d), " source=", CompactionSourceName(o.source), " channel=", o.channel,
-                " lo=", o.lo, " hi=", o.hi, o.inside ? " inside" : " outside",
-                " max_results=", o.max_results, o.count_only ? " count_only" : "",
-                " variant=", CompactionVariantName(o.variant));
+  return StrCat(DescribeImage(d), " source=", CompactionSourceName(o.source),
+                " channel=", o.channel, " lo=", o.lo, " hi=", o.hi,
+                o.inside ? " inside" : " outside", " max_results=", o.max_results,
+                o.count_only ? " count_only" : "", " variant=", CompactionVariantName(o.variant));
 }
 
 // Whether the shared context's device runs `v` (subgroup_aggregated needs ballots; the test
@@ -76,8 +76,8 @@ void ExpectMatchesReference(CompactionKernel& kernel, const Image& image, const 
       EXPECT_GE(piece.count, 1u);
       EXPECT_EQ(piece.xy.size(), 2 * piece.count);
       EXPECT_EQ(piece.values.size(), piece.count * pixel_bytes);
-      EXPECT_TRUE(piece.count == 1 || piece.count * (8 + pixel_bytes) <=
-                                          CompactionKernel::kSinkPieceBytes);
+      EXPECT_TRUE(piece.count == 1 ||
+                  piece.count * (8 + pixel_bytes) <= CompactionKernel::kSinkPieceBytes);
       xy.insert(xy.end(), piece.xy.begin(), piece.xy.end());
       values.insert(values.end(), piece.values.begin(), piece.values.end());
       return absl::OkStatus();
@@ -286,7 +286,8 @@ TEST(CompactionTest, PredicateEdgesIntegerBoundsAndFloatSpecials) {
     for (bool inside : {true, false}) {
       for (CompactionSource s : {CompactionSource::kChannel, CompactionSource::kLuma}) {
         for (int channel : {0, 3}) {
-          CompactionOptions o{.source = s, .channel = channel, .lo = lo, .hi = hi, .inside = inside};
+          CompactionOptions o{
+              .source = s, .channel = channel, .lo = lo, .hi = hi, .inside = inside};
           ExpectMatchesReference(kernel, *image, host, o);
           if (s == CompactionSource::kLuma) break;
         }
@@ -360,8 +361,8 @@ TEST(CompactionTest, EightBitPixelsAtEveryBoundChannelAndRowEnd) {
   std::mt19937_64 rng(testing::TestSeed());
   CompactionKernel kernel(ctx);
   const std::pair<double, double> bounds[] = {
-      {7, 7},    {0, 0},      {255, 255}, {-5, 3},  {250, 1e9}, {-kInf, 40}, {40, kInf},
-      {-kInf, kInf}, {0.2, 0.8}, {-3, -1}, {300, 400}, {0, 254},  {1, 255},   {127.2, 127.9}};
+      {7, 7},        {0, 0},     {255, 255}, {-5, 3},    {250, 1e9}, {-kInf, 40}, {40, kInf},
+      {-kInf, kInf}, {0.2, 0.8}, {-3, -1},   {300, 400}, {0, 254},   {1, 255},    {127.2, 127.9}};
   for (int ch : {1, 2, 4}) {
     for (int w : {1, 2, 3, 5, 7, 13, 16, 17, 33, 131}) {
       const ImageDesc d{w, 3, ch, SampleType::kUint8};
@@ -377,8 +378,12 @@ TEST(CompactionTest, EightBitPixelsAtEveryBoundChannelAndRowEnd) {
         for (auto [lo, hi] : bounds) {
           for (bool inside : {true, false}) {
             for (bool count_only : {true, false}) {
-              CompactionOptions o{.channel = channel, .lo = lo, .hi = hi, .inside = inside,
-                                  .max_results = int64_t{w} * 3, .count_only = count_only,
+              CompactionOptions o{.channel = channel,
+                                  .lo = lo,
+                                  .hi = hi,
+                                  .inside = inside,
+                                  .max_results = int64_t{w} * 3,
+                                  .count_only = count_only,
                                   .variant = CompactionVariant::kStripScan};
               ExpectMatchesReference(kernel, *image, host, o, /*only=*/true);
             }
@@ -405,9 +410,9 @@ TEST(CompactionTest, BandsAndChunksSplitLargeResultsAcrossBindings) {
         auto image = Image::Upload(ctx, host);
         ASSERT_TRUE(image.ok());
         CompactionOptions o{.channel = 0,
-                         .lo = PassRangeFor(t).lo,
-                         .hi = PassRangeFor(t).hi,
-                         .max_results = d.pixels()};
+                            .lo = PassRangeFor(t).lo,
+                            .hi = PassRangeFor(t).hi,
+                            .max_results = d.pixels()};
         ExpectMatchesReference(kernel, *image, host, o);
         o.max_results = 1000;  // cut inside a middle band
         ExpectMatchesReference(kernel, *image, host, o);
@@ -472,8 +477,9 @@ TEST(CompactionTest, BadOptionsAreRefusedNamingTheFieldAndValue) {
     EXPECT_EQ(ref.status(), got.status());
   }
   // Equal bounds and the cap's limits are fine.
-  for (CompactionOptions o : {CompactionOptions{.lo = 2, .hi = 2}, CompactionOptions{.max_results = 0},
-                           CompactionOptions{.max_results = kMaxCompactionResults}}) {
+  for (CompactionOptions o :
+       {CompactionOptions{.lo = 2, .hi = 2}, CompactionOptions{.max_results = 0},
+        CompactionOptions{.max_results = kMaxCompactionResults}}) {
     EXPECT_TRUE(kernel.Run(*image, o).ok());
   }
 }
@@ -522,11 +528,10 @@ TEST(CompactionTest, SubgroupAggregatedMatchesTheReferenceOrIsRefusedWithoutBall
         << got.status();
     return;
   }
-  for (auto [w, h, ch, t] : {std::tuple{1, 1, 1, SampleType::kUint8},
-                             std::tuple{17, 3, 4, SampleType::kUint8},
-                             std::tuple{61, 47, 3, SampleType::kUint16},
-                             std::tuple{129, 33, 2, SampleType::kFloat32},
-                             std::tuple{300, 211, 1, SampleType::kUint8}}) {
+  for (auto [w, h, ch, t] :
+       {std::tuple{1, 1, 1, SampleType::kUint8}, std::tuple{17, 3, 4, SampleType::kUint8},
+        std::tuple{61, 47, 3, SampleType::kUint16}, std::tuple{129, 33, 2, SampleType::kFloat32},
+        std::tuple{300, 211, 1, SampleType::kUint8}}) {
     const ImageDesc d{w, h, ch, t};
     for (double selectivity : {0.0, 0.01, 0.5, 0.97, 1.0}) {
       const int channel = int(rng() % uint64_t(ch));
@@ -572,11 +577,11 @@ TEST(CompactionTest, WarmUpLeavesNothingForAutoToBuild) {
             for (bool inside : {true, false}) {
               for (int64_t cap : {int64_t{3}, d.pixels()}) {
                 CompactionOptions o{.source = source,
-                                 .lo = PassRangeFor(t).lo,
-                                 .hi = PassRangeFor(t).hi,
-                                 .inside = inside,
-                                 .max_results = cap,
-                                 .count_only = count_only};
+                                    .lo = PassRangeFor(t).lo,
+                                    .hi = PassRangeFor(t).hi,
+                                    .inside = inside,
+                                    .max_results = cap,
+                                    .count_only = count_only};
                 auto got = kernel.Run(*image, o);
                 ASSERT_TRUE(got.ok()) << got.status() << " " << Describe(d, o);
                 EXPECT_EQ(ctx.programs_built(), built) << Describe(d, o) << " built a program";

@@ -18,9 +18,9 @@
 #include <utility>
 #include <vector>
 
-#include "gpu/internal/driver_threads.h"
 #include "gpu/histogram.h"
 #include "gpu/image.h"
+#include "gpu/internal/driver_threads.h"
 #include "gpu/reference/histogram.h"
 #include "tests/gpu_test_env.h"
 

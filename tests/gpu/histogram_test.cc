@@ -7,9 +7,9 @@
 #include <optional>
 #include <random>
 
+#include "common/str.h"
 #include "gpu/internal/histogram_private_array.h"
 #include "gpu/reference/histogram.h"
-#include "common/str.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {
@@ -112,10 +112,17 @@ TEST(HistogramTest, RangesThatCutBothEndsAndAwkwardBinCounts) {
   struct Case {
     int bins;
     double lo, hi;
-  } cases[] = {{1, 0, 256},   {10, 20, 200},     {8, 16, 208},   {7, 3, 250},
-               {255, 0, 256}, {3, 100.5, 101.5}, {1000, 0, 256}, {5, -10, 5},
+  } cases[] = {{1, 0, 256},
+               {10, 20, 200},
+               {8, 16, 208},
+               {7, 3, 250},
+               {255, 0, 256},
+               {3, 100.5, 101.5},
+               {1000, 0, 256},
+               {5, -10, 5},
                // Keys binned by a shift alone: 48 bins of the mean (R+G+B >> 4), 64 of the rest.
-               {48, 0, 256},  {64, 0, 256}};
+               {48, 0, 256},
+               {64, 0, 256}};
   for (const Case& c : cases) {
     HistogramOptions o;
     o.bins = c.bins;
@@ -368,10 +375,9 @@ TEST(HistogramTest, PowerOfTwoBinsOverTheWholeRangeBinByAShiftAlone) {
       const int keys = s == HistogramSource::kRgbMean ? 768 : 256;
       const int per_bin = keys / bins;
       const bool shift = bins == 1 || (keys % bins == 0 && (per_bin & (per_bin - 1)) == 0);
-      EXPECT_EQ(k->shift_only, shift)
-          << HistogramSourceName(s) << " " << bins << " bins";
-      EXPECT_EQ(internal::KeyBinningFor(k), k->shift_only ? internal::KeyBinning::kShift
-                                                          : internal::KeyBinning::kArithmetic);
+      EXPECT_EQ(k->shift_only, shift) << HistogramSourceName(s) << " " << bins << " bins";
+      EXPECT_EQ(internal::KeyBinningFor(k),
+                k->shift_only ? internal::KeyBinning::kShift : internal::KeyBinning::kArithmetic);
     }
   }
   // A range that leaves keys out, even with 2^k bins, needs the range check.

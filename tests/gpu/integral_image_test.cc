@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu/reference/integral_image.h"
 #include "common/str.h"
+#include "gpu/reference/integral_image.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {
@@ -26,8 +26,8 @@ constexpr IntegralImageVariant kVariants[] = {IntegralImageVariant::kNaive,
 constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
 
 std::string Describe(const ImageDesc& d, const IntegralImageOptions& o) {
-  return StrCat(DescribeImage(d), ", variant ", IntegralImageVariantName(o.variant), ", band_bytes ",
-                o.band_bytes, o.force_two_word ? ", two-word" : "",
+  return StrCat(DescribeImage(d), ", variant ", IntegralImageVariantName(o.variant),
+                ", band_bytes ", o.band_bytes, o.force_two_word ? ", two-word" : "",
                 o.narrow_sums ? "" : ", 8-byte sums");
 }
 
@@ -121,9 +121,10 @@ TEST(IntegralImageTest, MatchesReferenceEveryFormatChannelCountAndVariant) {
         for (IntegralImageVariant v : kVariants) {
           CheckAgainstReference(kernel, ctx, host, {.squared = true, .variant = v});
         }
-        CheckAgainstReference(
-            kernel, ctx, host,
-            {.squared = true, .variant = IntegralImageVariant::kPackedStrips, .narrow_sums = false});
+        CheckAgainstReference(kernel, ctx, host,
+                              {.squared = true,
+                               .variant = IntegralImageVariant::kPackedStrips,
+                               .narrow_sums = false});
       }
     }
   }
@@ -161,7 +162,8 @@ TEST(IntegralImageTest, TallImagesComeOutWhole) {
        {ImageDesc{3, 5000, 1, SampleType::kUint8}, ImageDesc{68, 2100, 1, SampleType::kUint8},
         ImageDesc{17, 3000, 4, SampleType::kUint16}}) {
     HostImage host = testing::RandomImage(d, rng);
-    for (IntegralImageVariant v : {IntegralImageVariant::kPackedStrips, IntegralImageVariant::kStripScan}) {
+    for (IntegralImageVariant v :
+         {IntegralImageVariant::kPackedStrips, IntegralImageVariant::kStripScan}) {
       CheckAgainstReference(kernel, ctx, host, {.squared = true, .variant = v});
     }
   }
@@ -267,9 +269,9 @@ TEST(IntegralImageTest, SixteenBitSumsPast2To32AreExact) {
     for (IntegralImageVariant v : kVariants) {
       if (!IntegralImageVariantAvailable(ctx.info(), v, d.type).ok()) continue;
       IntegralImageOptions o{.squared = true,
-                        .variant = v,
-                        .band_bytes = 70 * 300 * 2 * 8,
-                        .force_two_word = two_word};
+                             .variant = v,
+                             .band_bytes = 70 * 300 * 2 * 8,
+                             .force_two_word = two_word};
       absl::StatusOr<IntegralTables> t = ComputeIntegralImage(kernel, *img, o);
       ASSERT_TRUE(t.ok()) << t.status();
       int bad = 0;
@@ -516,7 +518,8 @@ TEST(IntegralImageTest, SubgroupScanRunsOnIntegerImagesWhereBallotsExist) {
 }
 
 TEST(IntegralImageTest, VariantNamesRoundTrip) {
-  for (IntegralImageVariant v : kVariants) EXPECT_EQ(ParseIntegralImageVariant(IntegralImageVariantName(v)), v);
+  for (IntegralImageVariant v : kVariants)
+    EXPECT_EQ(ParseIntegralImageVariant(IntegralImageVariantName(v)), v);
   EXPECT_EQ(ParseIntegralImageVariant(""), IntegralImageVariant::kAuto);
   EXPECT_EQ(ParseIntegralImageVariant("auto"), IntegralImageVariant::kAuto);
   EXPECT_EQ(ParseIntegralImageVariant("fast"), std::nullopt);

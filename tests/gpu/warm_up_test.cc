@@ -1,5 +1,7 @@
 // Splitting a warm-up between threads (gpu/warm_up.h), and contexts on one display living on
 // several threads at once.
+#include "gpu/warm_up.h"
+
 #include <glad/egl.h>
 #include <gtest/gtest.h>
 
@@ -12,7 +14,6 @@
 #include "gpu/compaction.h"
 #include "gpu/context.h"
 #include "gpu/histogram.h"
-#include "gpu/warm_up.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::testing {

@@ -24,7 +24,6 @@ using gpu::ImageDesc;
 using gpu::SampleType;
 using std::chrono_literals::operator""ms;
 
-
 grpc::StatusCode InfoCode(v1::ImageAnalytics::Stub& stub, v1::ServerInfo* info = nullptr) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -170,7 +169,7 @@ TEST(ServerProcessTest, SighupReloadsTheTokensAndABadFileKeepsThem) {
   ASSERT_NE(port, 0);
   const std::string target = "127.0.0.1:" + std::to_string(port);
   Child server = ServerProcess({"--listen=" + target, "--tokens=" + file, "--warm-up=0"},
-                       dir.File("server.log"));
+                               dir.File("server.log"));
   if (!ServesWithin(server, target)) {
     if (RequireGpuContext())
       FAIL() << "no server (" << server.Describe() << "): " << dir.Read("server.log");

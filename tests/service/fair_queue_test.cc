@@ -1,4 +1,5 @@
-// The GPU worker's scheduler on its own (server/worker/fair_queue.h): no GPU, no server, fake costs.
+// The GPU worker's scheduler on its own (server/worker/fair_queue.h): no GPU, no server, fake
+// costs.
 #include "server/worker/fair_queue.h"
 
 #include <gtest/gtest.h>

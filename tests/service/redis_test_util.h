@@ -22,8 +22,8 @@ inline constexpr char kRedisServer[] = "/usr/bin/redis-server";
 // A fresh directory for one fixture's redis-server (and its log): /tmp/PREFIX-PID-RANDOM.
 inline std::filesystem::path ScratchDir(const std::string& prefix) {
   const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / (prefix + "-" + std::to_string(getpid()) + "-" +
-                                                std::to_string(std::random_device{}()));
+      std::filesystem::temp_directory_path() /
+      (prefix + "-" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}()));
   std::filesystem::create_directories(dir);
   return dir;
 }

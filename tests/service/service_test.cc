@@ -615,9 +615,14 @@ TEST_F(ServiceTest, CompactMatchesReference) {
        0},
       {{29, 31, 4, SampleType::kFloat32}, v1::COMPACT_SOURCE_LUMA, 0, 0, 1, true, true, -1},
       // Lists of several messages: all 614400 pixels (5.5 MB), and a cap inside a message.
-      {{1024, 600, 1, SampleType::kUint8}, v1::COMPACT_SOURCE_CHANNEL, 0, 0, 255, false, false,
-       -1},
-      {{1024, 600, 1, SampleType::kUint8}, v1::COMPACT_SOURCE_CHANNEL, 0, 30, 200, false, false,
+      {{1024, 600, 1, SampleType::kUint8}, v1::COMPACT_SOURCE_CHANNEL, 0, 0, 255, false, false, -1},
+      {{1024, 600, 1, SampleType::kUint8},
+       v1::COMPACT_SOURCE_CHANNEL,
+       0,
+       30,
+       200,
+       false,
+       false,
        300001},
   };
   for (const Case& c : cases) {
@@ -653,7 +658,8 @@ TEST_F(ServiceTest, CompactMatchesReference) {
     EXPECT_TRUE(got.xy == AsBytes(ref->xy));
     EXPECT_TRUE(got.values == AsBytes(ref->values));
     // Messages of as many entries as fit the service's 1 MiB chunk, the last one the rest.
-    const size_t per_chunk = (size_t{1} << 20) / (8 + c.desc.channels * BytesPerSample(c.desc.type));
+    const size_t per_chunk =
+        (size_t{1} << 20) / (8 + c.desc.channels * BytesPerSample(c.desc.type));
     for (size_t i = 0; i + 1 < got.chunks.size(); ++i) EXPECT_EQ(got.chunks[i], per_chunk);
     EXPECT_EQ(got.chunks.size(), (ref->xy.size() / 2 + per_chunk - 1) / per_chunk);
   }
@@ -870,9 +876,8 @@ TEST_F(ServiceTest, BadUploadsAreRefusedWithTheirReason) {
       {"truncated stream", wrong_total, png, grpc::StatusCode::INVALID_ARGUMENT, "total_bytes"});
   v1::UploadHeader channels = encoded;
   channels.mutable_encoded()->set_desired_channels(7);
-  cases.push_back(
-      {"desired channels", channels, png, grpc::StatusCode::INVALID_ARGUMENT,
-       "encoded.desired_channels must be 0 (the file's own channels) to 4, got 7"});
+  cases.push_back({"desired channels", channels, png, grpc::StatusCode::INVALID_ARGUMENT,
+                   "encoded.desired_channels must be 0 (the file's own channels) to 4, got 7"});
   const std::string pgm = Pgm16File(HostImage::Zeros({10, 10, 1, SampleType::kUint16}));
   cases.push_back({"truncated pgm", encoded, pgm.substr(0, pgm.size() - 1),
                    grpc::StatusCode::INVALID_ARGUMENT, "truncated"});
@@ -963,15 +968,17 @@ TEST_F(ServiceTest, BadAnalysisRequestsAreRefusedWithTheirReason) {
                *r.mutable_image() = InlineRaw(img);
                r.mutable_image()->mutable_raw()->mutable_layout()->set_channels(5);
              }),
-             grpc::StatusCode::INVALID_ARGUMENT, "image.raw.layout.channels must be in [1, 4], got 5");
-  ExpectCode(hist([&](auto& r) {
-               *r.mutable_image() = InlineRaw(img);
-               r.mutable_image()->mutable_raw()->mutable_layout()->set_height(uint32_t(max_side) + 1);
-               r.mutable_image()->mutable_raw()->mutable_layout()->set_width(1);
-             }),
              grpc::StatusCode::INVALID_ARGUMENT,
-             StrCat("image.raw.layout.height must be in [1, ", max_side,
-                    "] (the device's texture limit), got ", max_side + 1));
+             "image.raw.layout.channels must be in [1, 4], got 5");
+  ExpectCode(
+      hist([&](auto& r) {
+        *r.mutable_image() = InlineRaw(img);
+        r.mutable_image()->mutable_raw()->mutable_layout()->set_height(uint32_t(max_side) + 1);
+        r.mutable_image()->mutable_raw()->mutable_layout()->set_width(1);
+      }),
+      grpc::StatusCode::INVALID_ARGUMENT,
+      StrCat("image.raw.layout.height must be in [1, ", max_side,
+             "] (the device's texture limit), got ", max_side + 1));
   ExpectCode(hist([](auto& r) { r.mutable_image()->mutable_encoded()->set_data("no image here"); }),
              grpc::StatusCode::INVALID_ARGUMENT, "image.encoded.data");
   // An inline image over the message limit is refused by gRPC itself.

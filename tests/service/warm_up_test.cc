@@ -62,7 +62,8 @@ void CheckNoCallBuildsAProgram(bool auto_as_gpu, std::set<std::string>* ran, boo
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(TestSeed());
   // Shapes whose sides are and are not powers of two (see above).
-  const std::pair<int, int> shapes[] = {{16, 8}, {37, 23}, {64, 29}, {33, 32}, {1020, 5}, {200, 64}};
+  const std::pair<int, int> shapes[] = {{16, 8},  {37, 23},  {64, 29},
+                                        {33, 32}, {1020, 5}, {200, 64}};
   for (SampleType type : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
     for (int channels = 1; channels <= 4; ++channels) {
       for (const auto& [w, h] : shapes) {
@@ -73,8 +74,8 @@ void CheckNoCallBuildsAProgram(bool auto_as_gpu, std::set<std::string>* ran, boo
         for (int bins : {16, 256}) {
           for (auto source : {v1::HISTOGRAM_SOURCE_ALL_CHANNELS, v1::HISTOGRAM_SOURCE_CHANNEL,
                               v1::HISTOGRAM_SOURCE_LUMA, v1::HISTOGRAM_SOURCE_RGB_MEAN}) {
-            if (channels < 3 && (source == v1::HISTOGRAM_SOURCE_LUMA ||
-                                 source == v1::HISTOGRAM_SOURCE_RGB_MEAN)) {
+            if (channels < 3 &&
+                (source == v1::HISTOGRAM_SOURCE_LUMA || source == v1::HISTOGRAM_SOURCE_RGB_MEAN)) {
               continue;
             }
             grpc::ClientContext ctx;
@@ -115,8 +116,8 @@ void CheckNoCallBuildsAProgram(bool auto_as_gpu, std::set<std::string>* ran, boo
           ran->insert(variant);
         }
         for (uint32_t r : {0u, 1u, 3u, 7u, 20u}) {
-          for (auto border : {v1::BORDER_MODE_REPLICATE, v1::BORDER_MODE_REFLECT101,
-                              v1::BORDER_MODE_CONSTANT}) {
+          for (auto border :
+               {v1::BORDER_MODE_REPLICATE, v1::BORDER_MODE_REFLECT101, v1::BORDER_MODE_CONSTANT}) {
             grpc::ClientContext ctx;
             v1::BoxFilterRequest req;
             *req.mutable_image() = ref;
