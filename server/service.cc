@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "server/analyze.h"
+#include "server/batch.h"
 #include "server/box_filter.h"
 #include "server/call.h"
 #include "server/compaction.h"
@@ -56,6 +57,11 @@ grpc::ServerWriteReactor<v1::BoxFilterResponse>* ImageAnalyticsService::BoxFilte
 grpc::ServerBidiReactor<v1::AnalyzeRequest, v1::AnalyzeResponse>* ImageAnalyticsService::Analyze(
     grpc::CallbackServerContext* context) {
   return ServeAnalyze(env_, context);
+}
+
+grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, v1::AnalyzeBatchResponse>*
+ImageAnalyticsService::AnalyzeBatch(grpc::CallbackServerContext* context) {
+  return ServeAnalyzeBatch(env_, context);
 }
 
 // ---- the store's catalogue: any thread, no GPU work ----------------------------------------
