@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -49,6 +51,57 @@ void NotePeak(uint32_t n) {
   }
 }
 
+// Runs tasks after a delay, on one thread of its own (for every call of the process; it lives as
+// long as the process). A batch image whose GPU job the full queue refused tries again here.
+class DelayedTasks {
+ public:
+  static DelayedTasks& Get() {
+    static DelayedTasks* tasks = new DelayedTasks;  // never destroyed: no exit-time join
+    return *tasks;
+  }
+  void After(std::chrono::steady_clock::duration delay, std::function<void()> task) {
+    {
+      std::lock_guard lock(mu_);
+      tasks_.emplace(std::chrono::steady_clock::now() + delay, std::move(task));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  DelayedTasks() {
+    std::thread([this] { Loop(); }).detach();
+  }
+  void Loop() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      if (tasks_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      const auto first = tasks_.begin();
+      if (first->first > std::chrono::steady_clock::now()) {
+        cv_.wait_until(lock, first->first);
+        continue;
+      }
+      std::function<void()> task = std::move(first->second);
+      tasks_.erase(first);
+      lock.unlock();
+      task();
+      lock.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> tasks_;
+};
+
+// The GPU queue refused a job because it, or the tenant's share of it, is full: worth another
+// try once jobs have run, rather than failing an image the caller has no way to resend alone.
+bool QueueFull(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kResourceExhausted &&
+         MessageOf(s).find("GPU job") != std::string_view::npos;
+}
+
 const google::protobuf::FieldDescriptor* Field(const google::protobuf::Descriptor* d,
                                                std::string_view name) {
   return d->FindFieldByName(std::string(name));
@@ -75,6 +128,7 @@ struct ImageWork {
   uint64_t upload_ns = 0;
   std::shared_ptr<const Input> input;
   std::vector<uint64_t> bytes;  // each step's result bytes
+  int retries = 0;              // of refused GPU jobs
 };
 
 // The call: reads the header, then images while fewer than the bound are in flight; runs each
@@ -142,6 +196,23 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
     w->upload_ns += timing.upload_ns();
     if (step + 1 < steps_.size()) return steps_[step + 1].start(w, step + 1, w->bytes[step + 1]);
     End(w, absl::OkStatus());
+  }
+
+  // The queue refused step `step` of `w` before it sent anything: it is queued again after a
+  // growing pause (1 ms doubling to 50 ms) until the call's deadline or cancellation.
+  void Retry(const std::shared_ptr<ImageWork>& w, size_t step, const absl::Status& refused) {
+    const auto delay = std::chrono::milliseconds(std::min(50, 1 << std::min(w->retries, 6)));
+    ++w->retries;
+    if (cancelled() || context_->IsCancelled() ||
+        std::chrono::system_clock::now() + delay >= deadline_) {
+      return End(w, Annotate(refused, StrCat("analyses[", step, "] (", steps_[step].name, ")")));
+    }
+    DelayedTasks::Get().After(delay, [this, w, step] {
+      if (cancelled()) {
+        return End(w, absl::CancelledError("the client cancelled the call"));
+      }
+      steps_[step].start(w, step, w->bytes[step]);
+    });
   }
 
   // The image ends: its end marker (with its error, if any) follows its parts.
@@ -384,12 +455,14 @@ class StepSink final : private RecordHolder, public ResponseSink<typename A::Res
           static_cast<typename A::Response*>(r->GetReflection()->MutableMessage(r, field_));
       part->Swap(&messages[i]);
     }
+    sent_.store(true);
     w_->call->Emit(w_->index, std::move(wrapped), std::move(lease), std::move(drained));
     return absl::OkStatus();
   }
   void Close(const absl::Status& status) override {
     if (closed_.exchange(true)) return;
     if (status.ok()) return w_->call->StepDone(w_, step_, this->record.Timing());
+    if (QueueFull(status) && !sent_.load()) return w_->call->Retry(w_, step_, status);
     w_->call->End(w_, Annotate(status, StrCat("analyses[", step_, "] (", A::kName, ")")));
   }
   bool cancelled() const override { return w_->call->cancelled(); }
@@ -399,6 +472,7 @@ class StepSink final : private RecordHolder, public ResponseSink<typename A::Res
   const size_t step_;
   const google::protobuf::FieldDescriptor* field_;
   std::atomic<bool> closed_{false};
+  std::atomic<bool> sent_{false};
 };
 
 template <typename A>

@@ -123,6 +123,9 @@ class BatchTest : public ::testing::Test {
     server::ServerOptions small = o;
     small.limits.batch_in_flight = 3;
     small.worker.result_buffer_bytes = 16 << 20;
+    // Fewer GPU jobs of one tenant may wait than a batch has images in flight: the refused ones
+    // must be queued again, not failed.
+    small.worker.tenant_max_queued = 1;
     small_ = TestServer::Start(small).release();
   }
   static void TearDownTestSuite() {
@@ -392,6 +395,11 @@ TEST_F(BatchTest, FastSenderNeverHasMoreThanTheBoundInFlight) {
   ASSERT_TRUE(got.messages.back().has_summary());
   EXPECT_EQ(got.messages.back().summary().max_in_flight(), 3u);
   EXPECT_EQ(got.messages.back().summary().ok(), 60u);
+  for (const v1::AnalyzeBatchResponse& m : got.messages) {
+    if (m.has_end()) {
+      EXPECT_FALSE(m.end().has_error()) << m.end().error().message();
+    }
+  }
   // The server read ahead (the peak reached the bound) but never past it.
   EXPECT_EQ(server::GetBatchStats().peak_in_flight, 3u);
 
@@ -408,6 +416,8 @@ TEST_F(BatchTest, FastSenderNeverHasMoreThanTheBoundInFlight) {
   v1::ServerInfo info;
   ASSERT_TRUE(small_->stub->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
   EXPECT_EQ(info.batch_in_flight(), 3u);
+  // The tenant's queue (one job) refused some of the batch's jobs, which ran on a later try.
+  EXPECT_GT(info.jobs_rejected(), 0u);
 }
 
 uint64_t ResultBufferUsed(v1::ImageAnalytics::Stub& stub) {
