@@ -353,7 +353,6 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
     std::shared_ptr<ImageWork> w;
     {
       std::lock_guard lock(mu_);
-      reading_ = false;
       w = std::make_shared<ImageWork>(this, next_index_++);
       ++in_flight_;
       ++active_;
@@ -366,6 +365,11 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
       w->ref.Swap(request_.mutable_image()->mutable_image());
     }
     request_.Clear();
+    {
+      // Only now may another thread's Progress start the next read into request_.
+      std::lock_guard lock(mu_);
+      reading_ = false;
+    }
     w->record.set_tenant(record.tenant());
     w->record.set_job_class(record.job_class());
     Progress();  // reads the next image while this one is decoded

@@ -420,6 +420,52 @@ TEST_F(BatchTest, FastSenderNeverHasMoreThanTheBoundInFlight) {
   EXPECT_GT(info.jobs_rejected(), 0u);
 }
 
+TEST_F(BatchTest, ConcurrentBatchesAnswerEveryImageOfEach) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 6);
+  // Many small images on a few calls at once: reads, decodes, answers and sends of one call
+  // overlap on several threads.
+  std::vector<std::vector<v1::BatchImage>> calls(4);
+  std::vector<std::vector<HostImage>> pixels(4);
+  for (size_t c = 0; c < calls.size(); ++c) {
+    for (int i = 0; i < 150; ++i) {
+      pixels[c].push_back(
+          RandomImage({int(1 + rng() % 40), int(1 + rng() % 40), 1, SampleType::kUint8}, rng));
+      calls[c].push_back(Image(std::to_string(i), InlineRaw(pixels[c].back())));
+    }
+  }
+  std::vector<BatchResult> got(calls.size());
+  std::vector<std::thread> threads;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    threads.emplace_back([&, c] {
+      v1::AnalyzeBatchHeader header = HistogramHeader();
+      header.set_ordered(c % 2 == 0);
+      got[c] = CallBatch(*ts_->stub, header, calls[c]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t c = 0; c < calls.size(); ++c) {
+    SCOPED_TRACE("call " + std::to_string(c));
+    ASSERT_TRUE(got[c].status.ok()) << got[c].status.error_message();
+    EXPECT_EQ(got[c].messages.back().summary().ok(), 150u);
+    std::set<uint64_t> seen;
+    for (const v1::AnalyzeBatchResponse& m : got[c].messages) {
+      if (m.has_end()) {
+        EXPECT_FALSE(m.end().has_error()) << m.end().error().message();
+        EXPECT_TRUE(seen.insert(m.index()).second) << "image " << m.index() << " ended twice";
+      }
+      if (!m.has_result()) continue;
+      absl::StatusOr<gpu::HistogramResult> ref =
+          reference::Histogram(pixels[c][m.index()], gpu::HistogramOptions());
+      ASSERT_TRUE(ref.ok());
+      const auto& counts = m.result().histogram().histograms(0).counts();
+      EXPECT_EQ(std::vector<uint64_t>(counts.begin(), counts.end()), ref->counts[0])
+          << "image " << m.index();
+    }
+    EXPECT_EQ(seen.size(), 150u);
+  }
+}
+
 uint64_t ResultBufferUsed(v1::ImageAnalytics::Stub& stub) {
   grpc::ClientContext ctx;
   v1::ServerInfo info;
