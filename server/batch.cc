@@ -159,6 +159,25 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
   }
   ~BatchCall() override { g_calls_open.fetch_sub(1); }
 
+  // Marks a thread inside the call's methods: the call is not deleted until it has left, though
+  // what it did there (the last image's end) may already have finished the call.
+  class Busy {
+   public:
+    explicit Busy(BatchCall* call) : call_(call) {
+      std::lock_guard lock(call_->done_mu_);
+      ++call_->busy_;
+    }
+    ~Busy() {
+      std::lock_guard lock(call_->done_mu_);
+      if (--call_->busy_ == 0) call_->done_cv_.notify_all();
+    }
+    Busy(const Busy&) = delete;
+    Busy& operator=(const Busy&) = delete;
+
+   private:
+    BatchCall* call_;
+  };
+
   ServiceEnv& service() { return service_; }
   std::chrono::system_clock::time_point deadline() const { return deadline_; }
   const std::vector<Step>& steps() const { return steps_; }
@@ -167,6 +186,7 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
   // earlier image has ended. `drained` runs once they are sent or dropped.
   void Emit(uint64_t index, std::vector<v1::AnalyzeBatchResponse> messages, Lease lease,
             std::function<void()> drained, bool last = false) {
+    Busy busy(this);
     std::unique_lock lock(mu_);
     Out out{std::move(messages), std::move(lease), std::move(drained), std::nullopt};
     if (header_.ordered() && index != head_) {
@@ -191,6 +211,7 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
 
   // Step `step` of `w` has sent its whole result: the next starts, or the image ends.
   void StepDone(const std::shared_ptr<ImageWork>& w, size_t step, const v1::Timing& timing) {
+    Busy busy(this);
     w->record.add_queue(std::chrono::nanoseconds(timing.queue_ns()));
     w->record.add_gpu_ns(timing.gpu_ns());
     w->upload_ns += timing.upload_ns();
@@ -201,6 +222,7 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
   // The queue refused step `step` of `w` before it sent anything: it is queued again after a
   // growing pause (1 ms doubling to 50 ms) until the call's deadline or cancellation.
   void Retry(const std::shared_ptr<ImageWork>& w, size_t step, const absl::Status& refused) {
+    Busy busy(this);
     const auto delay = std::chrono::milliseconds(std::min(50, 1 << std::min(w->retries, 6)));
     ++w->retries;
     if (cancelled() || context_->IsCancelled() ||
@@ -208,6 +230,7 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
       return End(w, Annotate(refused, StrCat("analyses[", step, "] (", steps_[step].name, ")")));
     }
     DelayedTasks::Get().After(delay, [this, w, step] {
+      Busy later(this);
       if (cancelled()) {
         return End(w, absl::CancelledError("the client cancelled the call"));
       }
@@ -217,6 +240,7 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
 
   // The image ends: its end marker (with its error, if any) follows its parts.
   void End(const std::shared_ptr<ImageWork>& w, const absl::Status& status) {
+    Busy busy(this);
     std::vector<v1::AnalyzeBatchResponse> end(1);
     end[0].set_index(w->index);
     end[0].set_key(w->key);
@@ -281,6 +305,7 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
 
   // An image's end marker has been written (or dropped with the reader): it leaves the flight.
   void Sent() {
+    Busy busy(this);
     {
       std::lock_guard lock(mu_);
       --in_flight_;
@@ -292,6 +317,7 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
   // Reads the next image if the call is under its bound, or ends the call once every image has
   // ended and nothing more will be read.
   void Progress() {
+    Busy busy(this);
     std::unique_lock lock(mu_);
     if (finishing_ || reading_) return;
     const bool gone = cancelled() || context_->IsCancelled();
@@ -325,6 +351,7 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
   }
 
   void OnReadDone(bool ok) override {
+    Busy busy(this);
     if (!ok) {
       {
         std::lock_guard lock(mu_);
@@ -402,6 +429,15 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
     steps_[0].start(w, 0, w->bytes[0]);
   }
 
+  // gRPC is done with the call; threads that ended it may still be on their way out.
+  void OnDone() override {
+    {
+      std::unique_lock lock(done_mu_);
+      done_cv_.wait(lock, [this] { return busy_ == 0; });
+    }
+    delete this;
+  }
+
   // Reads the first message: the header, its analyses mapped before any image is read.
   absl::Status TakeHeader();
 
@@ -424,6 +460,10 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
   uint64_t head_ = 0;  // ordered: the image whose messages go out now
   std::map<uint64_t, Pending> pending_;
   std::deque<Out> outbox_;
+
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  int busy_ = 0;  // threads inside the call's methods (Busy)
 };
 
 // Holds a step's own record, constructed before the sink that refers to it.
