@@ -20,6 +20,7 @@ import grpc
 import grpc.aio
 
 from glimpse import _calls
+from glimpse import client as _blocking
 from glimpse._types import GlimpseError
 
 
@@ -90,9 +91,7 @@ class Client:
 
     async def analyze_many(self, images, analyses, *, ordered: bool = True,
                            max_in_flight: int = 0, timeout: Optional[float] = None):
-        """glimpse.Client.analyze_many as an async iterator of BatchItems:
-        `async for item in client.analyze_many(paths, [("histogram", {})]): ...`. `images` may
-        be an iterable or an async iterable, read as the call has room for more."""
+        # The docstring is glimpse.Client.analyze_many's (set below the class).
         handed_over = []  # an async iterable's next image, for the shared request builder
 
         def one_at_a_time():
@@ -140,3 +139,6 @@ class Client:
     compact = _awaitable("compact")
     box_filter = _awaitable("box_filter")
     analyze = _awaitable("analyze")
+
+
+Client.analyze_many.__doc__ = _blocking.Client.analyze_many.__doc__

@@ -92,7 +92,9 @@ class Client:
         inline (within inline_bytes). `analyses`: as for analyze(). An image that fails gives
         an item with `.error` (a GlimpseError) and the others go on; a failure of the whole call
         raises GlimpseError. `max_in_flight`: fewer images in flight than the server's bound.
-        `timeout`: the whole call's deadline in seconds (default: none)."""
+        `timeout`: the whole call's deadline in seconds (default: none). glimpse.aio's is an
+        async iterator of the same items (`async for item in ...`), and takes an async iterable
+        of images too."""
         requests, reader = self._calls.batch("analyze_many", images, analyses, ordered=ordered,
                                              max_in_flight=max_in_flight)
         call = self._methods["AnalyzeBatch"](requests, timeout=timeout, metadata=self._metadata)
