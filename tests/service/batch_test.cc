@@ -577,5 +577,36 @@ TEST_F(BatchTest, CancelMidBatchWhileReadingReleasesEverything) {
   EXPECT_TRUE(Eventually([&] { return ResultBufferUsed(stub) == 0; }));
 }
 
+TEST_F(BatchTest, DeadlinePassingReleasesEverything) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 7);
+  v1::ImageAnalytics::Stub& stub = *small_->stub;
+  const HostImage img = RandomImage({256, 256, 1, SampleType::kUint16}, rng);
+  v1::AnalyzeBatchHeader header;
+  header.add_analyses()->mutable_histogram()->mutable_options()->set_bins(65536);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  auto stream = stub.AnalyzeBatch(&ctx);
+  std::thread writer([&] {
+    v1::AnalyzeBatchRequest first;
+    *first.mutable_header() = header;
+    bool ok = stream->Write(first);
+    for (int i = 0; ok && i < 400; ++i) {
+      v1::AnalyzeBatchRequest m;
+      *m.mutable_image() = Image(std::to_string(i), InlineRaw(img));
+      ok = stream->Write(m);
+    }
+  });
+  // Nobody reads: the call sits at its bound until the deadline ends it.
+  writer.join();
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(Eventually([] {
+    const server::BatchStats s = server::GetBatchStats();
+    return s.calls_open == 0 && s.images_in_flight == 0;
+  }));
+  EXPECT_TRUE(Eventually([&] { return ResultBufferUsed(stub) == 0; }))
+      << ResultBufferUsed(stub) << " bytes still held";
+}
+
 }  // namespace
 }  // namespace glimpse::testing
