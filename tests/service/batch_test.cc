@@ -127,24 +127,33 @@ class BatchTest : public ::testing::Test {
     // must be queued again, not failed.
     small.worker.tenant_max_queued = 1;
     small_ = TestServer::Start(small).release();
+    // At a bound of two, most reads are started by the thread that sends an answer, not by the
+    // one that has just read.
+    server::ServerOptions tight = o;
+    tight.limits.batch_in_flight = 2;
+    tight_ = TestServer::Start(tight).release();
   }
   static void TearDownTestSuite() {
     delete ts_;
     delete small_;
-    ts_ = small_ = nullptr;
+    delete tight_;
+    ts_ = small_ = tight_ = nullptr;
   }
   void SetUp() override {
     GLIMPSE_REQUIRE_SERVER(ts_);
     GLIMPSE_REQUIRE_SERVER(small_);
+    GLIMPSE_REQUIRE_SERVER(tight_);
   }
 
   static void ExpectMixedBatchMatchesSingleCalls(bool ordered);
 
   static TestServer* ts_;
   static TestServer* small_;
+  static TestServer* tight_;
 };
 TestServer* BatchTest::ts_ = nullptr;
 TestServer* BatchTest::small_ = nullptr;
+TestServer* BatchTest::tight_ = nullptr;
 
 void BatchTest::ExpectMixedBatchMatchesSingleCalls(bool ordered) {
   GLIMPSE_SEED_TRACE();
@@ -428,7 +437,7 @@ TEST_F(BatchTest, ConcurrentBatchesAnswerEveryImageOfEach) {
   std::vector<std::vector<v1::BatchImage>> calls(4);
   std::vector<std::vector<HostImage>> pixels(4);
   for (size_t c = 0; c < calls.size(); ++c) {
-    for (int i = 0; i < 150; ++i) {
+    for (int i = 0; i < 400; ++i) {
       pixels[c].push_back(
           RandomImage({int(1 + rng() % 40), int(1 + rng() % 40), 1, SampleType::kUint8}, rng));
       calls[c].push_back(Image(std::to_string(i), InlineRaw(pixels[c].back())));
@@ -440,14 +449,14 @@ TEST_F(BatchTest, ConcurrentBatchesAnswerEveryImageOfEach) {
     threads.emplace_back([&, c] {
       v1::AnalyzeBatchHeader header = HistogramHeader();
       header.set_ordered(c % 2 == 0);
-      got[c] = CallBatch(*ts_->stub, header, calls[c]);
+      got[c] = CallBatch(*tight_->stub, header, calls[c]);
     });
   }
   for (std::thread& t : threads) t.join();
   for (size_t c = 0; c < calls.size(); ++c) {
     SCOPED_TRACE("call " + std::to_string(c));
     ASSERT_TRUE(got[c].status.ok()) << got[c].status.error_message();
-    EXPECT_EQ(got[c].messages.back().summary().ok(), 150u);
+    EXPECT_EQ(got[c].messages.back().summary().ok(), 400u);
     std::set<uint64_t> seen;
     for (const v1::AnalyzeBatchResponse& m : got[c].messages) {
       if (m.has_end()) {
@@ -462,7 +471,7 @@ TEST_F(BatchTest, ConcurrentBatchesAnswerEveryImageOfEach) {
       EXPECT_EQ(std::vector<uint64_t>(counts.begin(), counts.end()), ref->counts[0])
           << "image " << m.index();
     }
-    EXPECT_EQ(seen.size(), 150u);
+    EXPECT_EQ(seen.size(), 400u);
   }
 }
 
