@@ -95,24 +95,25 @@ def own_channel(address):
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.use_local_subchannel_pool", 1)])
 
 
-def glimpse_batch(address, files, callers, out):
+def glimpse_batch(address, files, callers, out, max_in_flight=0):
     def work(c):
         with glimpse.Client(address, options=[("grpc.use_local_subchannel_pool", 1)]) as g:
             share = shares(len(files), callers)[c]
-            for item in g.analyze_many(((str(i), files[i]) for i in share), [("histogram", {})]):
+            for item in g.analyze_many(((str(i), files[i]) for i in share), [("histogram", {})],
+                                       max_in_flight=max_in_flight):
                 if not item.ok:
                     raise item.error
                 out[share[item.index]] = item[0].counts
     return run_callers(callers, work)
 
 
-def raw_batch(address, files, callers, out):
+def raw_batch(address, files, callers, out, max_in_flight=0):
     """AnalyzeBatch through the raw stub, its answers read by the code single_calls uses: the
     service's cost without the client library's result objects."""
     def work(c):
         stub = pb_grpc.ImageAnalyticsStub(own_channel(address))
         share = shares(len(files), callers)[c]
-        header = pb.AnalyzeBatchHeader(ordered=True)
+        header = pb.AnalyzeBatchHeader(ordered=True, max_in_flight=max_in_flight)
         header.analyses.add().histogram.SetInParent()
 
         def requests():
@@ -158,6 +159,8 @@ def main():
     ap.add_argument("--size", default="256x256", help="WxH of each thumbnail")
     ap.add_argument("--callers", type=int, default=4)
     ap.add_argument("--peer-workers", type=int, default=8)
+    ap.add_argument("--max-in-flight", type=int, default=0,
+                    help="images in flight per batch call (0: the server's --batch-in-flight)")
     ap.add_argument("--repeats", type=int, default=3, help="runs of each row; the best is kept")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--markdown")
@@ -187,9 +190,10 @@ def main():
             single_calls(p.address, warm, 2, {})
             plan = [
                 ("glimpse AnalyzeBatch (analyze_many)",
-                 lambda out: glimpse_batch(g.address, files, args.callers, out)),
+                 lambda out: glimpse_batch(g.address, files, args.callers, out,
+                                           args.max_in_flight)),
                 ("glimpse AnalyzeBatch, raw stub",
-                 lambda out: raw_batch(g.address, files, args.callers, out)),
+                 lambda out: raw_batch(g.address, files, args.callers, out, args.max_in_flight)),
                 ("glimpse Histogram, single calls",
                  lambda out: single_calls(g.address, files, args.callers, out)),
                 ("peer Histogram, single calls (grpcio + OpenCV)",
@@ -223,7 +227,8 @@ def main():
              f"single calls: {equal_single}/{len(files)}.")
     print(check)
     header = (f"Machine: {e2e.machine()}. Glimpse {info.version}: renderer {info.renderer}, "
-              f"LP_NUM_THREADS={threads}, --batch-in-flight {info.batch_in_flight}. Peer: "
+              f"LP_NUM_THREADS={threads}, --batch-in-flight {info.batch_in_flight}, "
+              f"max_in_flight {args.max_in_flight or 'unset'}. Peer: "
               f"bench/e2e_peer.py, grpcio {grpc.__version__}, OpenCV {cv2.__version__}, "
               f"{args.peer_workers} gRPC workers. Python {platform.python_version()}. "
               f"Run {e2e.utc(time.time())} at {e2e.git_commit()}.")
