@@ -617,5 +617,62 @@ TEST_F(BatchTest, DeadlinePassingReleasesEverything) {
       << ResultBufferUsed(stub) << " bytes still held";
 }
 
+TEST_F(BatchTest, BatchJobsYieldToTheTenantsSingleCallsUnlessAskedOtherwise) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 8);
+  v1::ImageAnalytics::Stub& stub = *ts_->stub;
+  server::GpuWorker& worker = ts_->server->worker();
+  // Jobs of a few milliseconds, so the answers arrive in the order their jobs ran.
+  absl::StatusOr<std::string> id =
+      UploadImage(stub, RandomImage({1600, 1200, 4, SampleType::kUint8}, rng));
+  ASSERT_TRUE(id.ok()) << id.status();
+  const std::string key = "batch-priority-" + std::to_string(TestSeed() % 100000);
+  auto queued = [&](uint64_t n) {
+    return Eventually([&] { return worker.Stats().queue_length == n; });
+  };
+  for (const bool interactive : {false, true}) {
+    SCOPED_TRACE(interactive ? "glimpse-priority: interactive" : "no glimpse-priority");
+    WorkerBlocker blocker(worker);
+    grpc::ClientContext batch_ctx;
+    batch_ctx.AddMetadata(server::kClientKeyMetadata, key);
+    if (interactive) batch_ctx.AddMetadata(server::kPriorityMetadata, "interactive");
+    auto stream = stub.AnalyzeBatch(&batch_ctx);
+    v1::AnalyzeBatchRequest first;
+    *first.mutable_header() = HistogramHeader();
+    ASSERT_TRUE(stream->Write(first));
+    for (int i = 0; i < 3; ++i) {
+      v1::AnalyzeBatchRequest m;
+      *m.mutable_image() = Image(std::to_string(i), ById(*id));
+      ASSERT_TRUE(stream->Write(m));
+    }
+    stream->WritesDone();
+    ASSERT_TRUE(queued(3));
+    // The same tenant's single call, interactive as calls are by default, arrives last.
+    std::future<Clock::time_point> single = std::async(std::launch::async, [&] {
+      grpc::ClientContext ctx;
+      ctx.AddMetadata(server::kClientKeyMetadata, key);
+      v1::HistogramRequest req;
+      *req.mutable_image() = ById(*id);
+      v1::HistogramResponse resp;
+      EXPECT_TRUE(stub.Histogram(&ctx, req, &resp).ok());
+      return Clock::now();
+    });
+    ASSERT_TRUE(queued(4));
+    blocker.Release();
+    v1::AnalyzeBatchResponse r;
+    ASSERT_TRUE(stream->Read(&r));
+    const Clock::time_point first_batch_answer = Clock::now();
+    while (stream->Read(&r)) {
+    }
+    EXPECT_TRUE(stream->Finish().ok());
+    const Clock::time_point single_answer = single.get();
+    if (interactive) {
+      EXPECT_LT(first_batch_answer, single_answer) << "an interactive batch keeps arrival order";
+    } else {
+      EXPECT_LT(single_answer, first_batch_answer) << "the single call waited behind the batch";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace glimpse::testing
