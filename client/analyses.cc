@@ -438,14 +438,15 @@ Options SubOptions(const std::string& analysis, const std::string& value) {
 }  // namespace
 
 int Analyze(const Options& o, const Connection& c) {
-  if (o.positional.size() != 1) {
+  const bool each = o.GetBool("each");
+  if (!each && o.positional.size() != 1) {
     Die(kExitUsage, fmt::format("analyze takes one IMAGE (an image id or a file), got {}",
                                 o.positional.size()));
   }
   v1::AnalyzeHeader header;
   std::vector<Planned> plan;
   for (const auto& [flag, value] : o.ordered) {
-    if (flag == "keep" || flag == "label") continue;
+    if (flag == "keep" || flag == "label" || flag == "each" || flag == "json") continue;
     const std::string name = CanonicalCommand(flag);
     Planned p;
     p.name = name;
@@ -468,6 +469,11 @@ int Analyze(const Options& o, const Connection& c) {
   if (plan.empty()) {
     Die(kExitUsage,
         "analyze needs at least one of --histogram, --integral_image, --compaction, --box_filter");
+  }
+  if (each) {
+    std::vector<std::string> names;
+    for (const Planned& p : plan) names.push_back(p.name);
+    return AnalyzeEach(o, c, header.analyses(), names);
   }
   header.set_keep(o.GetBool("keep"));
   header.set_label(o.Get("label"));

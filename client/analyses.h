@@ -6,6 +6,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "client/client.h"
 
@@ -18,6 +19,11 @@ int BoxFilter(const Options& o, const Connection& c);
 // `glimpse analyze IMAGE --histogram[=bins=64,csv=h.csv] --integral_image --compaction=lo=1,hi=9
 // --box_filter=rx=3,out=box.png ...`: each analysis flag's value holds that command's own flags.
 int Analyze(const Options& o, const Connection& c);
+// `glimpse analyze --each FILE... --histogram ...`: `analyses` (named `names`) on every file or id
+// in one AnalyzeBatch call; one row per image and analysis on stdout (client/each.cc).
+int AnalyzeEach(const Options& o, const Connection& c,
+                const google::protobuf::RepeatedPtrField<v1::Analysis>& analyses,
+                const std::vector<std::string>& names);
 
 // From the command table (client/main.cc): the flags an analysis's command accepts (nullptr for
 // an unknown name), and a command's name for an alias ("compact" -> "compaction").

@@ -111,9 +111,12 @@ const std::vector<Command>& Commands() {
        " IMAGE [--histogram[=bins=64,csv=h.csv,...]] [--integral_image[=squared,npy=F,...]]\n"
        "              [--compaction=lo=V,hi=V,...] [--box_filter[=rx=3,out=box.png,...]] [--keep]\n"
        "              [--label=L]   several analyses in one call, in the order given, each with\n"
-       "              its own command's options after '='; the image is not kept unless --keep",
+       "              its own command's options after '='; the image is not kept unless --keep\n"
+       "              --each FILE... [--json]: the same analyses of every file (or id) in one\n"
+       "              AnalyzeBatch call, one CSV row per image and analysis on stdout (--json:\n"
+       "              JSON lines); a bad file gets its own error row; exit 1 if any failed",
        {"histogram", "integral_image", "integral", "compaction", "compact", "box_filter", "box",
-        "keep", "label"},
+        "keep", "label", "each", "json"},
        Analyze},
       {"load",
        {},

@@ -43,6 +43,7 @@ struct FlagValues {
   int64_t store_bytes = int64_t(defaults.worker.store_bytes);
   int64_t image_ttl_s = defaults.worker.image_ttl.count();
   int64_t max_message_bytes = int64_t(defaults.limits.max_message_bytes);
+  int64_t batch_in_flight = int64_t(defaults.limits.batch_in_flight);
   int64_t max_connection_age_s = defaults.max_connection_age_s;
   int64_t shutdown_grace_s = 20;
   int64_t result_buffer_bytes = int64_t(defaults.worker.result_buffer_bytes);
@@ -102,6 +103,9 @@ void DefineFlags(glimpse::server::FlagSet& flags, FlagValues& v) {
                "and jobs whose results do not fit wait in the queue");
   flags.AddInt("max-message-bytes", &v.max_message_bytes, 1024, INT32_MAX,
                "largest single gRPC message accepted (inline images must fit)");
+  flags.AddInt("batch-in-flight", &v.batch_in_flight, 1, 4096,
+               "images one AnalyzeBatch call may have in flight (read and not yet answered and "
+               "sent); the server reads no further image of that call until one is done");
   flags.AddInt("max-connection-age-s", &v.max_connection_age_s, 0, INT32_MAX / 1000,
                "close connections (GOAWAY) after this many seconds, so clients behind a load "
                "balancer reconnect and spread (0 = never)");
@@ -171,6 +175,7 @@ absl::StatusOr<glimpse::server::ServerOptions> ToOptions(const FlagValues& v) {
   o.limits.max_image_pixels = uint64_t(v.max_image_pixels);
   o.limits.max_upload_bytes = uint64_t(v.max_upload_bytes);
   o.limits.max_message_bytes = uint64_t(v.max_message_bytes);
+  o.limits.batch_in_flight = uint32_t(v.batch_in_flight);
   o.max_connection_age_s = int(v.max_connection_age_s);
   o.tls_cert_file = v.tls_cert;
   o.tls_key_file = v.tls_key;

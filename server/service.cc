@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "server/analyses/analyze.h"
+#include "server/analyses/batch.h"
 #include "server/analyses/box_filter.h"
 #include "server/rpc/call.h"
 #include "server/analyses/compaction.h"
@@ -58,6 +59,11 @@ grpc::ServerWriteReactor<v1::BoxFilterResponse>* ImageAnalyticsService::BoxFilte
 grpc::ServerBidiReactor<v1::AnalyzeRequest, v1::AnalyzeResponse>* ImageAnalyticsService::Analyze(
     grpc::CallbackServerContext* context) {
   return ServeAnalyze(env_, context);
+}
+
+grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, v1::AnalyzeBatchResponse>*
+ImageAnalyticsService::AnalyzeBatch(grpc::CallbackServerContext* context) {
+  return ServeAnalyzeBatch(env_, context);
 }
 
 // ---- the store's catalogue: any thread, no GPU work ----------------------------------------

@@ -51,6 +51,8 @@ class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
       grpc::CallbackServerContext* context, const v1::BoxFilterRequest* request) override;
   grpc::ServerBidiReactor<v1::AnalyzeRequest, v1::AnalyzeResponse>* Analyze(
       grpc::CallbackServerContext* context) override;
+  grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, v1::AnalyzeBatchResponse>* AnalyzeBatch(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
                                           const v1::GetServerInfoRequest* request,
                                           v1::ServerInfo* response) override;

@@ -13,6 +13,7 @@
 
 #include "common/str.h"
 #include "server/analyses/registry.h"
+#include "server/analyses/steps.h"
 #include "server/ingest/image_ref.h"
 #include "server/ingest/upload.h"
 #include "server/rpc/status_util.h"
@@ -24,24 +25,13 @@ namespace {
 // Analyze serves every analysis of the registry (server/analyses/registry.h): its request is the
 // v1::Analysis field and its response the v1::AnalyzeResponse field named A::kName.
 
-constexpr int kMaxAnalyses = 64;
-
 using Bidi = grpc::ServerBidiReactor<v1::AnalyzeRequest, v1::AnalyzeResponse>;
-
-const google::protobuf::FieldDescriptor* Field(const google::protobuf::Descriptor* d,
-                                               std::string_view name) {
-  return d->FindFieldByName(std::string(name));
-}
 
 class AnalyzeCall;
 
-// One planned analysis: its name, its result bytes for the image, and how to start it.
-struct Step {
-  std::string name;
-  std::function<absl::StatusOr<uint64_t>(const gpu::ImageDesc&, uint64_t part_bytes)> result_bytes;
-  std::function<void(AnalyzeCall*, size_t index, std::shared_ptr<const Input>, uint64_t bytes)>
-      start;
-};
+// One planned analysis (server/analyses/steps.h): started on the call's image as analysis `index`.
+using Step = PlannedStep<
+    std::function<void(AnalyzeCall*, size_t index, std::shared_ptr<const Input>, uint64_t bytes)>>;
 
 // The call: reads the header and any upload, stores an inline or uploaded image for the call's
 // length, runs the steps one after another, and streams what they send.
@@ -237,7 +227,7 @@ class StepSink final : private RecordHolder, public ResponseSink<typename A::Res
         ResponseSink<typename A::Response>(own_record),
         call_(call),
         index_(index),
-        field_(Field(v1::AnalyzeResponse::descriptor(), A::kName)) {
+        field_(FieldNamed(v1::AnalyzeResponse::descriptor(), A::kName)) {
     own_record.set_tenant(call->record.tenant());
     own_record.set_job_class(call->record.job_class());
   }
@@ -268,98 +258,20 @@ class StepSink final : private RecordHolder, public ResponseSink<typename A::Res
 };
 
 template <typename A>
-concept UnaryAnalysis = requires(GpuEnv& env, const Acquired& a, const typename A::Options& o,
-                                 CallRecord& r, typename A::Response* response) {
-                          { A::Run(env, a, o, r, response) } -> std::same_as<absl::Status>;
-                        };
-
-template <typename A>
 void StartStep(AnalyzeCall* call, size_t index, std::shared_ptr<const Input> in,
                const typename A::Options& options, uint64_t bytes) {
-  auto sink = std::make_shared<StepSink<A>>(call, index);
-  const std::string method = StrCat("Analyze/", A::kName);
-  if constexpr (UnaryAnalysis<A>) {
-    Submit(
-        call->service().worker, sink.get(), method, call->deadline(), bytes,
-        [sink, in, options](GpuEnv& env, Lease lease) -> absl::Status {
-          absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, *in, sink->record);
-          if (!a.ok()) return a.status();
-          std::vector<typename A::Response> out(1);
-          if (absl::Status s = A::Run(env, **a, options, sink->record, &out[0]); !s.ok()) {
-            return s;
-          }
-          *out[0].mutable_image() = std::move((*a)->info);
-          *out[0].mutable_timing() = sink->record.Timing();
-          if (absl::Status s = sink->Send(std::move(out), std::move(lease)); !s.ok()) return s;
-          sink->Close(absl::OkStatus());
-          return absl::OkStatus();
-        },
-        uint64_t(in->desc.pixels()));
-  } else {
-    StreamWork<typename A::Response> w{&call->service(), sink, std::move(in), call->deadline(),
-                                       method};
-    w.Continue(bytes, [w, options](GpuEnv& env, const Acquired& a, Lease lease) {
-      return A::Run(w, env, a, options, std::move(lease));
-    });
-  }
-}
-
-// The step for `analysis` if it is A's field; false when it is another's.
-template <typename A>
-absl::StatusOr<bool> PlanStep(const v1::Analysis& analysis, std::vector<Step>* steps) {
-  const google::protobuf::FieldDescriptor* f = Field(v1::Analysis::descriptor(), A::kName);
-  if (!analysis.GetReflection()->HasField(analysis, f)) return false;
-  const auto& request =
-      static_cast<const typename A::Request&>(analysis.GetReflection()->GetMessage(analysis, f));
-  if (request.has_image()) {
-    return absl::InvalidArgumentError(
-        StrCat(A::kName, ".image must be unset: Analyze takes the image once, in header"));
-  }
-  absl::StatusOr<typename A::Options> options = A::MapOptions(request);
-  if (!options.ok()) return Annotate(options.status(), A::kName);
-  steps->push_back(
-      {std::string(A::kName),
-       [o = *options](const gpu::ImageDesc& desc, uint64_t part_bytes) {
-         return A::ResultBytes(desc, o, part_bytes);
-       },
-       [o = *options](AnalyzeCall* call, size_t index, std::shared_ptr<const Input> in,
-                      uint64_t bytes) { StartStep<A>(call, index, std::move(in), o, bytes); }});
-  return true;
-}
-
-template <typename... A>
-absl::Status PlanWith(AnalysisList<A...>, const v1::Analysis& analysis, std::vector<Step>* steps) {
-  absl::Status status;
-  bool found = false;
-  // Tries each entry in turn until one claims the analysis (or fails it).
-  (void)(([&] {
-    absl::StatusOr<bool> r = PlanStep<A>(analysis, steps);
-    if (!r.ok()) status = r.status();
-    found = !r.ok() || *r;
-    return found;
-  }() || ...));
-  if (!found) {
-    std::string names;
-    for (const std::string& n : AnalysisList<A...>::Names()) {
-      StrAppend(&names, names.empty() ? "" : ", ", n);
-    }
-    return absl::InvalidArgumentError(StrCat("must set one analysis: ", names));
-  }
-  return status;
+  RunStep<A>(call->service(), std::make_shared<StepSink<A>>(call, index), std::move(in), options,
+             bytes, call->deadline(), StrCat("Analyze/", A::kName));
 }
 
 absl::Status AnalyzeCall::Plan() {
-  const int n = header_.analyses_size();
-  if (n < 1 || n > kMaxAnalyses) {
-    return absl::InvalidArgumentError(
-        StrCat("header.analyses must hold 1 to ", kMaxAnalyses, " analyses, got ", n));
-  }
-  for (int i = 0; i < n; ++i) {
-    if (absl::Status s = PlanWith(kAnalyses, header_.analyses(i), &steps_); !s.ok()) {
-      return Annotate(s, StrCat("header.analyses[", i, "]"));
-    }
-  }
-  return absl::OkStatus();
+  return PlanSteps(
+      header_.analyses(), "Analyze takes the image once, in header",
+      []<typename A>(const typename A::Options& o) -> decltype(Step::start) {
+        return [o](AnalyzeCall* call, size_t index, std::shared_ptr<const Input> in,
+                   uint64_t bytes) { StartStep<A>(call, index, std::move(in), o, bytes); };
+      },
+      &steps_);
 }
 
 }  // namespace

@@ -64,6 +64,7 @@ void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* 
       uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(stats.warm_up).count()));
   response->set_access_control(access != nullptr && access->enabled());
   response->set_tenant_store_bytes(worker.store().tenant_budget());
+  response->set_batch_in_flight(limits.batch_in_flight);
   v1::SchedulerInfo* scheduler = response->mutable_scheduler();
   scheduler->set_policy(std::string(PolicyName(worker.scheduler())));
   scheduler->set_tenant_max_queued(uint32_t(worker.tenant_max_queued()));

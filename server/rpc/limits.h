@@ -17,6 +17,10 @@ struct ServiceLimits {
   uint64_t max_message_bytes = uint64_t{4} << 20;
   // Size of the data in one streamed result message.
   size_t chunk_bytes = size_t{1} << 20;
+  // AnalyzeBatch: images one call may have in flight (read, decoding, queued, running, or answered
+  // and not yet sent). Twice the host threads of a 8-CPU machine: decoding keeps every thread busy
+  // while the GPU works, and one call's unsent answers stay a few images' worth.
+  uint32_t batch_in_flight = 16;
 };
 
 }  // namespace glimpse::server

@@ -7,6 +7,7 @@ calls side by side from one client, cancellation, deadlines, `async with`, and t
 options on a server with TLS and tokens.
 """
 import asyncio
+import inspect
 import subprocess
 
 import grpc
@@ -80,7 +81,10 @@ def test_same_surface_as_the_blocking_client():
     public = {n for n in dir(glimpse.Client) if not n.startswith("_")}
     assert public == {n for n in dir(glimpse.aio.Client) if not n.startswith("_")}
     for name in public - {"close"}:
-        assert asyncio.iscoroutinefunction(getattr(glimpse.aio.Client, name)), name
+        if inspect.isgeneratorfunction(getattr(glimpse.Client, name)):  # analyze_many: items
+            assert inspect.isasyncgenfunction(getattr(glimpse.aio.Client, name)), name
+        else:
+            assert asyncio.iscoroutinefunction(getattr(glimpse.aio.Client, name)), name
         assert getattr(glimpse.aio.Client, name).__doc__ == getattr(glimpse.Client, name).__doc__
     assert asyncio.iscoroutinefunction(glimpse.aio.Client.close)
 

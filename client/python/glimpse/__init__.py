@@ -10,12 +10,12 @@
 
 glimpse.aio.Client is the same client for asyncio: its methods are coroutines.
 """
-from glimpse._types import (AnalyzeResult, BoxFilterResult, CompactResult, GlimpseError, HistogramResult,
+from glimpse._types import (AnalyzeResult, BatchItem, BoxFilterResult, CompactResult, GlimpseError, HistogramResult,
                             ImageHandle, IntegralResult, Timing)
 from glimpse import aio
 from glimpse.client import Client
 from glimpse.plot import plot_histogram
 
 __all__ = ["Client", "aio", "GlimpseError", "ImageHandle", "Timing", "HistogramResult",
-           "IntegralResult", "CompactResult", "BoxFilterResult", "AnalyzeResult",
+           "IntegralResult", "CompactResult", "BoxFilterResult", "AnalyzeResult", "BatchItem",
            "plot_histogram"]

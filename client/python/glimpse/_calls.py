@@ -19,7 +19,7 @@ import grpc
 import numpy as np
 
 from glimpse import _health
-from glimpse._types import (AnalyzeResult, BoxFilterResult, CompactResult, GlimpseError,
+from glimpse._types import (AnalyzeResult, BatchItem, BoxFilterResult, CompactResult, GlimpseError,
                             HistogramResult, ImageHandle, IntegralResult, Timing, dtype_of_format,
                             raw_pixels)
 from glimpse.v1 import image_analytics_pb2 as pb
@@ -384,6 +384,57 @@ def _chunked(message_type, header, data: memoryview) -> Iterator:
         yield message_type(chunk=bytes(data[off:off + _CHUNK]))
 
 
+_STATUS_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+class BatchReader:
+    """Reads AnalyzeBatch's answer: feed(message) returns a BatchItem when an image's end
+    marker arrives (else None); finish() checks that the summary came and returns it. Each image's
+    parts are read by fresh readers of the analyses' plans, as Analyze's are. `local_errors`:
+    index -> GlimpseError for images the client could not send (read by the time their end
+    arrives)."""
+
+    def __init__(self, method: str, analyses, local_errors: dict):
+        self._method = method
+        self._analyses = analyses
+        self._local_errors = local_errors
+        self._open = {}  # index -> the Analyze reader of its parts
+        self.summary = None
+
+    def feed(self, m):
+        part = m.WhichOneof("part")
+        if part == "summary":
+            self.summary = m.summary
+            return None
+        if part == "result":
+            reader = self._open.get(m.index)
+            if reader is None:
+                readers = [_PLANS[name](self._method, **dict(options))[1]
+                           for name, options in self._analyses]
+                reader = self._open[m.index] = _read_analyze(self._method, readers)
+            reader.feed(m.result)
+            return None
+        if part != "end":
+            raise _data_loss(self._method, f"unexpected part {part!r} of image {m.index}")
+        reader = self._open.pop(m.index, None)
+        timing = Timing.from_proto(m.end.timing)
+        error = self._local_errors.pop(m.index, None)
+        if error is None and m.end.HasField("error"):
+            code = _STATUS_CODES.get(m.end.error.code, grpc.StatusCode.UNKNOWN)
+            error = GlimpseError(self._method, code, m.end.error.message)
+        if error is not None:
+            return BatchItem(m.index, m.key, None, error, timing)
+        if reader is None:
+            raise _data_loss(self._method, f"image {m.index} ended without its results")
+        reader.feed(pb.AnalyzeResponse(timing=m.end.timing))
+        return BatchItem(m.index, m.key, reader.finish(), None, timing)
+
+    def finish(self):
+        if self.summary is None or self._open:
+            raise _data_loss(self._method, "the stream ended before every image and the summary")
+        return self.summary
+
+
 class Calls:
     """The public methods of both clients as generators of Rpcs (see the module's comment).
     inline_bytes: arrays and files up to this size travel inside the analysis request; larger
@@ -566,6 +617,69 @@ class Calls:
         return (yield Rpc(method, "Analyze", _chunked(pb.AnalyzeRequest, header, data),
                           request_stream=True, response_stream=True,
                           reader=_read_analyze(method, readers)))
+
+
+    # ---- batches (run by the clients' analyze_many, an iterator rather than one result) -------
+
+    def batch(self, method: str, images, analyses, *, ordered: bool = True,
+              max_in_flight: int = 0):
+        """(request iterator, BatchReader) of one AnalyzeBatch call. The iterator takes the next
+        image from `images` only when gRPC asks for the next message, so a generator is read
+        lazily. Each item is an image (see _batch_image) or a (key, image) pair. An image the
+        client cannot send (unreadable file, bad array, larger than inline_bytes) goes as an empty
+        message, keeping the positions, and its item carries the client's error."""
+        header = pb.AnalyzeBatchHeader(ordered=ordered, max_in_flight=max_in_flight)
+        analyses = [(name, dict(options)) for name, options in analyses]
+        for name, options in analyses:
+            if name not in _PLANS:
+                raise ValueError(f"analysis must be one of {', '.join(_PLANS)}, got {name!r}")
+            request, _ = _PLANS[name](method, **options)
+            getattr(header.analyses.add(), _FIELDS.get(name, name)).CopyFrom(request)
+        if not analyses:
+            raise ValueError("analyses must name at least one analysis")
+        local_errors = {}
+
+        def requests():
+            yield pb.AnalyzeBatchRequest(header=header)
+            for index, item in enumerate(images):
+                key = None
+                if isinstance(item, tuple) and len(item) == 2:
+                    key, item = item
+                message = pb.BatchImage(key=str(index) if key is None else str(key))
+                try:
+                    if key is None and isinstance(item, (str, os.PathLike)):
+                        message.key = os.fspath(item)
+                    self._batch_image(item, message.image)
+                except (OSError, ValueError, TypeError) as e:
+                    message.ClearField("image")
+                    local_errors[index] = GlimpseError(
+                        method, grpc.StatusCode.INVALID_ARGUMENT, f"images[{index}]: {e}")
+                yield pb.AnalyzeBatchRequest(image=message)
+
+        return requests(), BatchReader(method, analyses, local_errors)
+
+    def _batch_image(self, image, ref) -> None:
+        """Fills `ref` with an image sent inline: an ImageHandle or id, a numpy array, a path, or
+        encoded bytes (each within inline_bytes: upload larger ones and pass their handle)."""
+        if isinstance(image, ImageHandle):
+            ref.image_id = image.image_id
+            return
+        if _is_image_id(image):
+            ref.image_id = image
+            return
+        if isinstance(image, np.ndarray):
+            layout, pixels = raw_pixels(image)
+            data = pixels.tobytes()
+        else:
+            data = _encoded_bytes(image)
+        if len(data) > self._inline_bytes:
+            raise ValueError(f"the image is {len(data)} bytes, over inline_bytes "
+                             f"({self._inline_bytes}): upload it and pass its handle")
+        if isinstance(image, np.ndarray):
+            ref.raw.layout.CopyFrom(layout)
+            ref.raw.data = data
+        else:
+            ref.encoded.data = data
 
 
 # The public methods, in the order the clients list them.

@@ -190,3 +190,26 @@ class AnalyzeResult:
 
     def __len__(self):
         return len(self.results)
+
+
+@dataclasses.dataclass
+class BatchItem:
+    """One image's answer in analyze_many: `index` (its position in the input), `key` (the name
+    it was sent under: a path as given, else the index as text), and either `results` (an
+    AnalyzeResult: each analysis's result in the order asked) or `error` (a GlimpseError for this
+    image alone: its code and the server's message naming the field, the value and the limit);
+    `timing` is this image's."""
+    index: int
+    key: str
+    results: Optional[AnalyzeResult]
+    error: Optional[GlimpseError]
+    timing: Optional[Timing]
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def __getitem__(self, i):
+        if self.error is not None:
+            raise self.error
+        return self.results[i]

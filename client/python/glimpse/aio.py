@@ -20,6 +20,7 @@ import grpc
 import grpc.aio
 
 from glimpse import _calls
+from glimpse import client as _blocking
 from glimpse._types import GlimpseError
 
 
@@ -88,6 +89,43 @@ class Client:
         finally:
             call.cancel()  # a no-op once the call has ended; frees it when cancelled or on error
 
+    async def analyze_many(self, images, analyses, *, ordered: bool = True,
+                           max_in_flight: int = 0, timeout: Optional[float] = None):
+        # The docstring is glimpse.Client.analyze_many's (set below the class).
+        handed_over = []  # an async iterable's next image, for the shared request builder
+
+        def one_at_a_time():
+            while True:
+                yield handed_over.pop()
+
+        is_async = hasattr(images, "__aiter__")
+        requests, reader = self._calls.batch("analyze_many",
+                                             one_at_a_time() if is_async else images, analyses,
+                                             ordered=ordered, max_in_flight=max_in_flight)
+
+        async def request_iterator():
+            yield next(requests)  # the header
+            if not is_async:
+                for message in requests:
+                    yield message
+                return
+            async for image in images:
+                handed_over.append(image)
+                yield next(requests)
+
+        call = self._methods["AnalyzeBatch"](request_iterator(), timeout=timeout,
+                                             metadata=self._metadata)
+        try:
+            async for message in call:
+                item = reader.feed(message)
+                if item is not None:
+                    yield item
+            reader.finish()
+        except grpc.RpcError as e:
+            raise GlimpseError.from_rpc("analyze_many", e) from None
+        finally:
+            call.cancel()
+
     # The store.
     upload = _awaitable("upload")
     image_info = _awaitable("image_info")
@@ -101,3 +139,6 @@ class Client:
     compact = _awaitable("compact")
     box_filter = _awaitable("box_filter")
     analyze = _awaitable("analyze")
+
+
+Client.analyze_many.__doc__ = _blocking.Client.analyze_many.__doc__

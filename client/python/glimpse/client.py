@@ -83,6 +83,32 @@ class Client:
         except grpc.RpcError as e:
             raise GlimpseError.from_rpc(rpc.method, e) from None
 
+    def analyze_many(self, images, analyses, *, ordered: bool = True, max_in_flight: int = 0,
+                     timeout: Optional[float] = None):
+        """The same analyses of many images in one AnalyzeBatch call, as an iterator of
+        BatchItems, one per image: in input order (ordered=True), else as each completes.
+        `images`: any iterable (a generator is read only as the call has room for more) of numpy
+        arrays, paths, encoded bytes, ImageHandles or ids, or (key, image) pairs; each is sent
+        inline (within inline_bytes). `analyses`: as for analyze(). An image that fails gives
+        an item with `.error` (a GlimpseError) and the others go on; a failure of the whole call
+        raises GlimpseError. `max_in_flight`: fewer images in flight than the server's bound.
+        `timeout`: the whole call's deadline in seconds (default: none). glimpse.aio's is an
+        async iterator of the same items (`async for item in ...`), and takes an async iterable
+        of images too."""
+        requests, reader = self._calls.batch("analyze_many", images, analyses, ordered=ordered,
+                                             max_in_flight=max_in_flight)
+        call = self._methods["AnalyzeBatch"](requests, timeout=timeout, metadata=self._metadata)
+        try:
+            for message in call:
+                item = reader.feed(message)
+                if item is not None:
+                    yield item
+            reader.finish()
+        except grpc.RpcError as e:
+            raise GlimpseError.from_rpc("analyze_many", e) from None
+        finally:
+            call.cancel()  # a no-op once the stream has ended; frees it when the caller stops
+
     # The store.
     upload = _blocking("upload")
     image_info = _blocking("image_info")

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""A folder of photos: N JPEG thumbnails' histograms, through AnalyzeBatch and through single calls.
+
+In one run, on the same cores, one after the other:
+  glimpse batch    glimpse.Client.analyze_many, CALLERS callers each streaming its share of the
+                   images through one AnalyzeBatch call (ordered), each on its own connection;
+  glimpse raw      the same AnalyzeBatch calls through the raw stub, answers read by the code the
+                   single calls use (the library's result objects left out);
+  glimpse single   the same images as Histogram calls, CALLERS callers one call after another;
+  peer single      bench/e2e_peer.py (grpcio + OpenCV on the CPU, the service a user would write
+                   in an afternoon), the same Histogram calls;
+  decode floor     cv2.imdecode of the N files in this process, spread over every CPU (a thread
+                   per CPU; OpenCV releases the GIL): the cost no service of these images avoids;
+  decode+hist      the same with cv2.calcHist of each channel: the whole job without a network.
+Every answer is read into numpy by the same code (glimpse's client or the raw stub), and the
+Glimpse histograms are compared with the peer's (exactly: the same libjpeg-turbo decode).
+
+Images: synthetic photo-like thumbnails (bench/e2e.py's photo(), a different seed per image),
+JPEG q90. Glimpse runs with --warm-up=0; a few images through each path first, untimed.
+
+  LP_NUM_THREADS=2 batch.py --server-binary build/server/glimpse-server [--images 1000]
+      [--size 256x256] [--callers 4] [--peer-workers 8] [--markdown FILE] [--json FILE]
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import threading
+import time
+from concurrent import futures
+
+import cv2
+import grpc
+import numpy as np
+
+import glimpse
+from glimpse.v1 import image_analytics_pb2 as pb
+from glimpse.v1 import image_analytics_pb2_grpc as pb_grpc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import e2e  # noqa: E402  (bench/ is not a package)
+
+MAX_MESSAGE_BYTES = 64 << 20
+
+
+def make_images(n, width, height, seed):
+    """N distinct JPEG q90 files: a handful of photos, each cropped, shifted and tinted per image
+    so no two files are equal."""
+    bases = [e2e.photo(width * 2, height * 2, seed + b) for b in range(8)]
+    rng = np.random.default_rng(seed)
+    files = []
+    for i in range(n):
+        base = bases[i % len(bases)]
+        y, x = rng.integers(0, height), rng.integers(0, width)
+        crop = base[y:y + height, x:x + width].astype(np.int16) + rng.integers(-20, 21, 3)
+        files.append(e2e.encode(np.clip(crop, 0, 255).astype(np.uint8), ".jpg",
+                                cv2.IMWRITE_JPEG_QUALITY, 90))
+    return files
+
+
+def shares(n, callers):
+    return [list(range(c, n, callers)) for c in range(callers)]
+
+
+def run_callers(callers, work):
+    """Runs work(c) in `callers` threads at once; returns the wall time in seconds."""
+    start = threading.Barrier(callers + 1)
+    errors = []
+
+    def body(c):
+        start.wait()
+        try:
+            work(c)
+        except BaseException as e:  # noqa: B036 -- reported after the join
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(c,)) for c in range(callers)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return wall
+
+
+def own_channel(address):
+    return grpc.insecure_channel(address, options=[
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.use_local_subchannel_pool", 1)])
+
+
+def glimpse_batch(address, files, callers, out, max_in_flight=0):
+    def work(c):
+        with glimpse.Client(address, options=[("grpc.use_local_subchannel_pool", 1)]) as g:
+            share = shares(len(files), callers)[c]
+            for item in g.analyze_many(((str(i), files[i]) for i in share), [("histogram", {})],
+                                       max_in_flight=max_in_flight):
+                if not item.ok:
+                    raise item.error
+                out[share[item.index]] = item[0].counts
+    return run_callers(callers, work)
+
+
+def raw_batch(address, files, callers, out, max_in_flight=0):
+    """AnalyzeBatch through the raw stub, its answers read by the code single_calls uses: the
+    service's cost without the client library's result objects."""
+    def work(c):
+        stub = pb_grpc.ImageAnalyticsStub(own_channel(address))
+        share = shares(len(files), callers)[c]
+        header = pb.AnalyzeBatchHeader(ordered=True, max_in_flight=max_in_flight)
+        header.analyses.add().histogram.SetInParent()
+
+        def requests():
+            yield pb.AnalyzeBatchRequest(header=header)
+            for i in share:
+                yield pb.AnalyzeBatchRequest(image=pb.BatchImage(
+                    key=str(i), image=pb.ImageRef(encoded=pb.EncodedImage(data=files[i]))))
+        for m in stub.AnalyzeBatch(requests(), timeout=300):
+            if m.WhichOneof("part") == "result":
+                out[share[m.index]] = np.array([h.counts for h in m.result.histogram.histograms],
+                                               dtype=np.uint64)
+            elif m.WhichOneof("part") == "end" and m.end.HasField("error"):
+                raise RuntimeError(m.end.error.message)
+    return run_callers(callers, work)
+
+
+def single_calls(address, files, callers, out):
+    def work(c):
+        stub = pb_grpc.ImageAnalyticsStub(own_channel(address))
+        for i in shares(len(files), callers)[c]:
+            r = stub.Histogram(pb.HistogramRequest(
+                image=pb.ImageRef(encoded=pb.EncodedImage(data=files[i]))), timeout=300)
+            out[i] = np.array([h.counts for h in r.histograms], dtype=np.uint64)
+    return run_callers(callers, work)
+
+
+def local(files, with_histogram):
+    def one(data):
+        img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+        if with_histogram:
+            return [cv2.calcHist([img], [c], None, [256], [0, 256]) for c in range(3)]
+        return img.shape
+    with futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+        t0 = time.perf_counter()
+        list(pool.map(one, files))
+        return time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--server-binary", required=True)
+    ap.add_argument("--images", type=int, default=1000)
+    ap.add_argument("--size", default="256x256", help="WxH of each thumbnail")
+    ap.add_argument("--callers", type=int, default=4)
+    ap.add_argument("--peer-workers", type=int, default=8)
+    ap.add_argument("--max-in-flight", type=int, default=0,
+                    help="images in flight per batch call (0: the server's --batch-in-flight)")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each row; the best is kept")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--markdown")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    width, height = (int(v) for v in args.size.split("x"))
+    threads = int(os.environ.get("LP_NUM_THREADS") or os.cpu_count())
+    cv2.setNumThreads(threads)
+    files = make_images(args.images, width, height, args.seed)
+    mean_kib = sum(map(len, files)) / len(files) / 1024
+    print(f"{len(files)} {args.size} JPEG q90 files, {mean_kib:.1f} KiB each on average",
+          flush=True)
+    env = dict(os.environ, LP_NUM_THREADS=str(threads))
+    g = e2e.Service("glimpse", [args.server_binary, "--listen=127.0.0.1:0", "--log-level=info",
+                                "--warm-up=0", f"--max-message-bytes={MAX_MESSAGE_BYTES}"],
+                    env=env)
+    rows, answers = [], {}
+    try:
+        p = e2e.Service("peer", [sys.executable, os.path.join(HERE, "e2e_peer.py"),
+                                 "--listen=127.0.0.1:0", f"--workers={args.peer_workers}",
+                                 f"--threads={threads}"], env=env, health=False)
+        try:
+            info = g.info()
+            warm = files[:16]
+            glimpse_batch(g.address, warm, 2, {})
+            single_calls(g.address, warm, 2, {})
+            single_calls(p.address, warm, 2, {})
+            plan = [
+                ("glimpse AnalyzeBatch (analyze_many)",
+                 lambda out: glimpse_batch(g.address, files, args.callers, out,
+                                           args.max_in_flight)),
+                ("glimpse AnalyzeBatch, raw stub",
+                 lambda out: raw_batch(g.address, files, args.callers, out, args.max_in_flight)),
+                ("glimpse Histogram, single calls",
+                 lambda out: single_calls(g.address, files, args.callers, out)),
+                ("peer Histogram, single calls (grpcio + OpenCV)",
+                 lambda out: single_calls(p.address, files, args.callers, out)),
+                (f"decode floor: cv2.imdecode, {os.cpu_count()} threads, no network",
+                 lambda out: local(files, False)),
+                (f"decode + cv2.calcHist, {os.cpu_count()} threads, no network",
+                 lambda out: local(files, True)),
+            ]
+            for name, run in plan:
+                best, out = None, {}
+                for _ in range(args.repeats):
+                    out = {}
+                    wall = run(out)
+                    best = wall if best is None else min(best, wall)
+                answers[name] = out
+                row = dict(row=name, images=len(files), wall_s=best,
+                           images_per_s=len(files) / best, ms_per_image=best * 1e3 / len(files))
+                rows.append(row)
+                print(f"{name:58s} {best:7.3f} s {row['images_per_s']:8.0f} images/s "
+                      f"{row['ms_per_image']:6.3f} ms/image", flush=True)
+        finally:
+            p.stop()
+    finally:
+        g.stop()
+    batch, peer = answers[plan[0][0]], answers[plan[3][0]]
+    equal = sum(1 for i in range(len(files)) if np.array_equal(batch[i], peer[i]))
+    single = answers[plan[2][0]]
+    equal_single = sum(1 for i in range(len(files)) if np.array_equal(batch[i], single[i]))
+    check = (f"Glimpse batch histograms equal to the peer's: {equal}/{len(files)}; to Glimpse's "
+             f"single calls: {equal_single}/{len(files)}.")
+    print(check)
+    header = (f"Machine: {e2e.machine()}. Glimpse {info.version}: renderer {info.renderer}, "
+              f"LP_NUM_THREADS={threads}, --batch-in-flight {info.batch_in_flight}, "
+              f"max_in_flight {args.max_in_flight or 'unset'}. Peer: "
+              f"bench/e2e_peer.py, grpcio {grpc.__version__}, OpenCV {cv2.__version__}, "
+              f"{args.peer_workers} gRPC workers. Python {platform.python_version()}. "
+              f"Run {e2e.utc(time.time())} at {e2e.git_commit()}.")
+    command = "bench/batch.py " + " ".join(sys.argv[1:])
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(f"# {len(files)} {args.size} JPEG histograms, {args.callers} callers\n\n")
+            f.write(f"{header}\n\nImages: {len(files)} JPEG q90, {mean_kib:.1f} KiB on average "
+                    f"(seed {args.seed}); best of {args.repeats} runs per row.\n\n")
+            f.write("| path | wall s | images/s | ms per image |\n|---|--:|--:|--:|\n")
+            for r in rows:
+                f.write(f"| {r['row']} | {r['wall_s']:.3f} | {r['images_per_s']:.0f} | "
+                        f"{r['ms_per_image']:.3f} |\n")
+            f.write(f"\n{check}\n\nCommand: `LP_NUM_THREADS={threads} {command}`\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(header=header, command=command, rows=rows, check=check), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,678 @@
+// AnalyzeBatch through the client stub: mixed sizes and formats with bad images among them, each
+// image's result equal to the single Analyze call's on the same image, ordered and unordered; the
+// in-flight bound against a fast sender and a reader that stops reading; cancellation.
+#include "server/analyses/batch.h"
+
+#include <gtest/gtest.h>
+#include <turbojpeg.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "gpu/reference/histogram.h"
+#include "server/ingest/image_codec.h"
+#include "tests/service/analyze_test_util.h"
+#include "tests/service/service_test_util.h"
+
+namespace glimpse::testing {
+namespace {
+
+using gpu::HostImage;
+using gpu::ImageDesc;
+using gpu::SampleType;
+using Clock = std::chrono::steady_clock;
+
+struct BatchResult {
+  grpc::Status status;
+  std::vector<v1::AnalyzeBatchResponse> messages;
+};
+
+// One AnalyzeBatch call: the header, then each image, then the answer read to its end.
+BatchResult CallBatch(v1::ImageAnalytics::Stub& stub, const v1::AnalyzeBatchHeader& header,
+                      const std::vector<v1::BatchImage>& images) {
+  BatchResult out;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  auto stream = stub.AnalyzeBatch(&ctx);
+  // Writes from another thread: the server reads only as far as its bound allows, so a writer
+  // that waited for every write before reading could block on a full flow-control window.
+  std::thread writer([&] {
+    v1::AnalyzeBatchRequest first;
+    *first.mutable_header() = header;
+    bool ok = stream->Write(first);
+    for (size_t i = 0; ok && i < images.size(); ++i) {
+      v1::AnalyzeBatchRequest m;
+      *m.mutable_image() = images[i];
+      ok = stream->Write(m);
+    }
+    stream->WritesDone();
+  });
+  v1::AnalyzeBatchResponse r;
+  while (stream->Read(&r)) out.messages.push_back(r);
+  writer.join();
+  out.status = stream->Finish();
+  return out;
+}
+
+v1::BatchImage Image(std::string key, v1::ImageRef ref) {
+  v1::BatchImage b;
+  b.set_key(std::move(key));
+  *b.mutable_image() = std::move(ref);
+  return b;
+}
+
+v1::ImageRef Encoded(std::string data) {
+  v1::ImageRef r;
+  r.mutable_encoded()->set_data(std::move(data));
+  return r;
+}
+
+std::string Jpeg(const HostImage& img) {
+  tjhandle tj = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  const int format = img.desc.channels == 1 ? TJPF_GRAY : TJPF_RGB;
+  const int rc = tjCompress2(tj, img.data.data(), img.desc.width, 0, img.desc.height, format, &buf,
+                             &size, img.desc.channels == 1 ? TJSAMP_GRAY : TJSAMP_420, 90, 0);
+  EXPECT_EQ(rc, 0) << tjGetErrorStr2(tj);
+  std::string file(reinterpret_cast<const char*>(buf), size);
+  tjFree(buf);
+  tjDestroy(tj);
+  return file;
+}
+
+// The messages of image `index`'s results, as Analyze's AnalyzeResponses.
+std::vector<v1::AnalyzeResponse> ResultsOf(const std::vector<v1::AnalyzeBatchResponse>& messages,
+                                           uint64_t index) {
+  std::vector<v1::AnalyzeResponse> out;
+  for (const v1::AnalyzeBatchResponse& m : messages) {
+    if (m.has_result() && m.index() == index) out.push_back(m.result());
+  }
+  return out;
+}
+
+// ComparableResult, also without the image's `bytes`: Analyze stores an inline image for its
+// analyses (on CPU renderers with a padded copy, which `bytes` counts), while a batch hands each
+// analysis the inline image as the analysis's own call does.
+std::string Comparable(std::vector<v1::AnalyzeResponse> messages, uint32_t index) {
+  for (v1::AnalyzeResponse& m : messages) {
+    if (m.has_histogram()) m.mutable_histogram()->mutable_image()->clear_bytes();
+    if (m.has_integral_image() && m.integral_image().has_header()) {
+      m.mutable_integral_image()->mutable_header()->mutable_image()->clear_bytes();
+    }
+    if (m.has_compaction() && m.compaction().has_header()) {
+      m.mutable_compaction()->mutable_header()->mutable_image()->clear_bytes();
+    }
+    if (m.has_box_filter() && m.box_filter().has_header()) {
+      m.mutable_box_filter()->mutable_header()->mutable_image()->clear_bytes();
+    }
+  }
+  return ComparableResult(messages, index);
+}
+
+class BatchTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server::ServerOptions o;
+    o.limits.max_image_pixels = 4'000'000;
+    ts_ = TestServer::Start(o).release();
+    server::ServerOptions small = o;
+    small.limits.batch_in_flight = 3;
+    small.worker.result_buffer_bytes = 16 << 20;
+    // Fewer GPU jobs of one tenant may wait than a batch has images in flight: the refused ones
+    // must be queued again, not failed.
+    small.worker.tenant_max_queued = 1;
+    small_ = TestServer::Start(small).release();
+    // At a bound of two, most reads are started by the thread that sends an answer, not by the
+    // one that has just read.
+    server::ServerOptions tight = o;
+    tight.limits.batch_in_flight = 2;
+    tight_ = TestServer::Start(tight).release();
+  }
+  static void TearDownTestSuite() {
+    delete ts_;
+    delete small_;
+    delete tight_;
+    ts_ = small_ = tight_ = nullptr;
+  }
+  void SetUp() override {
+    GLIMPSE_REQUIRE_SERVER(ts_);
+    GLIMPSE_REQUIRE_SERVER(small_);
+    GLIMPSE_REQUIRE_SERVER(tight_);
+  }
+
+  static void ExpectMixedBatchMatchesSingleCalls(bool ordered);
+
+  static TestServer* ts_;
+  static TestServer* small_;
+  static TestServer* tight_;
+};
+TestServer* BatchTest::ts_ = nullptr;
+TestServer* BatchTest::small_ = nullptr;
+TestServer* BatchTest::tight_ = nullptr;
+
+void BatchTest::ExpectMixedBatchMatchesSingleCalls(bool ordered) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + (ordered ? 0 : 1));
+  v1::ImageAnalytics::Stub& stub = *ts_->stub;
+  v1::AnalyzeHeader every;
+  AddEveryAnalysis(&every);
+
+  std::vector<v1::BatchImage> images;
+  std::vector<HostImage> raw_of;  // the pixels of raw images, for the CPU reference
+  std::map<size_t, std::pair<grpc::StatusCode, std::string>> bad;  // index -> code, field
+  auto add = [&](std::string key, v1::ImageRef ref) {
+    images.push_back(Image(std::move(key), std::move(ref)));
+  };
+  for (const ImageDesc& d :
+       {ImageDesc{1, 1, 1, SampleType::kUint8}, ImageDesc{17, 5, 3, SampleType::kUint8},
+        ImageDesc{301, 203, 4, SampleType::kUint8}, ImageDesc{1, 97, 1, SampleType::kUint8},
+        ImageDesc{129, 1, 3, SampleType::kUint8}}) {
+    const HostImage img = RandomImage(d, rng);
+    add(gpu::DescribeImage(d), InlineRaw(img));
+  }
+  bad[images.size()] = {grpc::StatusCode::INVALID_ARGUMENT, "image.encoded.data"};
+  add("corrupt.jpg", Encoded("\xff\xd8\xff\xe0 this is not a JPEG file at all"));
+  {
+    const HostImage img = RandomImage({63, 41, 3, SampleType::kUint8}, rng);
+    absl::StatusOr<std::string> png = server::EncodePng(img);
+    ASSERT_TRUE(png.ok());
+    add("random.png", Encoded(*png));
+  }
+  {
+    HostImage img = RandomImage({256, 256, 3, SampleType::kUint8}, rng);
+    add("photo.jpg", Encoded(Jpeg(img)));
+    HostImage grey = RandomImage({37, 300, 1, SampleType::kUint8}, rng);
+    add("grey.jpg", Encoded(Jpeg(grey)));
+  }
+  {
+    const HostImage img = RandomImage({8, 8, 3, SampleType::kUint8}, rng);
+    v1::ImageRef ref = InlineRaw(img);
+    ref.mutable_raw()->mutable_data()->resize(8 * 8 * 3 - 5);
+    bad[images.size()] = {grpc::StatusCode::INVALID_ARGUMENT, "image.raw.data has 187 bytes"};
+    add("short.raw", ref);
+  }
+  {
+    const HostImage img = RandomImage({33, 29, 2, SampleType::kUint8}, rng);
+    absl::StatusOr<std::string> id = UploadImage(stub, img);
+    ASSERT_TRUE(id.ok()) << id.status();
+    add("stored", ById(*id));
+  }
+  bad[images.size()] = {grpc::StatusCode::NOT_FOUND, "0123456789abcdef0123456789abcdef"};
+  add("unknown", ById("0123456789abcdef0123456789abcdef"));
+  {
+    v1::ImageRef ref = InlineRaw(RandomImage({4, 4, 1, SampleType::kUint8}, rng));
+    ref.mutable_raw()->mutable_layout()->set_channels(7);
+    bad[images.size()] = {grpc::StatusCode::INVALID_ARGUMENT, "image.raw.layout.channels"};
+    add("seven-channels", ref);
+  }
+  bad[images.size()] = {grpc::StatusCode::INVALID_ARGUMENT, "image must be set"};
+  add("empty", v1::ImageRef());
+  for (int i = 0; i < 6; ++i) {
+    const HostImage img = RandomImage(
+        {int(1 + rng() % 200), int(1 + rng() % 200), int(1 + rng() % 4), SampleType::kUint8}, rng);
+    add("random-" + std::to_string(i), InlineRaw(img));
+  }
+
+  v1::AnalyzeBatchHeader header;
+  *header.mutable_analyses() = every.analyses();
+  header.set_ordered(ordered);
+  const BatchResult got = CallBatch(stub, header, images);
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  ASSERT_FALSE(got.messages.empty());
+
+  // The summary comes last, once; every image has exactly one end marker, after its parts.
+  ASSERT_TRUE(got.messages.back().has_summary());
+  const v1::BatchSummary& summary = got.messages.back().summary();
+  EXPECT_EQ(summary.images(), images.size());
+  EXPECT_EQ(summary.failed(), bad.size());
+  EXPECT_EQ(summary.ok(), images.size() - bad.size());
+  std::map<uint64_t, v1::ImageEnd> ends;
+  std::vector<uint64_t> order;
+  for (size_t i = 0; i + 1 < got.messages.size(); ++i) {
+    const v1::AnalyzeBatchResponse& m = got.messages[i];
+    ASSERT_FALSE(m.has_summary()) << "summary before the end";
+    ASSERT_LT(m.index(), images.size());
+    EXPECT_EQ(m.key(), images[m.index()].key());
+    EXPECT_EQ(ends.count(m.index()), 0u) << "message of image " << m.index() << " after its end";
+    if (m.has_end()) ends[m.index()] = m.end();
+    if (order.empty() || order.back() != m.index()) order.push_back(m.index());
+  }
+  EXPECT_EQ(ends.size(), images.size());
+  if (ordered) {
+    // Input order, one image after another.
+    std::vector<uint64_t> expected(images.size());
+    for (size_t i = 0; i < images.size(); ++i) expected[i] = i;
+    EXPECT_EQ(order, expected);
+  }
+
+  for (size_t i = 0; i < images.size(); ++i) {
+    SCOPED_TRACE("image " + std::to_string(i) + " " + images[i].key());
+    const v1::ImageEnd& end = ends[i];
+    if (auto b = bad.find(i); b != bad.end()) {
+      ASSERT_TRUE(end.has_error());
+      EXPECT_EQ(end.error().code(), int(b->second.first)) << end.error().message();
+      const std::string& msg = end.error().message();
+      EXPECT_EQ(msg.rfind("images[" + std::to_string(i) + "]", 0), 0u) << msg;
+      EXPECT_NE(msg.find(b->second.second), std::string::npos) << msg;
+      EXPECT_TRUE(ResultsOf(got.messages, i).empty());
+      continue;
+    }
+    ASSERT_FALSE(end.has_error()) << end.error().message();
+    // The same image through one Analyze call.
+    v1::AnalyzeHeader single = every;
+    *single.mutable_image() = images[i].image();
+    const AnalyzeCallResult want = CallAnalyze(stub, single);
+    ASSERT_TRUE(want.status.ok()) << want.status.error_message();
+    const std::vector<v1::AnalyzeResponse> parts = ResultsOf(got.messages, i);
+    ASSERT_FALSE(parts.empty());
+    for (uint32_t a = 0; a < 4; ++a) {
+      EXPECT_TRUE(Comparable(parts, a) == Comparable(want.messages, a)) << "analysis " << a;
+      EXPECT_FALSE(Comparable(parts, a).empty()) << "analysis " << a;
+    }
+    // The histogram exactly as the Histogram call answers it, the image's info included.
+    {
+      grpc::ClientContext ctx;
+      v1::HistogramRequest req = every.analyses(0).histogram();
+      *req.mutable_image() = images[i].image();
+      v1::HistogramResponse single_histogram;
+      ASSERT_TRUE(stub.Histogram(&ctx, req, &single_histogram).ok());
+      single_histogram.clear_timing();
+      ASSERT_TRUE(parts[0].has_histogram());
+      v1::HistogramResponse batch_histogram = parts[0].histogram();
+      batch_histogram.clear_timing();
+      single_histogram.mutable_image()->clear_last_used_unix_ms();
+      batch_histogram.mutable_image()->clear_last_used_unix_ms();
+      single_histogram.mutable_image()->clear_expires_unix_ms();
+      batch_histogram.mutable_image()->clear_expires_unix_ms();
+      EXPECT_EQ(batch_histogram.SerializeAsString(), single_histogram.SerializeAsString())
+          << batch_histogram.image().ShortDebugString() << "\n"
+          << single_histogram.image().ShortDebugString();
+    }
+    // And the histogram against the CPU reference where the pixels are known.
+    if (images[i].image().has_raw()) {
+      const v1::RawImage& r = images[i].image().raw();
+      HostImage img{{int(r.layout().width()), int(r.layout().height()), int(r.layout().channels()),
+                     SampleType::kUint8},
+                    std::vector<uint8_t>(r.data().begin(), r.data().end())};
+      gpu::HistogramOptions ho;
+      ho.bins = 64;
+      absl::StatusOr<gpu::HistogramResult> ref = reference::Histogram(img, ho);
+      ASSERT_TRUE(ref.ok());
+      ASSERT_TRUE(parts[0].has_histogram());
+      ASSERT_EQ(parts[0].histogram().histograms_size(), int(ref->counts.size()));
+      for (size_t h = 0; h < ref->counts.size(); ++h) {
+        const auto& c = parts[0].histogram().histograms(int(h)).counts();
+        EXPECT_EQ(std::vector<uint64_t>(c.begin(), c.end()), ref->counts[h]);
+      }
+    }
+  }
+}
+
+TEST_F(BatchTest, OrderedMixedBatchEqualsSingleCallsAndNamesEachBadImage) {
+  ExpectMixedBatchMatchesSingleCalls(true);
+}
+
+TEST_F(BatchTest, UnorderedMixedBatchAnswersEachImageExactlyOnce) {
+  ExpectMixedBatchMatchesSingleCalls(false);
+}
+
+TEST_F(BatchTest, BadHeaderEndsTheCallWithItsReason) {
+  std::mt19937_64 rng(TestSeed() + 2);
+  const std::vector<v1::BatchImage> one = {
+      Image("a", InlineRaw(RandomImage({3, 3, 1, SampleType::kUint8}, rng)))};
+  {
+    grpc::ClientContext ctx;
+    auto stream = ts_->stub->AnalyzeBatch(&ctx);
+    v1::AnalyzeBatchRequest m;
+    *m.mutable_image() = one[0];
+    stream->Write(m);
+    stream->WritesDone();
+    v1::AnalyzeBatchResponse r;
+    EXPECT_FALSE(stream->Read(&r));
+    const grpc::Status s = stream->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("header must be set"), std::string::npos) << s.error_message();
+  }
+  {
+    v1::AnalyzeBatchHeader header;
+    header.add_analyses()->mutable_histogram();
+    header.add_analyses()->mutable_histogram()->set_variant("fastest");
+    const BatchResult got = CallBatch(*ts_->stub, header, one);
+    EXPECT_EQ(got.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(got.status.error_message().find("header.analyses[1]"), std::string::npos)
+        << got.status.error_message();
+    EXPECT_NE(got.status.error_message().find("\"fastest\""), std::string::npos)
+        << got.status.error_message();
+  }
+  {
+    // Options checked against the image fail each image, with the analysis named.
+    v1::AnalyzeBatchHeader header;
+    header.add_analyses()->mutable_histogram()->mutable_options()->set_bins(70000);
+    const BatchResult got = CallBatch(*ts_->stub, header, one);
+    ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+    ASSERT_EQ(got.messages.size(), 2u);
+    ASSERT_TRUE(got.messages[0].end().has_error());
+    const std::string& msg = got.messages[0].end().error().message();
+    EXPECT_EQ(got.messages[0].end().error().code(), int(grpc::StatusCode::INVALID_ARGUMENT));
+    EXPECT_NE(msg.find("images[0]: analyses[0] (histogram)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("70000"), std::string::npos) << msg;
+    EXPECT_EQ(got.messages[1].summary().failed(), 1u);
+  }
+  {
+    const BatchResult got = CallBatch(*ts_->stub, v1::AnalyzeBatchHeader(), one);
+    EXPECT_EQ(got.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(got.status.error_message().find("header.analyses must hold 1 to 64"),
+              std::string::npos)
+        << got.status.error_message();
+  }
+}
+
+v1::AnalyzeBatchHeader HistogramHeader() {
+  v1::AnalyzeBatchHeader header;
+  header.add_analyses()->mutable_histogram();
+  return header;
+}
+
+// Polls `done` for up to `limit`.
+template <typename F>
+bool Eventually(F done, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+  const Clock::time_point end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+TEST_F(BatchTest, FastSenderNeverHasMoreThanTheBoundInFlight) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 3);
+  std::vector<v1::BatchImage> images;
+  for (int i = 0; i < 60; ++i) {
+    images.push_back(
+        Image(std::to_string(i),
+              InlineRaw(RandomImage({int(1 + rng() % 90), 57, 3, SampleType::kUint8}, rng))));
+  }
+  server::ResetBatchPeak();
+  const BatchResult got = CallBatch(*small_->stub, HistogramHeader(), images);
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  ASSERT_TRUE(got.messages.back().has_summary());
+  EXPECT_EQ(got.messages.back().summary().max_in_flight(), 3u);
+  EXPECT_EQ(got.messages.back().summary().ok(), 60u);
+  for (const v1::AnalyzeBatchResponse& m : got.messages) {
+    if (m.has_end()) {
+      EXPECT_FALSE(m.end().has_error()) << m.end().error().message();
+    }
+  }
+  // The server read ahead (the peak reached the bound) but never past it.
+  EXPECT_EQ(server::GetBatchStats().peak_in_flight, 3u);
+
+  // The caller may ask for fewer.
+  v1::AnalyzeBatchHeader two = HistogramHeader();
+  two.set_max_in_flight(2);
+  server::ResetBatchPeak();
+  const BatchResult fewer = CallBatch(*small_->stub, two, images);
+  ASSERT_TRUE(fewer.status.ok()) << fewer.status.error_message();
+  EXPECT_EQ(fewer.messages.back().summary().max_in_flight(), 2u);
+  EXPECT_LE(server::GetBatchStats().peak_in_flight, 2u);
+
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(small_->stub->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
+  EXPECT_EQ(info.batch_in_flight(), 3u);
+  // The tenant's queue (one job) refused some of the batch's jobs, which ran on a later try.
+  EXPECT_GT(info.jobs_rejected(), 0u);
+}
+
+TEST_F(BatchTest, ConcurrentBatchesAnswerEveryImageOfEach) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 6);
+  // Many small images on a few calls at once: reads, decodes, answers and sends of one call
+  // overlap on several threads.
+  std::vector<std::vector<v1::BatchImage>> calls(4);
+  std::vector<std::vector<HostImage>> pixels(4);
+  for (size_t c = 0; c < calls.size(); ++c) {
+    for (int i = 0; i < 400; ++i) {
+      pixels[c].push_back(
+          RandomImage({int(1 + rng() % 40), int(1 + rng() % 40), 1, SampleType::kUint8}, rng));
+      calls[c].push_back(Image(std::to_string(i), InlineRaw(pixels[c].back())));
+    }
+  }
+  std::vector<BatchResult> got(calls.size());
+  std::vector<std::thread> threads;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    threads.emplace_back([&, c] {
+      v1::AnalyzeBatchHeader header = HistogramHeader();
+      header.set_ordered(c % 2 == 0);
+      got[c] = CallBatch(*tight_->stub, header, calls[c]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t c = 0; c < calls.size(); ++c) {
+    SCOPED_TRACE("call " + std::to_string(c));
+    ASSERT_TRUE(got[c].status.ok()) << got[c].status.error_message();
+    EXPECT_EQ(got[c].messages.back().summary().ok(), 400u);
+    std::set<uint64_t> seen;
+    for (const v1::AnalyzeBatchResponse& m : got[c].messages) {
+      if (m.has_end()) {
+        EXPECT_FALSE(m.end().has_error()) << m.end().error().message();
+        EXPECT_TRUE(seen.insert(m.index()).second) << "image " << m.index() << " ended twice";
+      }
+      if (!m.has_result()) continue;
+      absl::StatusOr<gpu::HistogramResult> ref =
+          reference::Histogram(pixels[c][m.index()], gpu::HistogramOptions());
+      ASSERT_TRUE(ref.ok());
+      const auto& counts = m.result().histogram().histograms(0).counts();
+      EXPECT_EQ(std::vector<uint64_t>(counts.begin(), counts.end()), ref->counts[0])
+          << "image " << m.index();
+    }
+    EXPECT_EQ(seen.size(), 400u);
+  }
+}
+
+uint64_t ResultBufferUsed(v1::ImageAnalytics::Stub& stub) {
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  EXPECT_TRUE(stub.GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
+  return info.result_buffer_used_bytes();
+}
+
+TEST_F(BatchTest, StalledReaderHoldsOnlyItsBoundAndCancelReleasesEverything) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 4);
+  v1::ImageAnalytics::Stub& stub = *small_->stub;
+  // Results big enough that unsent ones hold the result buffer: 65536-bin histograms of 16-bit
+  // images (512 KiB of counts each).
+  v1::AnalyzeBatchHeader header;
+  v1::HistogramRequest* h = header.add_analyses()->mutable_histogram();
+  h->mutable_options()->set_bins(65536);
+  const HostImage img = RandomImage({256, 256, 1, SampleType::kUint16}, rng);
+  const HostImage small = RandomImage({31, 17, 3, SampleType::kUint8}, rng);
+
+  grpc::ClientContext batch_ctx;
+  auto stream = stub.AnalyzeBatch(&batch_ctx);
+  std::atomic<int> written{0};
+  std::thread writer([&] {
+    v1::AnalyzeBatchRequest first;
+    *first.mutable_header() = header;
+    bool ok = stream->Write(first);
+    for (int i = 0; ok && i < 400; ++i) {
+      v1::AnalyzeBatchRequest m;
+      *m.mutable_image() = Image(std::to_string(i), InlineRaw(img));
+      ok = stream->Write(m);
+      if (ok) written.fetch_add(1);
+    }
+  });
+  // The batch fills its bound and stops there: it reads no more while nobody reads its answers.
+  ASSERT_TRUE(Eventually([] { return server::GetBatchStats().images_in_flight == 3; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(server::GetBatchStats().images_in_flight, 3);
+  EXPECT_LT(written.load(), 400) << "the server should have stopped reading";
+
+  // Another client's single calls are still answered, promptly.
+  gpu::HistogramOptions ho;
+  absl::StatusOr<gpu::HistogramResult> ref = reference::Histogram(small, ho);
+  ASSERT_TRUE(ref.ok());
+  for (int i = 0; i < 10; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    ctx.AddMetadata("glimpse-client-key", "someone-else");
+    v1::HistogramRequest req;
+    *req.mutable_image() = InlineRaw(small);
+    v1::HistogramResponse resp;
+    const Clock::time_point t0 = Clock::now();
+    const grpc::Status s = stub.Histogram(&ctx, req, &resp);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_LT(ms, 2000) << "a single call waited behind a stalled batch";
+    ASSERT_EQ(resp.histograms_size(), 3);
+    for (int c = 0; c < 3; ++c) {
+      const auto& counts = resp.histograms(c).counts();
+      EXPECT_EQ(std::vector<uint64_t>(counts.begin(), counts.end()), ref->counts[size_t(c)]);
+    }
+  }
+  EXPECT_LE(server::GetBatchStats().images_in_flight, 3);
+  EXPECT_GT(ResultBufferUsed(stub), 0u) << "unsent answers should hold their results";
+
+  // Cancelling releases the call, its images and their result leases.
+  batch_ctx.TryCancel();
+  writer.join();
+  (void)stream->Finish();
+  EXPECT_TRUE(Eventually([] {
+    const server::BatchStats s = server::GetBatchStats();
+    return s.calls_open == 0 && s.images_in_flight == 0;
+  })) << "calls open "
+      << server::GetBatchStats().calls_open << ", images in flight "
+      << server::GetBatchStats().images_in_flight;
+  EXPECT_TRUE(Eventually([&] { return ResultBufferUsed(stub) == 0; }))
+      << ResultBufferUsed(stub) << " bytes still held";
+}
+
+TEST_F(BatchTest, CancelMidBatchWhileReadingReleasesEverything) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 5);
+  v1::ImageAnalytics::Stub& stub = *ts_->stub;
+  v1::AnalyzeBatchHeader header = HistogramHeader();
+  header.add_analyses()->mutable_integral_image();
+  grpc::ClientContext ctx;
+  auto stream = stub.AnalyzeBatch(&ctx);
+  std::thread writer([&] {
+    v1::AnalyzeBatchRequest first;
+    *first.mutable_header() = header;
+    bool ok = stream->Write(first);
+    for (int i = 0; ok && i < 1000; ++i) {
+      v1::AnalyzeBatchRequest m;
+      *m.mutable_image() =
+          Image(std::to_string(i), InlineRaw(RandomImage({120, 90, 4, SampleType::kUint8}, rng)));
+      ok = stream->Write(m);
+    }
+  });
+  v1::AnalyzeBatchResponse r;
+  int ends = 0;
+  while (ends < 5 && stream->Read(&r)) ends += r.has_end() ? 1 : 0;
+  EXPECT_EQ(ends, 5);
+  ctx.TryCancel();
+  writer.join();
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(Eventually([] {
+    const server::BatchStats s = server::GetBatchStats();
+    return s.calls_open == 0 && s.images_in_flight == 0;
+  }));
+  EXPECT_TRUE(Eventually([&] { return ResultBufferUsed(stub) == 0; }));
+}
+
+TEST_F(BatchTest, DeadlinePassingReleasesEverything) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 7);
+  v1::ImageAnalytics::Stub& stub = *small_->stub;
+  const HostImage img = RandomImage({256, 256, 1, SampleType::kUint16}, rng);
+  v1::AnalyzeBatchHeader header;
+  header.add_analyses()->mutable_histogram()->mutable_options()->set_bins(65536);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  auto stream = stub.AnalyzeBatch(&ctx);
+  std::thread writer([&] {
+    v1::AnalyzeBatchRequest first;
+    *first.mutable_header() = header;
+    bool ok = stream->Write(first);
+    for (int i = 0; ok && i < 400; ++i) {
+      v1::AnalyzeBatchRequest m;
+      *m.mutable_image() = Image(std::to_string(i), InlineRaw(img));
+      ok = stream->Write(m);
+    }
+  });
+  // Nobody reads: the call sits at its bound until the deadline ends it.
+  writer.join();
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(Eventually([] {
+    const server::BatchStats s = server::GetBatchStats();
+    return s.calls_open == 0 && s.images_in_flight == 0;
+  }));
+  EXPECT_TRUE(Eventually([&] { return ResultBufferUsed(stub) == 0; }))
+      << ResultBufferUsed(stub) << " bytes still held";
+}
+
+TEST_F(BatchTest, BatchJobsYieldToTheTenantsSingleCallsUnlessAskedOtherwise) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 8);
+  v1::ImageAnalytics::Stub& stub = *ts_->stub;
+  server::GpuWorker& worker = ts_->server->worker();
+  // Jobs of a few milliseconds, so the answers arrive in the order their jobs ran.
+  absl::StatusOr<std::string> id =
+      UploadImage(stub, RandomImage({1600, 1200, 4, SampleType::kUint8}, rng));
+  ASSERT_TRUE(id.ok()) << id.status();
+  const std::string key = "batch-priority-" + std::to_string(TestSeed() % 100000);
+  auto queued = [&](uint64_t n) {
+    return Eventually([&] { return worker.Stats().queue_length == n; });
+  };
+  for (const bool interactive : {false, true}) {
+    SCOPED_TRACE(interactive ? "glimpse-priority: interactive" : "no glimpse-priority");
+    WorkerBlocker blocker(worker);
+    grpc::ClientContext batch_ctx;
+    batch_ctx.AddMetadata(server::kClientKeyMetadata, key);
+    if (interactive) batch_ctx.AddMetadata(server::kPriorityMetadata, "interactive");
+    auto stream = stub.AnalyzeBatch(&batch_ctx);
+    v1::AnalyzeBatchRequest first;
+    *first.mutable_header() = HistogramHeader();
+    ASSERT_TRUE(stream->Write(first));
+    for (int i = 0; i < 3; ++i) {
+      v1::AnalyzeBatchRequest m;
+      *m.mutable_image() = Image(std::to_string(i), ById(*id));
+      ASSERT_TRUE(stream->Write(m));
+    }
+    stream->WritesDone();
+    ASSERT_TRUE(queued(3));
+    // The same tenant's single call, interactive as calls are by default, arrives last.
+    std::future<Clock::time_point> single = std::async(std::launch::async, [&] {
+      grpc::ClientContext ctx;
+      ctx.AddMetadata(server::kClientKeyMetadata, key);
+      v1::HistogramRequest req;
+      *req.mutable_image() = ById(*id);
+      v1::HistogramResponse resp;
+      EXPECT_TRUE(stub.Histogram(&ctx, req, &resp).ok());
+      return Clock::now();
+    });
+    ASSERT_TRUE(queued(4));
+    blocker.Release();
+    v1::AnalyzeBatchResponse r;
+    ASSERT_TRUE(stream->Read(&r));
+    const Clock::time_point first_batch_answer = Clock::now();
+    while (stream->Read(&r)) {
+    }
+    EXPECT_TRUE(stream->Finish().ok());
+    const Clock::time_point single_answer = single.get();
+    if (interactive) {
+      EXPECT_LT(first_batch_answer, single_answer) << "an interactive batch keeps arrival order";
+    } else {
+      EXPECT_LT(single_answer, first_batch_answer) << "the single call waited behind the batch";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace glimpse::testing

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# `glimpse analyze --each` end to end: starts glimpse-server on an ephemeral port, analyses a few
+# files in one call (one of them not an image) and checks the rows against the single-call
+# commands; then stops the server with SIGTERM (exit 0).
+#   cli_each_test.sh SERVER_BINARY CLIENT_BINARY SAMPLE_PNG
+# Skips (exit 0 with a note) when no EGL context can be opened, unless GLIMPSE_REQUIRE_GPU_CONTEXT=1.
+set -uo pipefail
+server_bin=$(realpath "$1")
+client_bin=$(realpath "$2")
+sample=$(realpath "$3")
+work=$(mktemp -d)
+server_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill -KILL "$server_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  echo "--- server log" >&2
+  cat "$work/server.log" >&2
+  exit 1
+}
+: >"$work/server.log"
+"$server_bin" --listen=127.0.0.1:0 --warm-up=0 --shutdown-grace-s=10 >"$work/server.log" 2>&1 &
+server_pid=$!
+port=""
+for _ in $(seq 1 300); do
+  port=$(sed -n 's/.*listening on .*(port \([0-9]*\)).*/\1/p' "$work/server.log")
+  [ -n "$port" ] && break
+  if ! kill -0 "$server_pid" 2>/dev/null; then
+    server_pid=""
+    if grep -q "opening the GL context" "$work/server.log" &&
+      [ "${GLIMPSE_REQUIRE_GPU_CONTEXT:-0}" != 1 ]; then
+      echo "SKIP: no EGL context: $(cat "$work/server.log")"
+      exit 0
+    fi
+    fail "server exited at start-up"
+  fi
+  sleep 0.1
+done
+[ -n "$port" ] || fail "server did not report its port"
+g() { "$client_bin" --server="127.0.0.1:$port" --timeout-s=60 "$@"; }
+
+cp "$sample" "$work/a,b.png"  # a comma in the name: the key is quoted in the CSV
+printf 'not an image' >"$work/bad.jpg"
+g analyze --each "$sample" "$work/bad.jpg" "$work/a,b.png" --histogram=bins=4 \
+  --compaction=lo=0,hi=100 >"$work/each.csv" 2>"$work/each.err"
+rc=$?
+[ "$rc" = 1 ] || fail "analyze --each with a bad file exited $rc, want 1"
+grep -q "3 images, 1 failed" "$work/each.err" || fail "no summary on stderr: $(cat "$work/each.err")"
+[ "$(wc -l <"$work/each.csv")" = 6 ] || fail "want a header and 5 rows: $(cat "$work/each.csv")"
+[ "$(head -1 "$work/each.csv")" = "index,key,analysis,status,result" ] || fail "header"
+grep -q "^1,$work/bad.jpg,,INVALID_ARGUMENT,\"images\[1\]: image.encoded.data" "$work/each.csv" ||
+  fail "no error row naming images[1] and the field: $(cat "$work/each.csv")"
+grep -q "^2,\"$work/a,b.png\",histogram,OK," "$work/each.csv" || fail "key not quoted"
+
+# The histogram rows equal the histogram command's counts (its CSV: one row per bin, a column
+# per channel), for both copies of the file.
+g histogram "$sample" --bins=4 --csv="$work/h.csv" >/dev/null || fail "histogram"
+want=$(awk -F, 'NR > 1 { for (c = 4; c <= NF; c++) col[c] = col[c] (NR > 2 ? " " : "") $c }
+  END { for (c = 4; c <= NF; c++) printf "%s%s", (c > 4 ? ";" : ""), col[c] }' "$work/h.csv")
+for i in 0 2; do
+  got=$(grep "^$i,.*,histogram,OK," "$work/each.csv" | sed 's/.*,histogram,OK,//')
+  [ "$got" = "$want" ] || fail "image $i histogram \"$got\", histogram command \"$want\""
+done
+# The compaction rows equal the compaction command's total.
+total=$(g compaction "$sample" --lo=0 --hi=100 --csv="$work/c.csv" |
+  sed -n 's/.*: \([0-9][0-9]*\) pixels pass.*/\1/p')
+[ -n "$total" ] || fail "compaction printed no total"
+grep -q "^0,$sample,compaction,OK,$total\$" "$work/each.csv" ||
+  fail "compaction row differs from the command's total $total: $(cat "$work/each.csv")"
+
+# JSON lines: each line parses; the good image's histogram has 3 channels of 4 bins.
+g analyze --json --each "$sample" "$work/bad.jpg" --histogram=bins=4 >"$work/each.json" 2>/dev/null
+[ $? = 1 ] || fail "analyze --json --each with a bad file should exit 1"
+/usr/bin/python3 - "$work/each.json" <<'PY' || fail "JSON lines: $(cat "$work/each.json")"
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+assert len(rows) == 2, rows
+assert rows[0]["analysis"] == "histogram" and rows[0]["status"] == "OK"
+assert [len(c) for c in rows[0]["result"]] == [4, 4, 4], rows[0]
+assert rows[1]["status"] == "INVALID_ARGUMENT" and rows[1]["error"].startswith("images[1]")
+PY
+
+# Every file fine: exit 0.
+g analyze --each "$sample" "$sample" --histogram >/dev/null 2>&1 || fail "two good files: exit $?"
+
+kill -TERM "$server_pid"
+wait "$server_pid"
+rc=$?
+server_pid=""
+[ "$rc" = 0 ] || fail "server exit code $rc after SIGTERM"
+echo "PASS"
