@@ -16,7 +16,7 @@ build_pkgs=(
   python3-venv python3-setuptools python3-wheel python3-grpcio python3-protobuf
   python3-numpy python3-pytest python3-pytest-asyncio python3-matplotlib
   libhiredis-dev redis-server libssl-dev openssl
-  libturbojpeg0-dev libspng-dev libwebp-dev libdeflate-dev
+  libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libwebp-dev libdeflate-dev
   clang-15 libfuzzer-15-dev
 )
 runtime_pkgs=(
