@@ -70,6 +70,8 @@ cleanup() {
   set +e
   if [ -n "$compose_up" ]; then
     (cd "$work" && $compose_up down -v >/dev/null 2>&1)
+    # podman-compose 1.0.3's down leaves the project's network.
+    [ "$engine" = podman ] && e network rm -f "${tag}_default" >/dev/null 2>&1
   fi
   for c in "${containers[@]}"; do
     e rm -f "$c" >/dev/null 2>&1
