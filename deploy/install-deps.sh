@@ -4,6 +4,8 @@
 #   deploy/install-deps.sh            build + test + run dependencies
 #   deploy/install-deps.sh --runtime  only what the server needs at run time (container images)
 #   deploy/install-deps.sh --bench    build + test + run, and the peers of bench/peers.py (OpenCV)
+#   deploy/install-deps.sh --image-test  what deploy/image-test.sh needs beyond the build: podman
+#                                     (runc for cgroups v1 hosts), podman-compose, debootstrap
 set -euo pipefail
 
 build_pkgs=(
@@ -16,7 +18,7 @@ build_pkgs=(
   python3-venv python3-setuptools python3-wheel python3-grpcio python3-protobuf
   python3-numpy python3-pytest python3-pytest-asyncio python3-matplotlib
   libhiredis-dev redis-server libssl-dev openssl
-  libturbojpeg0-dev libspng-dev libwebp-dev libdeflate-dev
+  libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libwebp-dev libdeflate-dev
   clang-15 libfuzzer-15-dev clang-format-15
 )
 runtime_pkgs=(
@@ -28,10 +30,12 @@ runtime_pkgs=(
 )
 
 bench_pkgs=(python3-opencv)
+image_test_pkgs=(podman runc podman-compose debootstrap python3-opencv python3-yaml)
 
 pkgs=("${build_pkgs[@]}")
 [ "${1:-}" = "--runtime" ] && pkgs=("${runtime_pkgs[@]}")
 [ "${1:-}" = "--bench" ] && pkgs=("${build_pkgs[@]}" "${bench_pkgs[@]}")
+[ "${1:-}" = "--image-test" ] && pkgs=("${image_test_pkgs[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do
