@@ -10,7 +10,7 @@
 #                                       ThreadSanitizer build in build-tsan/: the service tests
 #                                       (label service), where the gRPC callbacks, the GPU worker
 #                                       and the host pool share the queue, the store and the
-#                                       result budget; tests/tsan.supp says what is not reported
+#                                       result buffer; tests/tsan.supp says what is not reported
 # An argument runs one step: `build` (install, configure, build) or `test` (CTest on what the
 # build step left), so CI can build the next configuration while this one's tests run.
 # GLIMPSE_SKIP_DEPS=1 skips the install (CI installs once for every configuration).

@@ -1,7 +1,7 @@
 // The integral image analysis: IntegralImageRequest -> gpu::IntegralImageOptions, the tables
 // produced on the worker a part at a time and streamed in row bands.
 //
-// A table set that fits in one part of the result buffer (ResultBudget::part_bytes) is produced by
+// A table set that fits in one part of the result buffer (ResultBuffer::part_bytes) is produced by
 // one run of the kernel on the whole image. A larger one is produced in horizontal strips, each a
 // job of its own queued when the reader has taken the previous one, so the worker runs other jobs
 // in between: the kernel runs on a copy of the strip's rows and the last row of the table above

@@ -54,7 +54,7 @@ void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* 
     a->set_name(name);
     for (const std::string& v : Kernels::Variants(name, d)) a->add_variants(v);
   }
-  const ResultBudgetUsage results = worker.results().Usage();
+  const ResultBufferUsage results = worker.results().Usage();
   response->set_result_buffer_bytes(results.budget);
   response->set_result_buffer_used_bytes(results.used);
   response->set_result_buffer_peak_bytes(results.peak);

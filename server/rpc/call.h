@@ -29,7 +29,7 @@
 
 #include "absl/status/status.h"
 #include "glimpse/v1/image_analytics.pb.h"
-#include "server/store/result_budget.h"
+#include "server/store/result_buffer.h"
 #include "server/worker/fair_queue.h"
 
 namespace glimpse::server {

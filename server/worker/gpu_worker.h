@@ -1,6 +1,6 @@
 // The one thread that owns the EGL context: a bounded queue of jobs run one at a time, tenants
 // taking turns by weight (server/worker/fair_queue.h, docs/scheduler.md). A job that produces a
-// result takes its bytes from the result budget before it runs; while they are not free it waits in
+// result takes its bytes from the result buffer before it runs; while they are not free it waits in
 // the queue (its deadline still counts) and jobs behind it that fit run first.
 //
 //   absl::StatusOr<std::unique_ptr<GpuWorker>> worker = GpuWorker::Start(WorkerOptions{});
@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "gpu/context.h"
 #include "server/store/image_store.h"
-#include "server/store/result_budget.h"
+#include "server/store/result_buffer.h"
 #include "server/worker/fair_queue.h"
 #include "server/worker/gpu_env.h"
 
@@ -115,7 +115,7 @@ class GpuWorker {
   WorkerStats Stats() const;
   const gpu::DeviceInfo& device() const { return device_; }
   ImageStore& store() { return store_; }
-  ResultBudget& results() { return results_; }
+  ResultBuffer& results() { return results_; }
   int max_queue() const { return options_.max_queue; }
   int tenant_max_queued() const { return options_.tenant_max_queued; }
   SchedulerPolicy scheduler() const { return options_.scheduler; }
@@ -139,7 +139,7 @@ class GpuWorker {
 
   const WorkerOptions options_;
   ImageStore store_;
-  ResultBudget results_;
+  ResultBuffer results_;
   gpu::DeviceInfo device_;
   std::thread thread_;
 

@@ -1,4 +1,4 @@
-#include "server/store/result_budget.h"
+#include "server/store/result_buffer.h"
 
 #include <algorithm>
 #include <utility>
@@ -26,7 +26,7 @@ void Lease::Release() {
   bytes_ = 0;
 }
 
-std::optional<Lease> ResultBudget::TryAcquire(uint64_t bytes) {
+std::optional<Lease> ResultBuffer::TryAcquire(uint64_t bytes) {
   std::lock_guard lock(mu_);
   if (bytes > budget_ - std::min(used_, budget_)) return std::nullopt;
   used_ += bytes;
@@ -34,17 +34,17 @@ std::optional<Lease> ResultBudget::TryAcquire(uint64_t bytes) {
   return Lease(this, bytes);
 }
 
-void ResultBudget::SetOnRelease(std::function<void()> on_release) {
+void ResultBuffer::SetOnRelease(std::function<void()> on_release) {
   std::lock_guard lock(mu_);
   on_release_ = std::move(on_release);
 }
 
-ResultBudgetUsage ResultBudget::Usage() const {
+ResultBufferUsage ResultBuffer::Usage() const {
   std::lock_guard lock(mu_);
   return {.budget = budget_, .used = used_, .peak = peak_};
 }
 
-void ResultBudget::Give(uint64_t bytes) {
+void ResultBuffer::Give(uint64_t bytes) {
   std::function<void()> notify;
   {
     std::lock_guard lock(mu_);

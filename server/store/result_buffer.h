@@ -3,15 +3,15 @@
 // lease is given back as the messages are sent, or at once when the reader goes away. A result
 // larger than a part (an integral table) is produced a part at a time as the reader consumes it.
 //
-//   ResultBudget results(uint64_t{256} << 20);
+//   ResultBuffer results(uint64_t{256} << 20);
 //   if (std::optional<Lease> lease = results.TryAcquire(result_bytes)) {
 //     // ... produce the result; give back what it turned out not to need:
 //     lease->ShrinkTo(used_bytes);
 //     // Freed as the messages are sent (at once if the reader has gone):
 //     if (absl::Status s = call->Send(std::move(messages), *std::move(lease)); !s.ok()) return s;
 //   }  // else not free now: the job stays queued, nothing waits
-#ifndef GLIMPSE_SERVER_STORE_RESULT_BUDGET_H_
-#define GLIMPSE_SERVER_STORE_RESULT_BUDGET_H_
+#ifndef GLIMPSE_SERVER_STORE_RESULT_BUFFER_H_
+#define GLIMPSE_SERVER_STORE_RESULT_BUFFER_H_
 
 #include <cstdint>
 #include <functional>
@@ -20,7 +20,7 @@
 
 namespace glimpse::server {
 
-class ResultBudget;
+class ResultBuffer;
 
 // Bytes held against the budget; given back when destroyed. Move-only.
 class Lease {
@@ -38,20 +38,20 @@ class Lease {
   void Release();
 
  private:
-  friend class ResultBudget;
-  Lease(ResultBudget* budget, uint64_t bytes) : budget_(budget), bytes_(bytes) {}
-  ResultBudget* budget_ = nullptr;
+  friend class ResultBuffer;
+  Lease(ResultBuffer* budget, uint64_t bytes) : budget_(budget), bytes_(bytes) {}
+  ResultBuffer* budget_ = nullptr;
   uint64_t bytes_ = 0;
 };
 
-struct ResultBudgetUsage {
+struct ResultBufferUsage {
   uint64_t budget = 0, used = 0, peak = 0;
 };
 
 // Thread-safe.
-class ResultBudget {
+class ResultBuffer {
  public:
-  explicit ResultBudget(uint64_t budget_bytes) : budget_(budget_bytes) {}
+  explicit ResultBuffer(uint64_t budget_bytes) : budget_(budget_bytes) {}
 
   // A lease of `bytes` if that many are free now; nullopt otherwise (never waits).
   std::optional<Lease> TryAcquire(uint64_t bytes);
@@ -62,7 +62,7 @@ class ResultBudget {
   // The largest part one streamed result takes at a time: an eighth of the budget, so a few
   // stalled readers cannot hold all of it.
   uint64_t part_bytes() const { return budget_ / 8; }
-  ResultBudgetUsage Usage() const;
+  ResultBufferUsage Usage() const;
 
  private:
   friend class Lease;
@@ -76,4 +76,4 @@ class ResultBudget {
 
 }  // namespace glimpse::server
 
-#endif  // GLIMPSE_SERVER_STORE_RESULT_BUDGET_H_
+#endif  // GLIMPSE_SERVER_STORE_RESULT_BUFFER_H_
