@@ -139,14 +139,14 @@ def make_cases(thresholds) -> List[Case]:
     for pct, lo in thresholds.items():
         cases.append(Case(
             f"compaction {pct}% listed", "compaction", "grey",
-            lambda c, i, v, lo=lo: c.compact(i, lo, 255, max_results=i.width * i.height,
+            lambda c, i, v, lo=lo: c.compaction(i, lo, 255, max_results=i.width * i.height,
                                              variant=v),
             lambda a, lo=lo: cv2.findNonZero(cv2.inRange(a, lo, 255)),
             lambda g, cv: _equal(g.xy, cv.reshape(-1, 2)),
             lambda a, g: a.nbytes + 9 * g.total, "inRange + findNonZero"))
         cases.append(Case(
             f"compaction {pct}% counted", "compaction", "grey",
-            lambda c, i, v, lo=lo: c.compact(i, lo, 255, count_only=True, variant=v),
+            lambda c, i, v, lo=lo: c.compaction(i, lo, 255, count_only=True, variant=v),
             lambda a, lo=lo: cv2.countNonZero(cv2.inRange(a, lo, 255)),
             lambda g, cv: "equal" if g.total == cv else "DIFFERENT",
             lambda a, g: a.nbytes, "inRange + countNonZero"))

@@ -103,7 +103,7 @@ class Client(threading.Thread):
         self.g.integral_image(self.some_id(), squared=self.rng.random() < 0.3)
 
     def op_compact(self):
-        self.g.compact(self.some_id(), lo=self.rng.randrange(0, 200), hi=255,
+        self.g.compaction(self.some_id(), lo=self.rng.randrange(0, 200), hi=255,
                        max_results=self.rng.choice([1000, 1 << 20]))
 
     def op_box(self):

@@ -113,7 +113,7 @@ async def test_gather_every_analysis_on_uploaded_images(server, rng):
         before = {i.image_id for i in await c.list()}
         integrals, compacts, boxes = await asyncio.gather(
             asyncio.gather(*(c.integral_image(a, squared=True) for a in images)),
-            asyncio.gather(*(c.compact(a, 1000, 40000, channel=2) for a in images)),
+            asyncio.gather(*(c.compaction(a, 1000, 40000, channel=2) for a in images)),
             asyncio.gather(*(c.box_filter(a, 3, 2, border="replicate") for a in images)))
         for a, t, k, b in zip(images, integrals, compacts, boxes):
             np.testing.assert_array_equal(t.table, reference.integral(a))

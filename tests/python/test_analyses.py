@@ -87,14 +87,14 @@ def test_compact(client, rng, size, dtype, channels):
         lo, hi = float(int(lo)), float(int(hi))
     ch = int(rng.integers(channels))
     for outside in (False, True):
-        r = client.compact(a, lo, hi, channel=ch, outside=outside)
+        r = client.compaction(a, lo, hi, channel=ch, outside=outside)
         xy, values, total = reference.compact(a, lo, hi, outside, "channel", ch)
         assert r.total == total and not r.truncated
         np.testing.assert_array_equal(r.xy, xy)
         np.testing.assert_array_equal(r.values, values)
         assert r.values.dtype == dtype and r.xy.dtype == np.uint32
     if channels >= 3:
-        r = client.compact(a, lo, hi, source="luma")
+        r = client.compaction(a, lo, hi, source="luma")
         xy, values, total = reference.compact(a, lo, hi, False, "luma")
         assert r.total == total
         np.testing.assert_array_equal(r.xy, xy)
@@ -105,19 +105,31 @@ def test_compact_cap_count_only_and_stream(tiny_inline_client, rng):
     c = tiny_inline_client
     a = rng.integers(0, 256, (517, 709), dtype=np.uint8)
     xy, values, total = reference.compact(a, 10, 240)
-    r = c.compact(a, 10, 240)                     # several chunks
+    r = c.compaction(a, 10, 240)                     # several chunks
     assert r.total == total
     np.testing.assert_array_equal(r.xy, xy)
     np.testing.assert_array_equal(r.values, values)
     cap = int(rng.integers(1, total))
-    r = c.compact(a, 10, 240, max_results=cap, variant=r.variant)
+    r = c.compaction(a, 10, 240, max_results=cap, variant=r.variant)
     assert r.truncated and r.total == total and len(r.xy) == cap
     np.testing.assert_array_equal(r.xy, xy[:cap])
-    r = c.compact(a, 10, 240, count_only=True)
+    r = c.compaction(a, 10, 240, count_only=True)
     assert r.total == total and not r.truncated and r.xy.shape == (0, 2)
     with pytest.raises(glimpse.GlimpseError) as e:
-        c.compact(a, 0, 1, channel=3)
+        c.compaction(a, 0, 1, channel=3)
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "channel" in e.value.details
+
+
+def test_earlier_names_still_work(client, rng):
+    # The method and result types were named compact, CompactResult and IntegralResult before
+    # they took their analyses' names; code written against those names still runs.
+    assert glimpse.CompactResult is glimpse.CompactionResult
+    assert glimpse.IntegralResult is glimpse.IntegralImageResult
+    a = rng.integers(0, 256, (37, 53), dtype=np.uint8)
+    old, new = client.compact(a, 10, 99), client.compaction(a, 10, 99)
+    assert isinstance(old, glimpse.CompactionResult) and old.total == new.total
+    np.testing.assert_array_equal(old.xy, new.xy)
+    assert isinstance(client.integral_image(a), glimpse.IntegralImageResult)
 
 
 @pytest.mark.parametrize("size,dtype,channels", CASES, ids=IDS)

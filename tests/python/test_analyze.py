@@ -33,7 +33,7 @@ def test_analyze_equals_the_single_calls(client, rng, size):
     assert len(r) == 4 and r.kept is None and r.timing.server_ns > 0
     check_every(a, r.results)
     single = [client.histogram(a, bins=64), client.integral_image(a, squared=True),
-              client.compact(a, 100, 180, channel=1), client.box_filter(a, 2, 3)]
+              client.compaction(a, 100, 180, channel=1), client.box_filter(a, 2, 3)]
     np.testing.assert_array_equal(r[0].counts, single[0].counts)
     np.testing.assert_array_equal(r[1].table, single[1].table)
     np.testing.assert_array_equal(r[1].squared_table, single[1].squared_table)

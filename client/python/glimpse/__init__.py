@@ -10,12 +10,14 @@
 
 glimpse.aio.Client is the same client for asyncio: its methods are coroutines.
 """
-from glimpse._types import (AnalyzeResult, BatchItem, BoxFilterResult, CompactResult, GlimpseError, HistogramResult,
-                            ImageHandle, IntegralResult, Timing)
+from glimpse._types import (AnalyzeResult, BatchItem, BoxFilterResult, CompactionResult,
+                            CompactResult, GlimpseError, HistogramResult, ImageHandle,
+                            IntegralImageResult, IntegralResult, Timing)
 from glimpse import aio
 from glimpse.client import Client
 from glimpse.plot import plot_histogram
 
 __all__ = ["Client", "aio", "GlimpseError", "ImageHandle", "Timing", "HistogramResult",
-           "IntegralResult", "CompactResult", "BoxFilterResult", "AnalyzeResult", "BatchItem",
+           "IntegralImageResult", "CompactionResult", "BoxFilterResult", "AnalyzeResult", "BatchItem",
+           "IntegralResult", "CompactResult",
            "plot_histogram"]

@@ -19,8 +19,8 @@ import grpc
 import numpy as np
 
 from glimpse import _health
-from glimpse._types import (AnalyzeResult, BatchItem, BoxFilterResult, CompactResult, GlimpseError,
-                            HistogramResult, ImageHandle, IntegralResult, Timing, dtype_of_format,
+from glimpse._types import (AnalyzeResult, BatchItem, BoxFilterResult, CompactionResult, GlimpseError,
+                            HistogramResult, ImageHandle, IntegralImageResult, Timing, dtype_of_format,
                             raw_pixels)
 from glimpse.v1 import image_analytics_pb2 as pb
 from glimpse.v1 import image_analytics_pb2_grpc as pb_grpc
@@ -217,7 +217,7 @@ def _integral_image_plan(method, *, squared: bool = False, variant: str = "auto"
                                  f"of the {'squared' if t else 'sum'} table")
             out.append(tables[t].view(dtype).reshape(shape).astype(dtype.newbyteorder("="),
                                                                    copy=False))
-        return IntegralResult(table=out[0], squared_table=out[1] if len(out) > 1 else None,
+        return IntegralImageResult(table=out[0], squared_table=out[1] if len(out) > 1 else None,
                               variant=trailer.variant, image=ImageHandle.from_proto(header.image),
                               timing=Timing.from_proto(trailer.timing))
 
@@ -267,7 +267,7 @@ def _compaction_plan(method, *, lo: float, hi: float, outside: bool = False,
         if received != header.returned:
             raise _data_loss(method, f"received {received} of {header.returned} pixels")
         vdtype = dtype_of_format(header.value_format)
-        return CompactResult(
+        return CompactionResult(
             xy=xy.view("<u4").reshape(-1, 2).astype(np.uint32, copy=False),
             values=values.view(vdtype).reshape(-1, header.value_channels).astype(
                 vdtype.newbyteorder("="), copy=False),
@@ -562,17 +562,17 @@ class Calls:
 
     def integral_image(self, image: ImageLike, **options):
         """The inclusive summed-area table (and that of squares, squared=True), (H, W, C) uint64
-        or float64: an IntegralResult."""
+        or float64: an IntegralImageResult."""
         request, reader = _integral_image_plan("integral_image", **options)
         return (yield from self._analysis("integral_image", "IntegralImage", image, request,
                                           reader))
 
-    def compact(self, image: ImageLike, lo: float, hi: float, **options):
+    def compaction(self, image: ImageLike, lo: float, hi: float, **options):
         """The pixels whose value (a channel, or luma) lies in [lo, hi], or outside it
         (outside=True), in row-major order, with the exact total; source, channel, max_results,
-        count_only, variant. Returns a CompactResult."""
-        request, reader = _compaction_plan("compact", lo=lo, hi=hi, **options)
-        return (yield from self._analysis("compact", "Compact", image, request, reader))
+        count_only, variant. Returns a CompactionResult."""
+        request, reader = _compaction_plan("compaction", lo=lo, hi=hi, **options)
+        return (yield from self._analysis("compaction", "Compact", image, request, reader))
 
     def box_filter(self, image: ImageLike, rx: int, ry: Optional[int] = None, **options):
         """The mean over a (2rx+1) x (2ry+1) window (ry defaults to rx); border, border_value.
@@ -684,7 +684,7 @@ class Calls:
 
 # The public methods, in the order the clients list them.
 PUBLIC = ("upload", "image_info", "list", "delete", "info", "health", "histogram",
-          "integral_image", "compact", "box_filter", "analyze")
+          "integral_image", "compaction", "box_filter", "analyze")
 
 
 def drive(steps, send):

@@ -136,7 +136,7 @@ class HistogramResult:
 
 
 @dataclasses.dataclass
-class IntegralResult:
+class IntegralImageResult:
     """Inclusive summed-area tables of shape (H, W, C): uint64 for 8/16-bit images (exact),
     float64 for float images; squared_table only when asked for."""
     table: np.ndarray
@@ -147,7 +147,7 @@ class IntegralResult:
 
 
 @dataclasses.dataclass
-class CompactResult:
+class CompactionResult:
     """The passing pixels in row-major order: xy (N, 2) uint32 columns x, y; values (N, C) in the
     image's dtype. `total` is exact even when `truncated` says the list was capped."""
     xy: np.ndarray
@@ -178,7 +178,7 @@ class BoxFilterResult:
 
 @dataclasses.dataclass
 class AnalyzeResult:
-    """results: each analysis's result (HistogramResult, IntegralResult, CompactResult,
+    """results: each analysis's result (HistogramResult, IntegralImageResult, CompactionResult,
     BoxFilterResult) in the order asked; kept: the stored image (keep=True); timing: the whole
     call's (GPU and queue time summed over the analyses)."""
     results: list
@@ -213,3 +213,9 @@ class BatchItem:
         if self.error is not None:
             raise self.error
         return self.results[i]
+
+
+# The result types' names before they took their analyses' names; kept so that code written
+# against them still runs.
+IntegralResult = IntegralImageResult
+CompactResult = CompactionResult

@@ -136,7 +136,8 @@ class Client:
     # Analyses.
     histogram = _awaitable("histogram")
     integral_image = _awaitable("integral_image")
-    compact = _awaitable("compact")
+    compaction = _awaitable("compaction")
+    compact = compaction  # the method's name before it took its analysis's name
     box_filter = _awaitable("box_filter")
     analyze = _awaitable("analyze")
 

@@ -119,6 +119,7 @@ class Client:
     # Analyses.
     histogram = _blocking("histogram")
     integral_image = _blocking("integral_image")
-    compact = _blocking("compact")
+    compaction = _blocking("compaction")
+    compact = compaction  # the method's name before it took its analysis's name
     box_filter = _blocking("box_filter")
     analyze = _blocking("analyze")
