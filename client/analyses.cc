@@ -22,19 +22,19 @@ std::string Describe(const v1::ImageInfo& i) {
                      FormatName(i.format()), i.bytes());
 }
 
-namespace {
-
-std::string DescribeTiming(const v1::Timing& t) {
-  return fmt::format("gpu {:.3f} ms, queue {:.3f} ms, server {:.3f} ms", t.gpu_ns() * 1e-6,
-                     t.queue_ns() * 1e-6, t.server_ns() * 1e-6);
-}
-
 bool LooksLikeId(const std::string& s) {
   if (s.size() != 32) return false;
   for (char c : s) {
     if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
   }
   return true;
+}
+
+namespace {
+
+std::string DescribeTiming(const v1::Timing& t) {
+  return fmt::format("gpu {:.3f} ms, queue {:.3f} ms, server {:.3f} ms", t.gpu_ns() * 1e-6,
+                     t.queue_ns() * 1e-6, t.server_ns() * 1e-6);
 }
 
 // The IMAGE argument as a request field; a large file is uploaded first (and deleted by the
@@ -235,7 +235,7 @@ v1::CompactRequest CompactRequest(const Options& o) {
 class CompactionOutput {
  public:
   explicit CompactionOutput(const Options& o)
-      : csv_(o.Get("csv", o.GetBool("count-only") ? "" : "compact.csv")) {}
+      : csv_(o.Get("csv", o.GetBool("count-only") ? "" : "compaction.csv")) {}
   void Take(const v1::CompactResponse& m) {
     if (m.has_header()) {
       header_ = m.header();

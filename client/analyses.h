@@ -30,6 +30,9 @@ int AnalyzeEach(const Options& o, const Connection& c,
 const std::set<std::string>* AnalysisFlags(const std::string& name);
 std::string CanonicalCommand(const std::string& name);
 
+// Whether an IMAGE argument is a stored image's id (32 hex digits) rather than a file name.
+bool LooksLikeId(const std::string& s);
+
 // "640x480 3-channel uint8 (921600 bytes)".
 std::string Describe(const v1::ImageInfo& i);
 

@@ -181,8 +181,12 @@ std::string CountLabel(double v, double axis_top) {
 }
 
 std::string Thousands(uint64_t v) {
-  std::string s = std::to_string(v);
-  for (int i = int(s.size()) - 3; i > 0; i -= 3) s.insert(size_t(i), ",");
+  const std::string digits = std::to_string(v);
+  std::string s;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) s += ',';
+    s += digits[i];
+  }
   return s;
 }
 
@@ -205,6 +209,63 @@ struct Series {
   Color color;
 };
 
+// What each of `h`'s histograms is (a name and a colour, for the legend); `source` says what was
+// counted.
+std::vector<Series> SeriesOf(const v1::HistogramResponse& h, const HistogramChartOptions& o,
+                             std::string* source) {
+  const int n = h.histograms_size();
+  const uint32_t channels = h.image().channels();
+  std::vector<Series> series;
+  if (o.source == "luma") {
+    series.push_back({"luma", kDark});
+    *source = "one histogram of luma";
+  } else if (o.source == "rgb_mean") {
+    series.push_back({"RGB mean", kPurple});
+    *source = "one histogram of the mean of R, G and B";
+  } else if (o.source == "channel") {
+    series.push_back({ChannelName(o.channel, channels), ChannelColor(o.channel, channels)});
+    *source = fmt::format("one histogram of {}", series[0].name);
+  } else {
+    for (int i = 0; i < n; ++i) {
+      series.push_back({ChannelName(uint32_t(i), channels), ChannelColor(uint32_t(i), channels)});
+    }
+    *source = n == 1 ? "one histogram of its one channel" : "one histogram per channel";
+  }
+  while (int(series.size()) < n)
+    series.push_back({fmt::format("histogram {}", series.size()), kGrey});
+  return series;
+}
+
+// The data: per pixel column of the plot (x0.., bottom y0), the largest count of the bins it
+// covers (so narrow peaks survive when bins outnumber columns); a light fill under a solid
+// outline. `row_of` maps a count to its pixel row.
+template <typename RowOf>
+void DrawCounts(Canvas& c, const google::protobuf::RepeatedField<uint64_t>& counts, int bins,
+                Color color, int x0, int y0, int plot_w, RowOf row_of) {
+  int prev = -1;
+  for (int x = 0; x < plot_w; ++x) {
+    const int b0 = int(int64_t(x) * bins / plot_w);
+    const int b1 = std::max(b0 + 1, int(int64_t(x + 1) * bins / plot_w));
+    uint64_t v = 0;
+    for (int b = b0; b < b1 && b < bins; ++b) v = std::max(v, counts[b]);
+    const int y = row_of(double(v));
+    c.Fill(x0 + x, y + 1, x0 + x + 1, y0, color, 0.18f);
+    const int from = prev < 0 ? y : std::min(prev, y), to = prev < 0 ? y : std::max(prev, y);
+    c.Fill(x0 + x, from - 1, x0 + x + 1, to + 1, color, 0.95f);
+    prev = y;
+  }
+}
+
+// The legend: one row at `y` (between the title and the plot, where it can hide no data).
+void DrawLegend(Canvas& c, const Font& font, const std::vector<Series>& series, int x, int y) {
+  for (const Series& s : series) {
+    c.Fill(x, y - 9, x + 20, y + 1, s.color, 0.18f);
+    c.Fill(x, y - 9, x + 20, y - 7, s.color, 0.95f);
+    Text(c, font, s.name, 12, x + 26, y, kText);
+    x += 26 + TextWidth(font, s.name, 12) + 22;
+  }
+}
+
 }  // namespace
 
 std::string DrawHistogramChart(const v1::HistogramResponse& h, const HistogramChartOptions& o,
@@ -218,27 +279,9 @@ std::string DrawHistogramChart(const v1::HistogramResponse& h, const HistogramCh
   Font font;
   if (!font.Init()) return "the embedded chart font cannot be read";
 
-  // What each histogram is.
   const uint32_t channels = h.image().channels();
-  std::vector<Series> series;
   std::string source;
-  if (o.source == "luma") {
-    series.push_back({"luma", kDark});
-    source = "one histogram of luma";
-  } else if (o.source == "rgb_mean") {
-    series.push_back({"RGB mean", kPurple});
-    source = "one histogram of the mean of R, G and B";
-  } else if (o.source == "channel") {
-    series.push_back({ChannelName(o.channel, channels), ChannelColor(o.channel, channels)});
-    source = "one histogram of " + series[0].name;
-  } else {
-    for (int i = 0; i < n; ++i) {
-      series.push_back({ChannelName(uint32_t(i), channels), ChannelColor(uint32_t(i), channels)});
-    }
-    source = n == 1 ? "one histogram of its one channel" : "one histogram per channel";
-  }
-  while (int(series.size()) < n)
-    series.push_back({fmt::format("histogram {}", series.size()), kGrey});
+  const std::vector<Series> series = SeriesOf(h, o, &source);
 
   // Layout: a whole number of columns per bin where that gives a plot 560-800 px wide.
   const int per_bin = 800 / bins;
@@ -295,38 +338,17 @@ std::string DrawHistogramChart(const v1::HistogramResponse& h, const HistogramCh
                    (hi - lo) / bins, lo, hi),
        13, x0 + plot_w / 2, y0 + 46, kText, Align::kCenter);
 
-  // The data: per pixel column, the largest count of the bins it covers (so narrow peaks survive
-  // when bins outnumber columns); a light fill under a solid outline.
+  // The data.
   for (int i = 0; i < n; ++i) {
-    const auto& counts = h.histograms(i).counts();
-    const Color color = series[size_t(i)].color;
-    int prev = -1;
-    for (int x = 0; x < plot_w; ++x) {
-      const int b0 = int(int64_t(x) * bins / plot_w);
-      const int b1 = std::max(b0 + 1, int(int64_t(x + 1) * bins / plot_w));
-      uint64_t v = 0;
-      for (int b = b0; b < b1 && b < bins; ++b) v = std::max(v, counts[b]);
-      const int y = row(level(double(v)));
-      c.Fill(x0 + x, y + 1, x0 + x + 1, y0, color, 0.18f);
-      const int from = prev < 0 ? y : std::min(prev, y), to = prev < 0 ? y : std::max(prev, y);
-      c.Fill(x0 + x, from - 1, x0 + x + 1, to + 1, color, 0.95f);
-      prev = y;
-    }
+    DrawCounts(c, h.histograms(i).counts(), bins, series[size_t(i)].color, x0, y0, plot_w,
+               [&](double count) { return row(level(count)); });
   }
 
   // Axes over the data.
   c.Fill(x0 - 1, top, x0, y0 + 1, kAxis);
   c.Fill(x0 - 1, y0, x0 + plot_w, y0 + 1, kAxis);
 
-  // Legend: one row between the title and the plot, where it can hide no data.
-  int lx = x0;
-  for (int i = 0; i < n; ++i) {
-    const int y = top - 24;
-    c.Fill(lx, y - 9, lx + 20, y + 1, series[size_t(i)].color, 0.18f);
-    c.Fill(lx, y - 9, lx + 20, y - 7, series[size_t(i)].color, 0.95f);
-    Text(c, font, series[size_t(i)].name, 12, lx + 26, y, kText);
-    lx += 26 + TextWidth(font, series[size_t(i)].name, 12) + 22;
-  }
+  DrawLegend(c, font, std::vector<Series>(series.begin(), series.begin() + n), x0, top - 24);
 
   // Title: what was counted, over what.
   const v1::ImageInfo& img = h.image();

@@ -31,31 +31,29 @@ void Die(int code, const std::string& message) {
   std::exit(code);
 }
 
+std::string StatusCodeName(int code) {
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
+  return code >= 0 && code < int(std::size(kNames)) ? kNames[code] : std::to_string(code);
+}
+
 void DieRpc(const std::string& what, const grpc::Status& status) {
-  const std::string code = [&] {
-    switch (status.error_code()) {
-      case grpc::StatusCode::CANCELLED:
-        return "CANCELLED";
-      case grpc::StatusCode::INVALID_ARGUMENT:
-        return "INVALID_ARGUMENT";
-      case grpc::StatusCode::DEADLINE_EXCEEDED:
-        return "DEADLINE_EXCEEDED";
-      case grpc::StatusCode::NOT_FOUND:
-        return "NOT_FOUND";
-      case grpc::StatusCode::RESOURCE_EXHAUSTED:
-        return "RESOURCE_EXHAUSTED";
-      case grpc::StatusCode::UNIMPLEMENTED:
-        return "UNIMPLEMENTED";
-      case grpc::StatusCode::INTERNAL:
-        return "INTERNAL";
-      case grpc::StatusCode::UNAVAILABLE:
-        return "UNAVAILABLE";
-      case grpc::StatusCode::UNAUTHENTICATED:
-        return "UNAUTHENTICATED";
-      default:
-        return "error";
-    }
-  }();
+  const std::string code = StatusCodeName(int(status.error_code()));
   // The server answered, but its shared image store (Redis) did not: a failed call, not a
   // missing server.
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&

@@ -28,6 +28,8 @@ inline constexpr int kExitLocalIo = 4;      // a local file could not be read or
 // Sets what Die runs before exiting (a temporary upload to delete); nullptr clears it.
 void OnDie(std::function<void()> cleanup);
 // Dies with the exit code that fits the status, naming the call.
+// "INVALID_ARGUMENT" for 3, ...: a gRPC status code by its name (the number if unknown).
+std::string StatusCodeName(int code);
 [[noreturn]] void DieRpc(const std::string& what, const grpc::Status& status);
 
 struct Options {

@@ -14,14 +14,6 @@
 namespace glimpse::client {
 namespace {
 
-bool LooksLikeId(const std::string& s) {
-  if (s.size() != 32) return false;
-  for (char c : s) {
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
-  }
-  return true;
-}
-
 std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (const char ch : s) {
@@ -43,27 +35,6 @@ std::string CsvField(const std::string& s) {
   std::string out = "\"";
   for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
-}
-
-std::string CodeName(int code) {
-  static const char* const kNames[] = {"OK",
-                                       "CANCELLED",
-                                       "UNKNOWN",
-                                       "INVALID_ARGUMENT",
-                                       "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND",
-                                       "ALREADY_EXISTS",
-                                       "PERMISSION_DENIED",
-                                       "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION",
-                                       "ABORTED",
-                                       "OUT_OF_RANGE",
-                                       "UNIMPLEMENTED",
-                                       "INTERNAL",
-                                       "UNAVAILABLE",
-                                       "DATA_LOSS",
-                                       "UNAUTHENTICATED"};
-  return code >= 0 && code <= 16 ? kNames[code] : std::to_string(code);
 }
 
 // What one analysis of one image gave, as it builds up from its parts.
@@ -188,7 +159,7 @@ int AnalyzeEach(const Options& o, const Connection& c,
       Take(m.result(), &rows[m.result().index()]);
     if (!m.has_end()) continue;
     if (m.end().has_error()) {
-      const std::string code = CodeName(m.end().error().code());
+      const std::string code = StatusCodeName(m.end().error().code());
       if (json) {
         fmt::print("{{\"index\":{},\"key\":{},\"status\":\"{}\",\"error\":{}}}\n", m.index(),
                    JsonString(m.key()), code, JsonString(m.end().error().message()));

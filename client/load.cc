@@ -249,6 +249,129 @@ struct Tenant {
   std::string Label() const { return name.empty() ? "" : " (tenant " + name + ")"; }
 };
 
+// --tenants=NAME=TOKEN,...: each tenant on a connection of its own (its token; its name as the
+// client key, which the fair scheduler counts calls to where access control is off), all
+// loading the server at once, each with --concurrency threads and rows of its own. Without it,
+// one tenant on `c`. `connections` holds the tenants' connections and must outlive them.
+std::vector<Tenant> ConnectTenants(const Options& o, const Connection& c,
+                                   std::vector<Connection>* connections) {
+  std::vector<Tenant> tenants;
+  if (!o.Has("tenants")) return {{"", &c, ""}};
+  for (const std::string& pair : Split(o.Get("tenants"))) {
+    const size_t eq = pair.find('=');
+    if (eq == 0 || eq == std::string::npos) {
+      Die(kExitUsage,
+          fmt::format("--tenants takes NAME=TOKEN pairs separated by commas, got \"{}\"", pair));
+    }
+    Options to = o;
+    to.token = pair.substr(eq + 1);
+    connections->push_back(Connect(to));
+    connections->back().client_key = pair.substr(0, eq);
+  }
+  for (const Connection& tc : *connections) tenants.push_back({tc.client_key, &tc, ""});
+  return tenants;
+}
+
+// One load image's size and bytes, and the header it is uploaded with.
+struct LoadImage {
+  std::string size;  // "1" or "8" (megapixels)
+  int width = 0, height = 0;
+  std::string pixels;
+  v1::UploadHeader header;
+};
+
+// Runs `rpc` closed-loop from --concurrency threads per tenant, all tenants at once, for
+// `duration_s`; prints and returns one table row per tenant.
+std::string LoadRows(const std::string& rpc, const std::vector<Tenant>& tenants,
+                     const LoadImage& image, int concurrency, int duration_s) {
+  const std::string& pixels = image.pixels;
+  const v1::UploadHeader& header = image.header;
+  std::string table;
+  // Every tenant's threads at once, each tenant's samples apart.
+  struct Tally {
+    std::mutex mu;
+    std::vector<Sample> samples;
+    std::atomic<int> errors{0};
+    std::string first_error;
+  };
+  std::vector<Tally> tallies(tenants.size());
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point end = start + std::chrono::seconds(duration_s);
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < tenants.size(); ++k) {
+    for (int i = 0; i < concurrency; ++i) {
+      threads.emplace_back([&, k] {
+        const Tenant& t = tenants[k];
+        Tally& tally = tallies[k];
+        std::vector<Sample> mine;
+        while (Clock::now() < end) {
+          const Clock::time_point t0 = Clock::now();
+          Outcome r =
+              IsCombined(rpc) ? Combined(*t.conn, rpc, pixels, header) : Call(*t.conn, rpc, t.id);
+          const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+          if (!r.ok) {
+            if (tally.errors++ == 0) {
+              std::lock_guard lock(tally.mu);
+              tally.first_error = r.status.error_message();
+            }
+            continue;
+          }
+          mine.push_back({ms, r.timing.gpu_ns() * 1e-6, r.timing.queue_ns() * 1e-6});
+        }
+        std::lock_guard lock(tally.mu);
+        tally.samples.insert(tally.samples.end(), mine.begin(), mine.end());
+      });
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  for (size_t k = 0; k < tenants.size(); ++k) {
+    const Tally& tally = tallies[k];
+    std::vector<double> lat, gpu, queue, overhead;
+    for (const Sample& x : tally.samples) {
+      lat.push_back(x.latency_ms);
+      gpu.push_back(x.gpu_ms);
+      queue.push_back(x.queue_ms);
+      overhead.push_back(x.latency_ms - x.gpu_ms);
+    }
+    const std::string row = fmt::format(
+        "| {}{} | {} MP ({}x{} RGBA8) | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | "
+        "{:.1f} | {:.1f} |\n",
+        rpc, tenants[k].Label(), image.size, image.width, image.height, concurrency,
+        tally.samples.size(), tally.errors.load(), double(tally.samples.size()) / elapsed,
+        Percentile(lat, 0.5), Percentile(lat, 0.99), Percentile(gpu, 0.5), Percentile(queue, 0.5),
+        Percentile(overhead, 0.5));
+    std::fputs(row.c_str(), stderr);
+    if (!tally.first_error.empty()) {
+      std::fprintf(stderr, "  first error: %s\n", tally.first_error.c_str());
+    }
+    table += row;
+  }
+  return table;
+}
+
+// The report: the server, the date, the settings and the table; on stdout and, with --markdown,
+// in that file.
+void WriteReport(const Options& o, const v1::ServerInfo& info, int concurrency, int duration_s,
+                 const std::string& table) {
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
+  const std::string report = fmt::format(
+      "Renderer: {} ({}), server {}; date {}; {} client threads, {} s per row.\n"
+      "Latency is the client's wall clock per call (closed loop, whole response read); GPU is the "
+      "server's timer-query time of the kernel; overhead = latency - GPU (queue wait, upload of "
+      "results over gRPC, serialisation).\n\n{}",
+      info.renderer(), info.gl_version(), info.version(), date, concurrency, duration_s, table);
+  std::fputs(report.c_str(), stdout);
+  if (o.Has("markdown")) {
+    std::FILE* f = std::fopen(o.Get("markdown").c_str(), "w");
+    if (f == nullptr) Die(kExitLocalIo, "cannot write " + o.Get("markdown"));
+    std::fputs(report.c_str(), f);
+    std::fclose(f);
+  }
+}
+
 int RunLoad(const Options& o, const Connection& c) {
   std::vector<std::string> rpcs =
       Split(o.Get("rpcs", "histogram,integral_image,compaction,box_filter"));
@@ -258,29 +381,8 @@ int RunLoad(const Options& o, const Connection& c) {
   const int concurrency = int(o.GetInt("concurrency", 4, 1, 1024));
   const int duration_s = int(o.GetInt("duration-s", 10, 1, 3600));
 
-  // --tenants=NAME=TOKEN,...: each tenant on a connection of its own (its token; its name as the
-  // client key, which the fair scheduler counts calls to where access control is off), all
-  // loading the server at once, each with --concurrency threads and rows of its own.
-  std::vector<Tenant> tenants;
   std::vector<Connection> tenant_connections;
-  if (o.Has("tenants")) {
-    for (const std::string& pair : Split(o.Get("tenants"))) {
-      const size_t eq = pair.find('=');
-      if (eq == 0 || eq == std::string::npos) {
-        Die(kExitUsage,
-            fmt::format("--tenants takes NAME=TOKEN pairs separated by commas, got \"{}\"", pair));
-      }
-      Options to = o;
-      to.token = pair.substr(eq + 1);
-      tenant_connections.push_back(Connect(to));
-      tenant_connections.back().client_key = pair.substr(0, eq);
-    }
-    for (const Connection& tc : tenant_connections) {
-      tenants.push_back({tc.client_key, &tc, ""});
-    }
-  } else {
-    tenants.push_back({"", &c, ""});
-  }
+  std::vector<Tenant> tenants = ConnectTenants(o, c, &tenant_connections);
 
   // A second replica on the same shared store: rows for a first call there, which fetches the
   // image from Redis, against a second (cached) call, alternating.
@@ -310,8 +412,9 @@ int RunLoad(const Options& o, const Connection& c) {
     } else {
       Die(kExitUsage, fmt::format("--sizes takes 1 and/or 8 (megapixels), got \"{}\"", size));
     }
-    const std::string pixels = MakeImage(width, height);
-    v1::UploadHeader header;
+    LoadImage image{size, width, height, MakeImage(width, height), {}};
+    const std::string& pixels = image.pixels;
+    v1::UploadHeader& header = image.header;
     header.mutable_raw()->set_width(uint32_t(width));
     header.mutable_raw()->set_height(uint32_t(height));
     header.mutable_raw()->set_channels(4);
@@ -333,88 +436,13 @@ int RunLoad(const Options& o, const Connection& c) {
           (void)Call(*t.conn, rpc, t.id);
         }
       }
-      // Every tenant's threads at once, each tenant's samples apart.
-      struct Tally {
-        std::mutex mu;
-        std::vector<Sample> samples;
-        std::atomic<int> errors{0};
-        std::string first_error;
-      };
-      std::vector<Tally> tallies(tenants.size());
-      const Clock::time_point start = Clock::now();
-      const Clock::time_point end = start + std::chrono::seconds(duration_s);
-      std::vector<std::thread> threads;
-      for (size_t k = 0; k < tenants.size(); ++k) {
-        for (int i = 0; i < concurrency; ++i) {
-          threads.emplace_back([&, k] {
-            const Tenant& t = tenants[k];
-            Tally& tally = tallies[k];
-            std::vector<Sample> mine;
-            while (Clock::now() < end) {
-              const Clock::time_point t0 = Clock::now();
-              Outcome r = IsCombined(rpc) ? Combined(*t.conn, rpc, pixels, header)
-                                          : Call(*t.conn, rpc, t.id);
-              const double ms =
-                  std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-              if (!r.ok) {
-                if (tally.errors++ == 0) {
-                  std::lock_guard lock(tally.mu);
-                  tally.first_error = r.status.error_message();
-                }
-                continue;
-              }
-              mine.push_back({ms, r.timing.gpu_ns() * 1e-6, r.timing.queue_ns() * 1e-6});
-            }
-            std::lock_guard lock(tally.mu);
-            tally.samples.insert(tally.samples.end(), mine.begin(), mine.end());
-          });
-        }
-      }
-      for (std::thread& t : threads) t.join();
-      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-      for (size_t k = 0; k < tenants.size(); ++k) {
-        const Tally& tally = tallies[k];
-        std::vector<double> lat, gpu, queue, overhead;
-        for (const Sample& x : tally.samples) {
-          lat.push_back(x.latency_ms);
-          gpu.push_back(x.gpu_ms);
-          queue.push_back(x.queue_ms);
-          overhead.push_back(x.latency_ms - x.gpu_ms);
-        }
-        const std::string row = fmt::format(
-            "| {}{} | {} MP ({}x{} RGBA8) | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | "
-            "{:.1f} | {:.1f} |\n",
-            rpc, tenants[k].Label(), size, width, height, concurrency, tally.samples.size(),
-            tally.errors.load(), double(tally.samples.size()) / elapsed, Percentile(lat, 0.5),
-            Percentile(lat, 0.99), Percentile(gpu, 0.5), Percentile(queue, 0.5),
-            Percentile(overhead, 0.5));
-        std::fputs(row.c_str(), stderr);
-        if (!tally.first_error.empty()) {
-          std::fprintf(stderr, "  first error: %s\n", tally.first_error.c_str());
-        }
-        table += row;
-      }
+      table += LoadRows(rpc, tenants, image, concurrency, duration_s);
     }
     if (replica) table += FirstCalls(c, *replica, pixels, header, size, width, height, duration_s);
     for (const Tenant& t : tenants) DeleteImageQuietly(*t.conn, t.id);
   }
 
-  const std::time_t now = std::time(nullptr);
-  char date[32];
-  std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
-  const std::string report = fmt::format(
-      "Renderer: {} ({}), server {}; date {}; {} client threads, {} s per row.\n"
-      "Latency is the client's wall clock per call (closed loop, whole response read); GPU is the "
-      "server's timer-query time of the kernel; overhead = latency - GPU (queue wait, upload of "
-      "results over gRPC, serialisation).\n\n{}",
-      info.renderer(), info.gl_version(), info.version(), date, concurrency, duration_s, table);
-  std::fputs(report.c_str(), stdout);
-  if (o.Has("markdown")) {
-    std::FILE* f = std::fopen(o.Get("markdown").c_str(), "w");
-    if (f == nullptr) Die(kExitLocalIo, "cannot write " + o.Get("markdown"));
-    std::fputs(report.c_str(), f);
-    std::fclose(f);
-  }
+  WriteReport(o, info, concurrency, duration_s, table);
   return kExitOk;
 }
 

@@ -254,7 +254,8 @@ int Info(const Options&, const Connection& c) {
   for (const v1::AnalysisInfo& a : i.analysis_info()) {
     std::string variants;
     for (const std::string& v : a.variants()) variants += (variants.empty() ? "" : ", ") + v;
-    analyses += fmt::format("{}{} ({})", analyses.empty() ? "" : "\n           ", a.name(), variants);
+    analyses +=
+        fmt::format("{}{} ({})", analyses.empty() ? "" : "\n           ", a.name(), variants);
   }
   fmt::print(
       "server     glimpse-server {} (up {} s)\n"

@@ -12,11 +12,11 @@
 #include <string>
 
 #include "common/str.h"
+#include "server/analyses/kernels.h"
 #include "server/flags.h"
 #include "server/host_memory.h"
-#include "server/analyses/kernels.h"
-#include "server/server.h"
 #include "server/rpc/status_util.h"
+#include "server/server.h"
 
 namespace {
 
@@ -24,7 +24,6 @@ std::string EnvOr(const char* name, std::string fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::string(v) : fallback;
 }
-
 
 constexpr int64_t kBig = int64_t{1} << 50;
 
@@ -190,7 +189,6 @@ absl::StatusOr<glimpse::server::ServerOptions> ToOptions(const FlagValues& v) {
   o.rate.burst = v.tenant_burst;
   if (absl::Status s = glimpse::server::CheckRateLimitOptions(o.rate); !s.ok()) return s;
   return o;
-
 }
 
 // Parses the command line into `v`. Returns the exit code when the process should end now
@@ -201,7 +199,8 @@ std::optional<int> ParseCommandLine(int argc, char** argv, FlagValues& v) {
                  v.warm_up_env.c_str());
     return 2;
   }
-  glimpse::server::FlagSet flags("glimpse-server: GPU image analytics over gRPC (service glimpse.v1.ImageAnalytics, plus\n"
+  glimpse::server::FlagSet flags(
+      "glimpse-server: GPU image analytics over gRPC (service glimpse.v1.ImageAnalytics, plus\n"
       "grpc.health.v1.Health and server reflection).\n"
       "Usage: glimpse-server [--listen=0.0.0.0:50051] [--device=auto] [--flag=value ...]");
   DefineFlags(flags, v);

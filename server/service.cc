@@ -1,19 +1,18 @@
 #include "server/service.h"
 
-#include "server/observability/server_info.h"
-
 #include <algorithm>
 
 #include "server/analyses/analyze.h"
 #include "server/analyses/batch.h"
 #include "server/analyses/box_filter.h"
-#include "server/rpc/call.h"
 #include "server/analyses/compaction.h"
 #include "server/analyses/histogram.h"
-#include "server/ingest/image_ref.h"
 #include "server/analyses/integral_image.h"
-#include "server/store/shared_images.h"
+#include "server/ingest/image_ref.h"
 #include "server/ingest/upload.h"
+#include "server/observability/server_info.h"
+#include "server/rpc/call.h"
+#include "server/store/shared_images.h"
 
 namespace glimpse::server {
 

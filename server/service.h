@@ -1,5 +1,5 @@
-// The ImageAnalytics service: each RPC handed to the runner with its analysis (server/analyses/runner.h),
-// or answered from the image store's catalogue.
+// The ImageAnalytics service: each RPC handed to the runner with its analysis
+// (server/analyses/runner.h), or answered from the image store's catalogue.
 //
 //   absl::StatusOr<std::unique_ptr<GpuWorker>> worker = GpuWorker::Start(WorkerOptions{});
 //   if (!worker.ok()) return worker.status();
@@ -12,10 +12,10 @@
 #include <chrono>
 
 #include "glimpse/v1/image_analytics.grpc.pb.h"
+#include "server/analyses/runner.h"
+#include "server/rpc/limits.h"
 #include "server/worker/gpu_worker.h"
 #include "server/worker/host_pool.h"
-#include "server/rpc/limits.h"
-#include "server/analyses/runner.h"
 
 namespace glimpse::server {
 

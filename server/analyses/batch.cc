@@ -21,9 +21,9 @@
 #include "server/analyses/registry.h"
 #include "server/analyses/steps.h"
 #include "server/ingest/image_ref.h"
-#include "server/worker/job_class.h"
-#include "server/store/shared_images.h"
 #include "server/rpc/status_util.h"
+#include "server/store/shared_images.h"
+#include "server/worker/job_class.h"
 
 namespace glimpse::server {
 namespace {

@@ -1,7 +1,8 @@
 // AnalyzeBatch: the same analyses of many images in one bidirectional stream. Each image runs
-// through the same per-analysis code and runner as its own RPC (server/analyses/histogram.h, ...), as its
-// caller's tenant at batch priority, while later images are read and decoded on the host pool.
-// A call has at most a bounded number of images in flight (read and not yet answered and sent,
+// through the same per-analysis code and runner as its own RPC (server/analyses/histogram.h, ...),
+// as its caller's tenant at batch priority, while later images are read and decoded on the host
+// pool. A call has at most a bounded number of images in flight (read and not yet answered and
+// sent,
 // --batch-in-flight): at the bound it issues no further read, so gRPC's flow control holds back a
 // fast sender, and a reader that stops reading holds only its own images and result leases.
 #ifndef GLIMPSE_SERVER_ANALYSES_BATCH_H_

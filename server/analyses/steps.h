@@ -61,9 +61,8 @@ namespace steps_internal {
 
 // Plans `analysis` as the step of the registry entry whose field it sets.
 template <typename Start, typename MakeStart, typename... A>
-absl::Status PlanOne(AnalysisList<A...>, const v1::Analysis& analysis,
-                     std::string_view image_rule, MakeStart& make_start,
-                     std::vector<PlannedStep<Start>>* steps) {
+absl::Status PlanOne(AnalysisList<A...>, const v1::Analysis& analysis, std::string_view image_rule,
+                     MakeStart& make_start, std::vector<PlannedStep<Start>>* steps) {
   absl::Status status;
   bool found = false;
   // Tries each entry in turn until one claims the analysis.
