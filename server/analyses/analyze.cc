@@ -212,34 +212,22 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
   std::atomic<bool> ended_{false};
 };
 
-// Holds a step's own record, constructed before the sink that refers to it.
-struct RecordHolder {
-  explicit RecordHolder(std::string_view method) : own_record(std::string(method)) {}
-  CallRecord own_record;
-};
-
 // Where analysis `index` sends its messages: wrapped into AnalyzeResponse's field of its name.
 template <typename A>
-class StepSink final : private RecordHolder, public ResponseSink<typename A::Response> {
+class StepSink final : private StepRecord, public ResponseSink<typename A::Response> {
  public:
   StepSink(AnalyzeCall* call, size_t index)
-      : RecordHolder(A::kMethod),
+      : StepRecord(A::kMethod, call->record),
         ResponseSink<typename A::Response>(own_record),
         call_(call),
         index_(index),
-        field_(FieldNamed(v1::AnalyzeResponse::descriptor(), A::kName)) {
-    own_record.set_tenant(call->record.tenant());
-    own_record.set_job_class(call->record.job_class());
-  }
+        field_(FieldNamed(v1::AnalyzeResponse::descriptor(), A::kName)) {}
 
   absl::Status Send(std::vector<typename A::Response> messages, Lease lease,
                     std::function<void()> drained = nullptr) override {
     std::vector<v1::AnalyzeResponse> wrapped(messages.size());
     for (size_t i = 0; i < messages.size(); ++i) {
-      wrapped[i].set_index(uint32_t(index_));
-      auto* part = static_cast<typename A::Response*>(
-          wrapped[i].GetReflection()->MutableMessage(&wrapped[i], field_));
-      part->Swap(&messages[i]);
+      WrapPart<A>(messages[i], index_, field_, &wrapped[i]);
     }
     return call_->Send(std::move(wrapped), std::move(lease), std::move(drained));
   }

@@ -447,26 +447,17 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
   int busy_ = 0;  // threads inside the call's methods (Busy)
 };
 
-// Holds a step's own record, constructed before the sink that refers to it.
-struct RecordHolder {
-  explicit RecordHolder(std::string_view method) : own_record(std::string(method)) {}
-  CallRecord own_record;
-};
-
 // Where step `step` of an image sends its messages: wrapped into AnalyzeResponse's field of its
 // name, inside the image's AnalyzeBatchResponse.
 template <typename A>
-class StepSink final : private RecordHolder, public ResponseSink<typename A::Response> {
+class StepSink final : private StepRecord, public ResponseSink<typename A::Response> {
  public:
   StepSink(std::shared_ptr<ImageWork> w, size_t step)
-      : RecordHolder(A::kMethod),
+      : StepRecord(A::kMethod, w->record),
         ResponseSink<typename A::Response>(own_record),
         w_(std::move(w)),
         step_(step),
-        field_(FieldNamed(v1::AnalyzeResponse::descriptor(), A::kName)) {
-    own_record.set_tenant(w_->record.tenant());
-    own_record.set_job_class(w_->record.job_class());
-  }
+        field_(FieldNamed(v1::AnalyzeResponse::descriptor(), A::kName)) {}
 
   absl::Status Send(std::vector<typename A::Response> messages, Lease lease,
                     std::function<void()> drained = nullptr) override {
@@ -474,11 +465,7 @@ class StepSink final : private RecordHolder, public ResponseSink<typename A::Res
     for (size_t i = 0; i < messages.size(); ++i) {
       wrapped[i].set_index(w_->index);
       wrapped[i].set_key(w_->key);
-      v1::AnalyzeResponse* r = wrapped[i].mutable_result();
-      r->set_index(uint32_t(step_));
-      auto* part =
-          static_cast<typename A::Response*>(r->GetReflection()->MutableMessage(r, field_));
-      part->Swap(&messages[i]);
+      WrapPart<A>(messages[i], step_, field_, wrapped[i].mutable_result());
     }
     sent_.store(true);
     w_->call->Emit(w_->index, std::move(wrapped), std::move(lease), std::move(drained));

@@ -123,6 +123,26 @@ absl::Status PlanSteps(const google::protobuf::RepeatedPtrField<v1::Analysis>& a
   return absl::OkStatus();
 }
 
+// A step's own record (its method, the call's tenant and job class), constructed before the sink
+// that refers to it: a step's sink derives from it first.
+struct StepRecord {
+  StepRecord(std::string_view method, const CallRecord& call) : own_record(std::string(method)) {
+    own_record.set_tenant(call.tenant());
+    own_record.set_job_class(call.job_class());
+  }
+  CallRecord own_record;
+};
+
+// Moves `message`, a part of analysis A's result, into `out` as step `step`'s part: the field of
+// v1::AnalyzeResponse named A::kName (`field`, from FieldNamed).
+template <typename A>
+void WrapPart(typename A::Response& message, size_t step,
+              const google::protobuf::FieldDescriptor* field, v1::AnalyzeResponse* out) {
+  out->set_index(uint32_t(step));
+  static_cast<typename A::Response*>(out->GetReflection()->MutableMessage(out, field))
+      ->Swap(&message);
+}
+
 template <typename A>
 concept UnaryAnalysis = requires(GpuEnv& env, const Acquired& a, const typename A::Options& o,
                                  CallRecord& r, typename A::Response* response) {
