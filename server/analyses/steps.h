@@ -159,11 +159,11 @@ void RunStep(ServiceEnv& service, std::shared_ptr<Sink> sink, std::shared_ptr<co
              std::chrono::system_clock::time_point deadline, std::string method) {
   if constexpr (UnaryAnalysis<A>) {
     const uint64_t pixels = uint64_t(in->desc.pixels());
-    Sink* raw = sink.get();
+    // The job holds a copy of `sink`; this one keeps it alive until Submit returns, as a job
+    // the queue refuses is destroyed inside Submit before the refusal is sent to the sink.
     Submit(
-        service.worker, raw, std::move(method), deadline, bytes,
-        [sink = std::move(sink), in = std::move(in), options](GpuEnv& env,
-                                                              Lease lease) -> absl::Status {
+        service.worker, sink.get(), std::move(method), deadline, bytes,
+        [sink, in = std::move(in), options](GpuEnv& env, Lease lease) -> absl::Status {
           absl::StatusOr<std::unique_ptr<Acquired>> a = Acquire(env, *in, sink->record);
           if (!a.ok()) return a.status();
           std::vector<typename A::Response> out(1);
