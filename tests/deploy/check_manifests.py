@@ -230,7 +230,10 @@ def check_dockerfile(c, defaults, port, services):
                              check=True).stdout.split()
   except (OSError, subprocess.CalledProcessError):
     tracked = []
-  needed_dirs = ("cmake/", "proto/", "gpu/", "server/", "client/", "tests/", "bench/")
+  # Every top-level folder the build descends into (one with a CMakeLists.txt), and cmake/.
+  needed_dirs = tuple(sorted({f.split("/")[0] + "/" for f in tracked
+                              if f.count("/") == 1 and f.endswith("/CMakeLists.txt")}
+                             | {"cmake/"}))
   needed = [f for f in tracked if f == "CMakeLists.txt" or
             (f.startswith(needed_dirs) and not f.startswith("bench/results/"))]
   dropped = [f for f in needed if dockerignore_excludes(patterns, f)]
