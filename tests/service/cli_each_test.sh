@@ -5,42 +5,9 @@
 #   cli_each_test.sh SERVER_BINARY CLIENT_BINARY SAMPLE_PNG
 # Skips (exit 0 with a note) when no EGL context can be opened, unless GLIMPSE_REQUIRE_GPU_CONTEXT=1.
 set -uo pipefail
-server_bin=$(realpath "$1")
-client_bin=$(realpath "$2")
-sample=$(realpath "$3")
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill -KILL "$server_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  echo "--- server log" >&2
-  cat "$work/server.log" >&2
-  exit 1
-}
-: >"$work/server.log"
-"$server_bin" --listen=127.0.0.1:0 --warm-up=0 --shutdown-grace-s=10 >"$work/server.log" 2>&1 &
-server_pid=$!
-port=""
-for _ in $(seq 1 300); do
-  port=$(sed -n 's/.*listening on .*(port \([0-9]*\)).*/\1/p' "$work/server.log")
-  [ -n "$port" ] && break
-  if ! kill -0 "$server_pid" 2>/dev/null; then
-    server_pid=""
-    if grep -q "opening the GL context" "$work/server.log" &&
-      [ "${GLIMPSE_REQUIRE_GPU_CONTEXT:-0}" != 1 ]; then
-      echo "SKIP: no EGL context: $(cat "$work/server.log")"
-      exit 0
-    fi
-    fail "server exited at start-up"
-  fi
-  sleep 0.1
-done
-[ -n "$port" ] || fail "server did not report its port"
-g() { "$client_bin" --server="127.0.0.1:$port" --timeout-s=60 "$@"; }
+# shellcheck source=cli_server.sh
+source "$(dirname "$0")/cli_server.sh"
+start_server_or_skip --listen=127.0.0.1:0 --warm-up=0 --shutdown-grace-s=10
 
 cp "$sample" "$work/a,b.png"  # a comma in the name: the key is quoted in the CSV
 printf 'not an image' >"$work/bad.jpg"

@@ -4,60 +4,12 @@
 #   cli_test.sh SERVER_BINARY CLIENT_BINARY SAMPLE_PNG
 # Skips (exit 0 with a note) when no EGL context can be opened, unless GLIMPSE_REQUIRE_GPU_CONTEXT=1.
 set -uo pipefail
-server_bin=$(realpath "$1")
-client_bin=$(realpath "$2")
-sample=$(realpath "$3")
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill -KILL "$server_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-server_log=""  # the log of the server start_server started last
-fail() {
-  echo "FAIL: $*" >&2
-  if [ -n "$server_log" ]; then
-    echo "--- server log ($server_log)" >&2
-    cat "$server_log" >&2
-  fi
-  exit 1
-}
-# start_server NAME ARGS...: starts glimpse-server with ARGS in the background, logging to
-# $work/NAME.log, and waits up to 30 s for the port it reports (sets server_pid, server_log and
-# port). The log is made empty here, before the server starts: the shell opens it in the forked
-# child, and a loaded machine may run this loop first, on a log a previous server left.
-start_server() {
-  server_log="$work/$1.log"
-  shift
-  : >"$server_log"
-  "$server_bin" "$@" >"$server_log" 2>&1 &
-  server_pid=$!
-  port=""
-  for _ in $(seq 1 300); do
-    port=$(sed -n 's/.*listening on .*(port \([0-9]*\)).*/\1/p' "$server_log")
-    [ -n "$port" ] && return 0
-    if ! kill -0 "$server_pid" 2>/dev/null; then
-      server_pid=""
-      return 1
-    fi
-    sleep 0.1
-  done
-  return 1
-}
+# shellcheck source=cli_server.sh
+source "$(dirname "$0")/cli_server.sh"
 
 # No start-up warm-up (tests/service/warm_up_test.cc covers it): one call per analysis here.
-if ! start_server server --listen=127.0.0.1:0 --metrics-listen=127.0.0.1:0 --shutdown-grace-s=10 \
-  --warm-up=0; then
-  if [ -z "$server_pid" ] && grep -q "opening the GL context" "$server_log" &&
-    [ "${GLIMPSE_REQUIRE_GPU_CONTEXT:-0}" != 1 ]; then
-    echo "SKIP: no EGL context: $(cat "$server_log")"
-    exit 0
-  fi
-  [ -z "$server_pid" ] && fail "server exited at start-up"
-  fail "server did not report its port"
-fi
-g() { "$client_bin" --server="127.0.0.1:$port" --timeout-s=60 "$@"; }
+start_server_or_skip --listen=127.0.0.1:0 --metrics-listen=127.0.0.1:0 --shutdown-grace-s=10 \
+  --warm-up=0
 cd "$work"
 
 # health, info
