@@ -35,8 +35,7 @@ struct BoxFilterAnalysis {
     std::string label;
   };
 
-  // The worker's kernel of this analysis, and the names its `variant` field takes on `device`
-  // ("auto" first).
+  // Kernel, Variants: as server/analyses/registry.h says.
   static gpu::BoxFilterKernel& Kernel(Kernels& kernels) { return kernels.box_filter; }
   static std::vector<std::string> Variants(const gpu::DeviceInfo& device);
 

@@ -32,8 +32,7 @@ struct CompactionAnalysis {
   using Response = v1::CompactResponse;
   using Options = gpu::CompactionOptions;
 
-  // The worker's kernel of this analysis, and the names its `variant` field takes on `device`
-  // ("auto" first).
+  // Kernel, Variants: as server/analyses/registry.h says.
   static gpu::CompactionKernel& Kernel(Kernels& kernels) { return kernels.compaction; }
   static std::vector<std::string> Variants(const gpu::DeviceInfo& device);
 

@@ -32,8 +32,7 @@ struct HistogramAnalysis {
   using Response = v1::HistogramResponse;
   using Options = gpu::HistogramOptions;
 
-  // The worker's kernel of this analysis, and the names its `variant` field takes on `device`
-  // ("auto" first).
+  // Kernel, Variants: as server/analyses/registry.h says.
   static gpu::HistogramKernel& Kernel(Kernels& kernels) { return kernels.histogram; }
   static std::vector<std::string> Variants(const gpu::DeviceInfo& device);
 

@@ -40,8 +40,7 @@ struct IntegralImageAnalysis {
   using Response = v1::IntegralImageResponse;
   using Options = gpu::IntegralImageOptions;
 
-  // The worker's kernel of this analysis, and the names its `variant` field takes on `device`
-  // ("auto" first).
+  // Kernel, Variants: as server/analyses/registry.h says.
   static gpu::IntegralImageKernel& Kernel(Kernels& kernels) { return kernels.integral_image; }
   static std::vector<std::string> Variants(const gpu::DeviceInfo& device);
 

@@ -1,10 +1,11 @@
 // The analyses the server serves: one list, read by every table that names them. Each entry is
 // the analysis's own type (server/analyses/histogram.h, ...), which owns its name (`kName`, as in
 // gpu/, the proto's Analysis and AnalyzeResponse fields and the metrics), its worker kernel
-// (`Kernel`), its variants (`Variants`), its options (`MapOptions`), its result size
+// (`Kernel(kernels)`), the names its `variant` field takes on a device, "auto" first
+// (`Variants(device)`), its options (`MapOptions`), its result size
 // (`ResultBytes`) and how it runs. The kernels' start-up and warm-up (server/analyses/kernels.cc)
-// and Analyze (server/analyses/analyze.cc) walk this list; adding an analysis is one entry here
-// plus its RPC in the service.
+// Analyze and AnalyzeBatch (server/analyses/steps.h) walk this list; adding an analysis is one
+// entry here plus its RPC in the service.
 //
 //   std::vector<std::string> names = kAnalyses.Names();  // "histogram", "integral_image", ...
 //   template <typename... A> void PrepareAll(AnalysisList<A...>, Kernels& k, gpu::SampleType t) {
