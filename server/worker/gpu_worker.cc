@@ -122,6 +122,18 @@ WorkerStats GpuWorker::Stats() const {
           .warm_up = warm_up_};
 }
 
+std::vector<JobClass> GpuWorker::Waiting() {
+  std::lock_guard lock(mu_);
+  std::vector<JobClass> classes;
+  queue_.Visit(
+      [&](const Queue::Entry& e) {
+        classes.push_back(e.job_class);
+        return Queue::Verdict::kKeep;
+      },
+      nullptr);
+  return classes;
+}
+
 std::optional<GpuWorker::Queue::Entry> GpuWorker::TakeRunnableLocked(
     Lease* lease, std::vector<Dropped>* dropped) {
   const bool past_drain_deadline = stopping_ && SteadyClock::now() >= drain_deadline_;

@@ -113,6 +113,10 @@ class GpuWorker {
   void Stop(std::chrono::steady_clock::time_point drain_deadline);
 
   WorkerStats Stats() const;
+  // The classes of the jobs waiting now, in the order the scheduler offers them to the worker.
+  // Within a tenant that is the order they will run in; between tenants it can change as running
+  // jobs charge their tenants what they really took.
+  std::vector<JobClass> Waiting();
   const gpu::DeviceInfo& device() const { return device_; }
   ImageStore& store() { return store_; }
   ResultBuffer& results() { return results_; }
