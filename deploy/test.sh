@@ -26,13 +26,20 @@ build=build
 flags=(-DCMAKE_BUILD_TYPE=Release -DGLIMPSE_WERROR=ON)
 labels=()
 targets=()
+# The sanitizer builds: -O1 (what the sanitizers' own documentation suggests for reasonable speed)
+# with line tables only, which is all a report's stack needs. Against RelWithDebInfo's -O2 -g
+# that compiles a service file 10-15 % faster with clang's ASan and about 45 % faster with g++'s
+# TSan (one file timed each way on a 2-core VM).
+sanitizer_flags=("-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG"
+                 "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG")
 case "${GLIMPSE_SANITIZE:-0}" in
   0) ;;
   1)
     build=build-asan
     # libFuzzer comes with clang: one sanitizer build serves the tests and the fuzz targets.
     flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLIMPSE_SANITIZE=ON -DGLIMPSE_WERROR=ON
-           -DCMAKE_C_COMPILER=clang-15 -DCMAKE_CXX_COMPILER=clang++-15 -DGLIMPSE_FUZZ=ON)
+           -DCMAKE_C_COMPILER=clang-15 -DCMAKE_CXX_COMPILER=clang++-15 -DGLIMPSE_FUZZ=ON
+           "${sanitizer_flags[@]/%/ -gline-tables-only}")
     # A build-asan/ configured with another compiler cannot be switched in place.
     if [ "$step" != test ] && [ -f "$build/CMakeCache.txt" ] &&
       ! grep -q '^CMAKE_CXX_COMPILER:.*clang++-15' "$build/CMakeCache.txt"; then
@@ -50,7 +57,8 @@ case "${GLIMPSE_SANITIZE:-0}" in
     ;;
   thread)
     build=build-tsan
-    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLIMPSE_TSAN=ON -DGLIMPSE_WERROR=ON)
+    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLIMPSE_TSAN=ON -DGLIMPSE_WERROR=ON
+           "${sanitizer_flags[@]/%/ -g1}")
     # Each GL context runs on one thread (its owner); the service tests hold the threads that
     # share state, the start-up warm-up's helper contexts included. ignore_noninstrumented_modules:
     # the memcpy and the like that uninstrumented libraries call (protobuf parsing an upload's
