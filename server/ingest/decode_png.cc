@@ -123,15 +123,24 @@ absl::Status DecodePng(std::span<const uint8_t> file, const Probed& probed, int 
     return absl::InvalidArgumentError(StrCat(field, " changed between its probe and its decode"));
   }
   // libspng's RGB(A) forms, tRNS applied, then stb_image's conversions: 16-bit files stay 16-bit.
+  // 8-bit grey asked as grey decodes straight to G8: the same samples as through RGBA8 and back,
+  // without the four-times-larger row and its conversion. (libspng 0.7.3 refuses GA8 for grey +
+  // alpha files, so those still take RGBA8.)
   const gpu::SampleType type = probed.desc.type;
   const bool sixteen = type == gpu::SampleType::kUint16;
-  const int from = !sixteen && channels == 3 ? 3 : 4;
-  const int format = sixteen ? SPNG_FMT_RGBA16 : from == 3 ? SPNG_FMT_RGB8 : SPNG_FMT_RGBA8;
+  const bool grey8 = !sixteen && ihdr.bit_depth == 8 && channels == 1 &&
+                     ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE;
+  const int from = grey8 ? 1 : !sixteen && channels == 3 ? 3 : 4;
+  const int format = grey8       ? SPNG_FMT_G8
+                     : sixteen   ? SPNG_FMT_RGBA16
+                     : from == 3 ? SPNG_FMT_RGB8
+                                 : SPNG_FMT_RGBA8;
   const size_t width = ihdr.width;
   const size_t decoded_row = width * size_t(from) * (sixteen ? 2 : 1);
   const bool direct = from == channels;
   const bool interlaced = ihdr.interlace_method != SPNG_INTERLACE_NONE;
-  int ret = spng_decode_image(ctx, nullptr, 0, format, SPNG_DECODE_TRNS | SPNG_DECODE_PROGRESSIVE);
+  int ret = spng_decode_image(ctx, nullptr, 0, format,
+                              (grey8 ? 0 : SPNG_DECODE_TRNS) | SPNG_DECODE_PROGRESSIVE);
   if (ret != 0) return Corrupt(field, ImageFormat::kPng, spng_strerror(ret));
   // Adam7 passes write every row several times: converted once all are in.
   std::vector<uint8_t> decoded(direct ? 0 : decoded_row * (interlaced ? ihdr.height : 1));
