@@ -4,6 +4,7 @@
 #ifndef GLIMPSE_CLIENT_ANALYSES_H_
 #define GLIMPSE_CLIENT_ANALYSES_H_
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,6 +25,15 @@ int Analyze(const Options& o, const Connection& c);
 int AnalyzeEach(const Options& o, const Connection& c,
                 const google::protobuf::RepeatedPtrField<v1::Analysis>& analyses,
                 const std::vector<std::string>& names);
+// One AnalyzeBatch call (client/each.cc), shared by `analyze --each` and `load --batch`: a header
+// with `analyses` and `ordered`, then `count` images, image(i, m) filling the i-th on a writer
+// thread as the server takes them; every answer goes to `on_answer` on the calling thread, in
+// arrival order. Returns the call's status.
+grpc::Status RunBatch(const Connection& c,
+                      const google::protobuf::RepeatedPtrField<v1::Analysis>& analyses,
+                      bool ordered, size_t count,
+                      const std::function<void(size_t, v1::BatchImage*)>& image,
+                      const std::function<void(const v1::AnalyzeBatchResponse&)>& on_answer);
 
 // From the command table (client/main.cc): the flags an analysis's command accepts (nullptr for
 // an unknown name), and a command's name for an alias ("compact" -> "compaction").

@@ -1,10 +1,12 @@
 // `glimpse analyze --each FILE...`: the analyses of `analyze` on every file in one AnalyzeBatch
-// call, one row per image and analysis on stdout (CSV, or JSON lines with --json).
+// call, one row per image and analysis on stdout (CSV, or JSON lines with --json); and RunBatch,
+// the AnalyzeBatch call itself, which `glimpse load --batch` runs too.
 #include <fmt/format.h>
 
 #include <cctype>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -121,43 +123,56 @@ std::string Json(const std::string& name, const Row& r) {
 
 }  // namespace
 
+grpc::Status RunBatch(const Connection& c,
+                      const google::protobuf::RepeatedPtrField<v1::Analysis>& analyses,
+                      bool ordered, size_t count,
+                      const std::function<void(size_t, v1::BatchImage*)>& image,
+                      const std::function<void(const v1::AnalyzeBatchResponse&)>& on_answer) {
+  grpc::ClientContext context;
+  c.Prepare(&context);
+  auto stream = c.stub->AnalyzeBatch(&context);
+  // The images are built and sent on their own thread as the server takes them (a file is read
+  // only then), while the answers are read here: neither side waits for the other's window.
+  std::thread writer([&] {
+    v1::AnalyzeBatchRequest first;
+    *first.mutable_header()->mutable_analyses() = analyses;
+    first.mutable_header()->set_ordered(ordered);
+    bool ok = stream->Write(first);
+    for (size_t i = 0; ok && i < count; ++i) {
+      v1::AnalyzeBatchRequest m;
+      image(i, m.mutable_image());
+      ok = stream->Write(m);
+    }
+    stream->WritesDone();
+  });
+  v1::AnalyzeBatchResponse m;
+  while (stream->Read(&m)) on_answer(m);
+  writer.join();
+  return stream->Finish();
+}
+
 int AnalyzeEach(const Options& o, const Connection& c,
                 const google::protobuf::RepeatedPtrField<v1::Analysis>& analyses,
                 const std::vector<std::string>& names) {
   if (o.positional.empty()) Die(kExitUsage, "analyze --each takes one or more FILEs or ids");
   const bool json = o.GetBool("json");
-  grpc::ClientContext context;
-  c.Prepare(&context);
-  auto stream = c.stub->AnalyzeBatch(&context);
-  // The files are read and sent on their own thread as the server takes them, while answers
-  // are printed here.
-  std::thread writer([&] {
-    v1::AnalyzeBatchRequest first;
-    *first.mutable_header()->mutable_analyses() = analyses;
-    first.mutable_header()->set_ordered(true);
-    bool ok = stream->Write(first);
-    for (size_t i = 0; ok && i < o.positional.size(); ++i) {
-      const std::string& arg = o.positional[i];
-      v1::AnalyzeBatchRequest m;
-      m.mutable_image()->set_key(arg);
-      if (LooksLikeId(arg) && !std::filesystem::exists(arg)) {
-        m.mutable_image()->mutable_image()->set_image_id(arg);
-      } else {
-        m.mutable_image()->mutable_image()->mutable_encoded()->set_data(ReadFileOrDie(arg));
-      }
-      ok = stream->Write(m);
-    }
-    stream->WritesDone();
-  });
   if (!json) fmt::print("index,key,analysis,status,result\n");
   std::vector<Row> rows(names.size());
-  v1::AnalyzeBatchResponse m;
   v1::BatchSummary summary;
-  while (stream->Read(&m)) {
+  const auto image = [&](size_t i, v1::BatchImage* m) {
+    const std::string& arg = o.positional[i];
+    m->set_key(arg);
+    if (LooksLikeId(arg) && !std::filesystem::exists(arg)) {
+      m->mutable_image()->set_image_id(arg);
+    } else {
+      m->mutable_image()->mutable_encoded()->set_data(ReadFileOrDie(arg));
+    }
+  };
+  const auto answer = [&](const v1::AnalyzeBatchResponse& m) {
     if (m.has_summary()) summary = m.summary();
     if (m.has_result() && m.result().index() < rows.size())
       Take(m.result(), &rows[m.result().index()]);
-    if (!m.has_end()) continue;
+    if (!m.has_end()) return;
     if (m.end().has_error()) {
       const std::string code = StatusCodeName(m.end().error().code());
       if (json) {
@@ -180,9 +195,8 @@ int AnalyzeEach(const Options& o, const Connection& c,
       }
     }
     rows.assign(names.size(), Row());
-  }
-  writer.join();
-  const grpc::Status s = stream->Finish();
+  };
+  const grpc::Status s = RunBatch(c, analyses, true, o.positional.size(), image, answer);
   if (!s.ok()) DieRpc("analyze --each", s);
   fmt::print(stderr, "analyze --each: {} images, {} failed; server {:.3f} ms, gpu {:.3f} ms\n",
              summary.images(), summary.failed(), summary.timing().server_ns() * 1e-6,

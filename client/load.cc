@@ -1,5 +1,6 @@
 // `glimpse load`: closed-loop load against a server, per RPC and image size: requests/s,
-// latency percentiles, and the service overhead (client latency minus the server's GPU time).
+// latency percentiles, and the service overhead (client latency minus the server's GPU time);
+// with --batch=N, AnalyzeBatch calls of N images each (images/s).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -27,11 +29,49 @@ struct Sample {
   double queue_ms;
 };
 
+// One call's result: `ok` when the call itself succeeded (its latency is a sample); `images`
+// answered without error and `errors` with one (a failed single call: 0 and 1).
 struct Outcome {
   bool ok = false;
   grpc::Status status;
   v1::Timing timing;
+  int images = 0;
+  int errors = 0;
+  std::string error;  // the first error's message
 };
+
+// The status's counts as a single call's outcome.
+void Settle(Outcome* out) {
+  out->ok = out->status.ok();
+  out->images = out->ok ? 1 : 0;
+  out->errors = out->ok ? 0 : 1;
+  if (!out->ok) out->error = out->status.error_message();
+}
+
+// `rpc` with the options every load call uses, as an Analysis (no image): the single calls, the
+// Analyze calls and the AnalyzeBatch calls all run these.
+v1::Analysis LoadAnalysis(const std::string& rpc) {
+  v1::Analysis a;
+  if (rpc == "histogram") {
+    a.mutable_histogram();
+  } else if (rpc == "integral_image") {
+    a.mutable_integral_image();
+  } else if (rpc == "compaction") {
+    a.mutable_compaction()->mutable_options()->set_lo(250);
+    a.mutable_compaction()->mutable_options()->set_hi(255);
+  } else if (rpc == "box_filter") {
+    v1::BoxFilterRequest* b = a.mutable_box_filter();
+    b->mutable_options()->set_rx(3);
+    b->mutable_options()->set_ry(3);
+    b->set_encoding(v1::PIXEL_ENCODING_RAW);
+  } else {
+    Die(kExitUsage,
+        fmt::format(
+            "--rpcs: unknown analysis \"{}\" (histogram, integral_image, compaction, box_filter)",
+            rpc));
+  }
+  return a;
+}
 
 // One call of `rpc` on the stored image `id`.
 Outcome Call(const Connection& c, const std::string& rpc, const std::string& id) {
@@ -40,14 +80,15 @@ Outcome Call(const Connection& c, const std::string& rpc, const std::string& id)
   Outcome out;
   v1::ImageRef ref;
   ref.set_image_id(id);
-  if (rpc == "histogram") {
-    v1::HistogramRequest request;
+  const v1::Analysis a = LoadAnalysis(rpc);
+  if (a.has_histogram()) {
+    v1::HistogramRequest request = a.histogram();
     *request.mutable_image() = ref;
     v1::HistogramResponse response;
     out.status = c.stub->Histogram(&context, request, &response);
     out.timing = response.timing();
-  } else if (rpc == "integral_image") {
-    v1::IntegralImageRequest request;
+  } else if (a.has_integral_image()) {
+    v1::IntegralImageRequest request = a.integral_image();
     *request.mutable_image() = ref;
     auto reader = c.stub->IntegralImage(&context, request);
     v1::IntegralImageResponse m;
@@ -55,36 +96,52 @@ Outcome Call(const Connection& c, const std::string& rpc, const std::string& id)
       if (m.has_trailer()) out.timing = m.trailer().timing();
     }
     out.status = reader->Finish();
-  } else if (rpc == "compaction") {
-    v1::CompactRequest request;
+  } else if (a.has_compaction()) {
+    v1::CompactRequest request = a.compaction();
     *request.mutable_image() = ref;
-    request.mutable_options()->set_lo(250);
-    request.mutable_options()->set_hi(255);
     auto reader = c.stub->Compact(&context, request);
     v1::CompactResponse m;
     while (reader->Read(&m)) {
       if (m.has_timing()) out.timing = m.timing();
     }
     out.status = reader->Finish();
-  } else if (rpc == "box_filter") {
-    v1::BoxFilterRequest request;
+  } else {
+    v1::BoxFilterRequest request = a.box_filter();
     *request.mutable_image() = ref;
-    request.mutable_options()->set_rx(3);
-    request.mutable_options()->set_ry(3);
-    request.set_encoding(v1::PIXEL_ENCODING_RAW);
     auto reader = c.stub->BoxFilter(&context, request);
     v1::BoxFilterResponse m;
     while (reader->Read(&m)) {
       if (m.has_timing()) out.timing = m.timing();
     }
     out.status = reader->Finish();
-  } else {
-    Die(kExitUsage,
-        fmt::format(
-            "--rpcs: unknown analysis \"{}\" (histogram, integral_image, compaction, box_filter)",
-            rpc));
   }
+  Settle(&out);
+  return out;
+}
+
+// One AnalyzeBatch call: `analyses` on the stored image `id`, `n` times. The answers' order does
+// not matter here, so the server sends each image's as it completes.
+Outcome Batch(const Connection& c, const google::protobuf::RepeatedPtrField<v1::Analysis>& analyses,
+              int n, const std::string& id) {
+  Outcome out;
+  out.status = RunBatch(
+      c, analyses, false, size_t(n),
+      [&](size_t, v1::BatchImage* m) { m->mutable_image()->set_image_id(id); },
+      [&](const v1::AnalyzeBatchResponse& m) {
+        if (m.has_summary()) out.timing = m.summary().timing();
+        if (!m.has_end()) return;
+        if (!m.end().has_error()) {
+          ++out.images;
+        } else if (out.error.empty()) {
+          out.error =
+              fmt::format("image {}: {} {}", m.index(), StatusCodeName(m.end().error().code()),
+                          m.end().error().message());
+        }
+      });
   out.ok = out.status.ok();
+  // Every image not answered without error counts, also those a failed call left unanswered.
+  out.errors = n - out.images;
+  if (!out.ok && out.error.empty()) out.error = out.status.error_message();
   return out;
 }
 
@@ -97,15 +154,9 @@ v1::Timing Sum(const v1::Timing& a, const v1::Timing& b) {
 
 // The four analyses as `Call` runs them, for one Analyze call.
 void AddFourAnalyses(v1::AnalyzeHeader* h) {
-  h->add_analyses()->mutable_histogram();
-  h->add_analyses()->mutable_integral_image();
-  v1::CompactRequest* c = h->add_analyses()->mutable_compaction();
-  c->mutable_options()->set_lo(250);
-  c->mutable_options()->set_hi(255);
-  v1::BoxFilterRequest* b = h->add_analyses()->mutable_box_filter();
-  b->mutable_options()->set_rx(3);
-  b->mutable_options()->set_ry(3);
-  b->set_encoding(v1::PIXEL_ENCODING_RAW);
+  for (const char* each : {"histogram", "integral_image", "compaction", "box_filter"}) {
+    *h->add_analyses() = LoadAnalysis(each);
+  }
 }
 
 // The whole job of a client with an image and four analyses to run: "upload_and_4": upload it,
@@ -116,7 +167,10 @@ Outcome Combined(const Connection& c, const std::string& rpc, const std::string&
   if (rpc == "upload_and_4") {
     v1::UploadImageResponse uploaded;
     out.status = UploadBytes(c, pixels, header, &uploaded, false);
-    if (!out.status.ok()) return out;
+    if (!out.status.ok()) {
+      Settle(&out);
+      return out;
+    }
     const std::string id = uploaded.image().image_id();
     for (const char* each : {"histogram", "integral_image", "compaction", "box_filter"}) {
       Outcome r = Call(c, each, id);
@@ -127,7 +181,7 @@ Outcome Combined(const Connection& c, const std::string& rpc, const std::string&
       }
     }
     DeleteImageQuietly(c, id);
-    out.ok = out.status.ok();
+    Settle(&out);
     return out;
   }
   grpc::ClientContext context;
@@ -153,7 +207,7 @@ Outcome Combined(const Connection& c, const std::string& rpc, const std::string&
     if (m.has_timing()) out.timing = m.timing();
   }
   out.status = stream->Finish();
-  out.ok = out.status.ok();
+  Settle(&out);
   return out;
 }
 
@@ -230,7 +284,7 @@ std::string FirstCalls(const Connection& c, const Connection& replica, const std
     for (size_t i = 0; i < lat.size(); ++i) overhead.push_back(lat[i] - gpu[i]);
     rows += fmt::format(
         "| histogram, {} on another replica | {} MP ({}x{} RGBA8) | 1 | {} | {} | - | {:.1f} | "
-        "{:.1f} | {:.1f} | - | {:.1f} |\n",
+        "{:.1f} | {:.1f} | - | {:.1f} | - |\n",
         k == 0 ? "first call (fetch from Redis)" : "second call (cached)", size, width, height,
         lat.size(), k == 0 ? errors : 0, Percentile(lat, 0.5), Percentile(lat, 0.99),
         Percentile(gpu, 0.5), Percentile(overhead, 0.5));
@@ -280,18 +334,21 @@ struct LoadImage {
   v1::UploadHeader header;
 };
 
-// Runs `rpc` closed-loop from --concurrency threads per tenant, all tenants at once, for
-// `duration_s`; prints and returns one table row per tenant.
-std::string LoadRows(const std::string& rpc, const std::vector<Tenant>& tenants,
-                     const LoadImage& image, int concurrency, int duration_s) {
-  const std::string& pixels = image.pixels;
-  const v1::UploadHeader& header = image.header;
+// A tenant's call of what a row measures: a single call, an Analyze call or an AnalyzeBatch call.
+using LoadCall = std::function<Outcome(const Tenant&)>;
+
+// Runs `call` closed-loop from --concurrency threads per tenant, all tenants at once, for
+// `duration_s`; prints and returns one table row per tenant, labelled `label`.
+std::string LoadRows(const std::string& label, const LoadCall& call,
+                     const std::vector<Tenant>& tenants, const LoadImage& image, int concurrency,
+                     int duration_s) {
   std::string table;
   // Every tenant's threads at once, each tenant's samples apart.
   struct Tally {
     std::mutex mu;
     std::vector<Sample> samples;
     std::atomic<int> errors{0};
+    std::atomic<int64_t> images{0};
     std::string first_error;
   };
   std::vector<Tally> tallies(tenants.size());
@@ -306,16 +363,14 @@ std::string LoadRows(const std::string& rpc, const std::vector<Tenant>& tenants,
         std::vector<Sample> mine;
         while (Clock::now() < end) {
           const Clock::time_point t0 = Clock::now();
-          Outcome r =
-              IsCombined(rpc) ? Combined(*t.conn, rpc, pixels, header) : Call(*t.conn, rpc, t.id);
+          Outcome r = call(t);
           const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-          if (!r.ok) {
-            if (tally.errors++ == 0) {
-              std::lock_guard lock(tally.mu);
-              tally.first_error = r.status.error_message();
-            }
-            continue;
+          tally.images += r.images;
+          if (r.errors > 0 && tally.errors.fetch_add(r.errors) == 0) {
+            std::lock_guard lock(tally.mu);
+            tally.first_error = r.error;
           }
+          if (!r.ok) continue;
           mine.push_back({ms, r.timing.gpu_ns() * 1e-6, r.timing.queue_ns() * 1e-6});
         }
         std::lock_guard lock(tally.mu);
@@ -336,11 +391,11 @@ std::string LoadRows(const std::string& rpc, const std::vector<Tenant>& tenants,
     }
     const std::string row = fmt::format(
         "| {}{} | {} MP ({}x{} RGBA8) | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | "
-        "{:.1f} | {:.1f} |\n",
-        rpc, tenants[k].Label(), image.size, image.width, image.height, concurrency,
+        "{:.1f} | {:.1f} | {:.1f} |\n",
+        label, tenants[k].Label(), image.size, image.width, image.height, concurrency,
         tally.samples.size(), tally.errors.load(), double(tally.samples.size()) / elapsed,
         Percentile(lat, 0.5), Percentile(lat, 0.99), Percentile(gpu, 0.5), Percentile(queue, 0.5),
-        Percentile(overhead, 0.5));
+        Percentile(overhead, 0.5), double(tally.images.load()) / elapsed);
     std::fputs(row.c_str(), stderr);
     if (!tally.first_error.empty()) {
       std::fprintf(stderr, "  first error: %s\n", tally.first_error.c_str());
@@ -361,7 +416,10 @@ void WriteReport(const Options& o, const v1::ServerInfo& info, int concurrency, 
       "Renderer: {} ({}), server {}; date {}; {} client threads, {} s per row.\n"
       "Latency is the client's wall clock per call (closed loop, whole response read); GPU is the "
       "server's timer-query time of the kernel; overhead = latency - GPU (queue wait, upload of "
-      "results over gRPC, serialisation).\n\n{}",
+      "results over gRPC, serialisation); images/s counts the images answered without error. A "
+      "\"batch N x ...\" row's call is one AnalyzeBatch call of N images: its latency is the "
+      "whole call's, its GPU and queue times the sums over its images, its errors the images "
+      "that failed.\n\n{}",
       info.renderer(), info.gl_version(), info.version(), date, concurrency, duration_s, table);
   std::fputs(report.c_str(), stdout);
   if (o.Has("markdown")) {
@@ -380,6 +438,27 @@ int RunLoad(const Options& o, const Connection& c) {
   const std::vector<std::string> sizes = Split(o.Get("sizes", "1,8"));
   const int concurrency = int(o.GetInt("concurrency", 4, 1, 1024));
   const int duration_s = int(o.GetInt("duration-s", 10, 1, 3600));
+  // --batch=N: one AnalyzeBatch call of N images, all the --rpcs analyses on each, per request.
+  const int batch = int(o.GetInt("batch", 0, 0, 1000));
+  google::protobuf::RepeatedPtrField<v1::Analysis> batch_analyses;
+  std::string batch_label;
+  if (batch > 0) {
+    for (const std::string& r : rpcs) {
+      if (IsCombined(r)) {
+        Die(kExitUsage, fmt::format("--rpcs: {} makes calls of its own and cannot run in "
+                                    "--batch={} (histogram, integral_image, compaction, "
+                                    "box_filter can)",
+                                    r, batch));
+      }
+      *batch_analyses.Add() = LoadAnalysis(r);
+      batch_label += (batch_label.empty() ? "" : "+") + r;
+    }
+    if (batch_analyses.size() > 64) {
+      Die(kExitUsage, fmt::format("--rpcs names {} analyses; --batch runs at most 64 per call",
+                                  batch_analyses.size()));
+    }
+    batch_label = fmt::format("batch {} x {}", batch, batch_label);
+  }
 
   std::vector<Connection> tenant_connections;
   std::vector<Tenant> tenants = ConnectTenants(o, c, &tenant_connections);
@@ -401,8 +480,8 @@ int RunLoad(const Options& o, const Connection& c) {
   }
   std::string table =
       "| RPC | image | concurrency | requests | errors | requests/s | p50 ms | p99 ms | GPU ms "
-      "(p50) | queue ms (p50) | overhead ms (p50) |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "(p50) | queue ms (p50) | overhead ms (p50) | images/s |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const std::string& size : sizes) {
     int width = 1024, height = 1024;
     if (size == "1") {
@@ -428,15 +507,21 @@ int RunLoad(const Options& o, const Connection& c) {
       t.id = uploaded.image().image_id();
     }
 
-    for (const std::string& rpc : rpcs) {
-      for (const Tenant& t : tenants) {  // warm-up
-        if (IsCombined(rpc)) {
-          (void)Combined(*t.conn, rpc, pixels, header);
-        } else {
-          (void)Call(*t.conn, rpc, t.id);
-        }
+    if (batch > 0) {
+      const LoadCall call = [&](const Tenant& t) {
+        return Batch(*t.conn, batch_analyses, batch, t.id);
+      };
+      for (const Tenant& t : tenants) (void)call(t);  // warm-up
+      table += LoadRows(batch_label, call, tenants, image, concurrency, duration_s);
+    } else {
+      for (const std::string& rpc : rpcs) {
+        const LoadCall call = [&](const Tenant& t) {
+          return IsCombined(rpc) ? Combined(*t.conn, rpc, pixels, header)
+                                 : Call(*t.conn, rpc, t.id);
+        };
+        for (const Tenant& t : tenants) (void)call(t);  // warm-up
+        table += LoadRows(rpc, call, tenants, image, concurrency, duration_s);
       }
-      table += LoadRows(rpc, tenants, image, concurrency, duration_s);
     }
     if (replica) table += FirstCalls(c, *replica, pixels, header, size, width, height, duration_s);
     for (const Tenant& t : tenants) DeleteImageQuietly(*t.conn, t.id);

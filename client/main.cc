@@ -129,8 +129,12 @@ const std::vector<Command>& Commands() {
        "              analyze_4 (the same in one Analyze call); --replica: a second replica on\n"
        "              the same --redis, for the cost of a first call there (a fetch from Redis);\n"
        "              --tenants=NAME=TOKEN,...: each tenant loads at once on its own connection,\n"
-       "              rows apart (the name is also sent as glimpse-client-key)",
-       {"rpcs", "sizes", "concurrency", "duration-s", "markdown", "replica", "tenants"},
+       "              rows apart (the name is also sent as glimpse-client-key);\n"
+       "              --batch=N (1..1000; 0: off): each request is one AnalyzeBatch call of N\n"
+       "              images (the stored image, by id) with every --rpcs analysis, one row\n"
+       "              \"batch N x histogram+...\" per size; images/s, latency per call, an image\n"
+       "              that failed counts as an error (not with upload_and_4 or analyze_4)",
+       {"rpcs", "sizes", "concurrency", "duration-s", "markdown", "replica", "tenants", "batch"},
        RunLoad},
   };
   return kCommands;

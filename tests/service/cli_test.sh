@@ -107,6 +107,26 @@ done
 g load --rpcs=histogram --sizes=1 --duration-s=1 --tenants=nameonly >/dev/null 2>err.txt
 [ $? = 2 ] || fail "load with a --tenants pair without '=' should exit 2"
 grep -q "NAME=TOKEN" err.txt || fail "bad --tenants: $(cat err.txt)"
+# --batch: each request one AnalyzeBatch call of 4 images; one row, error-free, whose images/s
+# (the last column) is 4 x its requests/s (both over the same time, printed to 0.1)
+g load --rpcs=histogram --sizes=1 --batch=4 --concurrency=2 --duration-s=1 \
+  --markdown=load_batch.md >/dev/null || fail "load --batch=4"
+awk -F'|' '/^\| batch 4 x histogram \| 1 MP / {
+    n++
+    if ($4 + 0 != 2 || $5 + 0 < 1 || $6 + 0 != 0 || !($13 + 0 > 0)) bad = 1
+    d = $13 - 4 * $7; if (d < -0.25 || d > 0.25) bad = 1
+  } END { exit n != 1 || bad }' load_batch.md ||
+  fail "load_batch.md has no error-free batch row with images/s = 4 x requests/s: $(cat load_batch.md)"
+grep -q "^| histogram | " load_batch.md && fail "load --batch also ran single calls: $(cat load_batch.md)"
+for bad in -1 1001 x; do
+  g load --rpcs=histogram --sizes=1 --duration-s=1 --batch=$bad >/dev/null 2>err.txt
+  [ $? = 2 ] || fail "load --batch=$bad should exit 2"
+  grep -q -- "--batch must be an integer in \[0, 1000\], got \"$bad\"" err.txt ||
+    fail "bad --batch=$bad: $(cat err.txt)"
+done
+g load --rpcs=histogram,analyze_4 --sizes=1 --duration-s=1 --batch=2 >/dev/null 2>err.txt
+[ $? = 2 ] || fail "load --batch with analyze_4 should exit 2"
+grep -q "analyze_4.*--batch=2" err.txt || fail "--batch with analyze_4: $(cat err.txt)"
 
 # delete, then the id is gone (exit 1, NOT_FOUND)
 g delete "$id" "$kept" >/dev/null || fail "delete"
