@@ -16,10 +16,12 @@ Every answer is read into numpy by the same code (glimpse's client or the raw st
 Glimpse histograms are compared with the peer's (exactly: the same libjpeg-turbo decode).
 
 Images: synthetic photo-like thumbnails (bench/e2e.py's photo(), a different seed per image),
-JPEG q90. Glimpse runs with --warm-up=0; a few images through each path first, untimed.
+JPEG q90, or PNG with --format png (lossless: compared exactly as well). Glimpse runs with
+--warm-up=0; a few images through each path first, untimed.
 
   LP_NUM_THREADS=2 batch.py --server-binary build/server/glimpse-server [--images 1000]
-      [--size 256x256] [--callers 4] [--peer-workers 8] [--markdown FILE] [--json FILE]
+      [--size 256x256] [--format jpeg|png] [--callers 4] [--peer-workers 8] [--markdown FILE]
+      [--json FILE]
 """
 import argparse
 import json
@@ -45,9 +47,14 @@ import e2e  # noqa: E402  (bench/ is not a package)
 MAX_MESSAGE_BYTES = 64 << 20
 
 
-def make_images(n, width, height, seed):
-    """N distinct JPEG q90 files: a handful of photos, each cropped, shifted and tinted per image
-    so no two files are equal."""
+FORMATS = {"jpeg": ("JPEG q90", ".jpg", (cv2.IMWRITE_JPEG_QUALITY, 90)),
+           "png": ("PNG", ".png", ())}
+
+
+def make_images(n, width, height, seed, fmt="jpeg"):
+    """N distinct files of `fmt` (FORMATS): a handful of photos, each cropped, shifted and tinted
+    per image so no two files are equal."""
+    _, ext, params = FORMATS[fmt]
     bases = [e2e.photo(width * 2, height * 2, seed + b) for b in range(8)]
     rng = np.random.default_rng(seed)
     files = []
@@ -55,8 +62,7 @@ def make_images(n, width, height, seed):
         base = bases[i % len(bases)]
         y, x = rng.integers(0, height), rng.integers(0, width)
         crop = base[y:y + height, x:x + width].astype(np.int16) + rng.integers(-20, 21, 3)
-        files.append(e2e.encode(np.clip(crop, 0, 255).astype(np.uint8), ".jpg",
-                                cv2.IMWRITE_JPEG_QUALITY, 90))
+        files.append(e2e.encode(np.clip(crop, 0, 255).astype(np.uint8), ext, *params))
     return files
 
 
@@ -157,6 +163,8 @@ def main():
     ap.add_argument("--server-binary", required=True)
     ap.add_argument("--images", type=int, default=1000)
     ap.add_argument("--size", default="256x256", help="WxH of each thumbnail")
+    ap.add_argument("--format", choices=sorted(FORMATS), default="jpeg",
+                    help="how each image is encoded: JPEG q90 or PNG")
     ap.add_argument("--callers", type=int, default=4)
     ap.add_argument("--peer-workers", type=int, default=8)
     ap.add_argument("--max-in-flight", type=int, default=0,
@@ -169,9 +177,10 @@ def main():
     width, height = (int(v) for v in args.size.split("x"))
     threads = int(os.environ.get("LP_NUM_THREADS") or os.cpu_count())
     cv2.setNumThreads(threads)
-    files = make_images(args.images, width, height, args.seed)
+    kind = FORMATS[args.format][0]
+    files = make_images(args.images, width, height, args.seed, args.format)
     mean_kib = sum(map(len, files)) / len(files) / 1024
-    print(f"{len(files)} {args.size} JPEG q90 files, {mean_kib:.1f} KiB each on average",
+    print(f"{len(files)} {args.size} {kind} files, {mean_kib:.1f} KiB each on average",
           flush=True)
     env = dict(os.environ, LP_NUM_THREADS=str(threads))
     g = e2e.Service("glimpse", [args.server_binary, "--listen=127.0.0.1:0", "--log-level=info",
@@ -235,8 +244,9 @@ def main():
     command = "bench/batch.py " + " ".join(sys.argv[1:])
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(f"# {len(files)} {args.size} JPEG histograms, {args.callers} callers\n\n")
-            f.write(f"{header}\n\nImages: {len(files)} JPEG q90, {mean_kib:.1f} KiB on average "
+            f.write(f"# {len(files)} {args.size} {kind.split()[0]} histograms, {args.callers} "
+                    "callers\n\n")
+            f.write(f"{header}\n\nImages: {len(files)} {kind}, {mean_kib:.1f} KiB on average "
                     f"(seed {args.seed}); best of {args.repeats} runs per row.\n\n")
             f.write("| path | wall s | images/s | ms per image |\n|---|--:|--:|--:|\n")
             for r in rows:
