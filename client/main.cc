@@ -380,7 +380,7 @@ int Delete(const Options& o, const Connection& c) {
     v1::DeleteImageResponse response;
     grpc::Status s = c.stub->DeleteImage(&context, request, &response);
     if (!s.ok()) DieRpc("delete " + id, s);
-    fmt::print("deleted {} ({} bytes)\n", id, response.freed_bytes());
+    fmt::print("deleted {} ({} bytes of GPU memory freed)\n", id, response.freed_bytes());
   }
   return kExitOk;
 }
