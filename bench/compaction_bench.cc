@@ -1,8 +1,11 @@
-// Times every compaction variant on RGBA8 (or 1-channel uint8) images where channel 0 passes with
-// a set probability (1%, 10%, 50%), at 3200x2400 and 8K, with the whole list returned
+// Times every compaction variant on RGBA8 (or 1 to 3-channel uint8) images where channel 0 passes
+// with a set probability (1%, 10%, 50%), at 3200x2400 and 8K, with the whole list returned
 // (max_results = pixels) and in count-only mode; the single-threaded CPU reference beside them.
+// --source luma (3 or 4 channels) tests luma >= t instead, t the lowest luma that passes at most
+// the percentage (the luma percentile: the share is printed).
 //   compaction_bench [--runs N] [--warmup N] [--sizes 3200x2400,7680x4320] [--channels 4,1]
-//                    [--percents 1,10,50] [--variants atomic_per_pixel,...,auto] [--json FILE]
+//                    [--percents 1,10,50] [--source channel|luma]
+//                    [--variants atomic_per_pixel,...,auto] [--json FILE]
 //                    [--device auto|software|N]
 // "api" rows time Run() end to end on the host clock: every dispatch, the read-back of the
 // results and, for the atomic variants, reading back and ordering every passing index. "gpu" rows
@@ -29,10 +32,36 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
+// The lowest t for which luma >= t passes at most `percent`% of the pixels (found with the CPU
+// reference's counts); prints the share it passes.
+int LumaThreshold(const gpu::HostImage& host, int percent) {
+  const auto passing = [&](int t) {
+    return reference::Compact(host, {.source = gpu::CompactionSource::kLuma,
+                                     .lo = double(t),
+                                     .hi = 255,
+                                     .count_only = true})
+        ->total;
+  };
+  const uint64_t most = uint64_t(host.desc.pixels()) * uint64_t(percent) / 100;
+  int lo = 0, hi = 255;  // the top: luma >= 255 whatever it passes
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (passing(mid) <= most) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  std::fprintf(stderr, "luma >= %d passes %.2f%% of the pixels\n", lo,
+               100.0 * double(passing(lo)) / double(host.desc.pixels()));
+  return lo;
+}
+
 int Main(int argc, char** argv) {
   BenchArgs args;
   args.warmup = 2;
   std::vector<int> channel_counts = {4}, percents = {1, 10, 50};
+  gpu::CompactionSource source = gpu::CompactionSource::kChannel;
   std::vector<gpu::CompactionVariant> variants = {
       gpu::CompactionVariant::kAtomicPerPixel,     gpu::CompactionVariant::kWorkgroupAggregated,
       gpu::CompactionVariant::kOrderedScan,        gpu::CompactionVariant::kStripScan,
@@ -42,6 +71,13 @@ int Main(int argc, char** argv) {
       channel_counts = ParseInts(value);
     } else if (flag == "--percents") {
       percents = ParseInts(value);
+    } else if (flag == "--source") {
+      const std::optional<gpu::CompactionSource> parsed = gpu::ParseCompactionSource(value);
+      if (!parsed) {
+        std::fprintf(stderr, "--source must be channel or luma, got %s\n", value.c_str());
+        std::exit(2);
+      }
+      source = *parsed;
     } else if (flag == "--variants") {
       variants = ParseVariants<gpu::CompactionVariant>(value, gpu::ParseCompactionVariant);
     } else {
@@ -81,13 +117,19 @@ int Main(int argc, char** argv) {
       for (int percent : percents) {
         for (bool count_only : {false, true}) {
           gpu::CompactionOptions o;
+          o.source = source;
           o.channel = 0;
           o.lo = 0;
           o.hi = percent - 1;
           o.max_results = host.desc.pixels();
           o.count_only = count_only;
+          if (source == gpu::CompactionSource::kLuma) {
+            o.lo = LumaThreshold(host, percent);
+            o.hi = 255;
+          }
           const std::string params =
-              StrCat(channels, "ch ", percent, "%", count_only ? " count" : " list");
+              StrCat(channels, "ch ", source == gpu::CompactionSource::kLuma ? "luma " : "",
+                     percent, "%", count_only ? " count" : " list");
           gpu::CompactionResult expected;
           Timing cpu =
               Measure([&] { return WallMs([&] { expected = *reference::Compact(host, o); }); }, 0,

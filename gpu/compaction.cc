@@ -59,16 +59,25 @@ std::string_view FindProgram(CompactionVariant variant) {
 
 std::string ScanDefines() { return StrCat("#define PIXELS_PER_THREAD ", kPixelsPerThread, "\n"); }
 
-std::string StripDefines(const ImageDesc& desc, CompactionSource source, bool count_only) {
+bool StripChannelIsDefine(const ImageDesc& desc) {
+  return desc.channels * BytesPerSample(desc.type) == 3;
+}
+
+std::string StripDefines(const ImageDesc& desc, CompactionSource source, int channel,
+                         bool count_only) {
+  const bool channel_define = source == CompactionSource::kChannel && StripChannelIsDefine(desc);
   return StrCat(
       ImageDefines(desc),
       source == CompactionSource::kLuma ? "#define SOURCE_LUMA 1\n" : "#define SOURCE_CHANNEL 1\n",
+      channel_define ? StrCat("#define STRIP_CHANNEL ", channel, "\n") : std::string(),
       count_only ? "#define COUNT_ONLY 1\n" : "");
 }
 
 std::string FindDefines(CompactionVariant variant, const ImageDesc& desc, CompactionSource source,
-                        bool count_only, bool packed) {
-  if (variant == CompactionVariant::kStripScan) return StripDefines(desc, source, count_only);
+                        int channel, bool count_only, bool packed) {
+  if (variant == CompactionVariant::kStripScan) {
+    return StripDefines(desc, source, channel, count_only);
+  }
   // Read through the prelude's load_texel, which needs the channel count to find a pixel in
   // the packed rows; from the texture, one program serves every channel count.
   return StrCat(PredicateDefines(desc.type, source, count_only),
@@ -104,6 +113,7 @@ using compaction_internal::PredicateDefines;
 using compaction_internal::ReadsPacked;
 using compaction_internal::ScanDefines;
 using compaction_internal::SetUint;
+using compaction_internal::StripChannelIsDefine;
 using compaction_internal::StripDefines;
 
 constexpr CompactionVariant kConcreteVariants[] = {
@@ -114,10 +124,11 @@ constexpr int kMaxCompactSide = 65536;  // the lists' 16-bit x and y
 constexpr SampleType kSampleTypes[] = {SampleType::kUint8, SampleType::kUint16,
                                        SampleType::kFloat32};
 
-// The strip scan reads pixels out of 32-bit words of the packed form: whole pixels per word.
+// The strip scan reads pixels out of 32-bit words of the packed form: whole pixels per word, or
+// (3 bytes: 8-bit RGB) 4 whole pixels per 3 words.
 bool StripScanFits(const ImageDesc& desc) {
   const int pixel_bytes = desc.channels * BytesPerSample(desc.type);
-  return pixel_bytes == 1 || pixel_bytes == 2 || pixel_bytes == 4;
+  return pixel_bytes >= 1 && pixel_bytes <= 4;
 }
 
 }  // namespace
@@ -207,7 +218,7 @@ absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc
   }
   if (o.variant == CompactionVariant::kStripScan && !StripScanFits(desc)) {
     return absl::InvalidArgumentError(
-        StrCat("variant strip_scan needs 1, 2 or 4 bytes per pixel, got a ", DescribeImage(desc),
+        StrCat("variant strip_scan needs 1 to 4 bytes per pixel, got a ", DescribeImage(desc),
                " image (", desc.channels * BytesPerSample(desc.type), " bytes per pixel)"));
   }
   return o;
@@ -243,7 +254,7 @@ absl::Status CompactionKernel::Prepare(SampleType type) {
           if (s == CompactionSource::kLuma && channels < 3) continue;
           if (ResolveCompactionVariant(ctx_.info(), desc, {}) != v) continue;
           absl::StatusOr<GLuint> p =
-              ctx_.Program(FindProgram(v), FindDefines(v, desc, s, count_only, true));
+              ctx_.Program(FindProgram(v), FindDefines(v, desc, s, 0, count_only, true));
           if (!p.ok()) return p.status();
         }
       }
@@ -257,11 +268,16 @@ absl::Status CompactionKernel::Prepare(SampleType type) {
       if (absl::StatusOr<GLuint> p = ctx_.Program("compaction_strip_rows"); !p.ok()) {
         return p.status();
       }
-      for (std::string_view name : {"compaction_strip_count", "compaction_strip_write"}) {
-        for (bool count_only : {false, true}) {
-          if (count_only && name == "compaction_strip_write") continue;
-          absl::StatusOr<GLuint> p = ctx_.Program(name, StripDefines(desc, s, count_only));
-          if (!p.ok()) return p.status();
+      const int programs_channels =
+          s == CompactionSource::kChannel && StripChannelIsDefine(desc) ? channels : 1;
+      for (int channel = 0; channel < programs_channels; ++channel) {
+        for (std::string_view name : {"compaction_strip_count", "compaction_strip_write"}) {
+          for (bool count_only : {false, true}) {
+            if (count_only && name == "compaction_strip_write") continue;
+            absl::StatusOr<GLuint> p =
+                ctx_.Program(name, StripDefines(desc, s, channel, count_only));
+            if (!p.ok()) return p.status();
+          }
         }
       }
     }
@@ -295,6 +311,17 @@ absl::Status CompactionKernel::WarmUp(WarmUpShare& share) {
               .source = source, .lo = -kInf, .hi = kInf, .count_only = count_only};
           absl::StatusOr<CompactionResult> r = Run(*image, o);
           if (!r.ok()) return r.status();
+          // A strip program per channel where the channel is a define.
+          if (r->variant == CompactionVariant::kStripScan && source == CompactionSource::kChannel &&
+              StripChannelIsDefine(desc)) {
+            for (int channel = 1; channel < channels; ++channel) {
+              CompactionOptions other = o;
+              other.channel = channel;
+              if (absl::StatusOr<CompactionResult> c = Run(*image, other); !c.ok()) {
+                return c.status();
+              }
+            }
+          }
           if (count_only || r->variant != CompactionVariant::kOrderedScan) continue;
           // The scan's way back down runs only past 1024 blocks (8.4 M pixels per band): dispatch
           // it once with nothing to do (its first workgroup adds nothing).

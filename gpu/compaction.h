@@ -44,7 +44,7 @@ enum class CompactionVariant {
   kOrderedScan,          // per-block counts, a multi-level exclusive scan, in-block scan + scatter
   kStripScan,  // for CPU renderers: the packed form read 16 bytes per load, private counts per
                // 32-pixel segment (no atomics, no shared memory), a multi-level exclusive scan
-               // of them, a pass writing the keys in row-major order. 1, 2 or 4 bytes per pixel.
+               // of them, a pass writing the keys in row-major order. 1 to 4 bytes per pixel.
   kSubgroupAggregated,  // a ballot per subgroup (warp), one global atomicAdd per subgroup; needs
                         // subgroup ballots (DeviceLimits::subgroup_ballot), refused without
 };
@@ -100,7 +100,7 @@ using CompactionSink = std::function<absl::Status(const CompactionPiece&)>;
 absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc,
                                                            const CompactionOptions& options);
 
-// The variant kAuto runs. On CPU renderers (llvmpipe) the strip scan for images of 1, 2 or 4 bytes
+// The variant kAuto runs. On CPU renderers (llvmpipe) the strip scan for images of 1 to 4 bytes
 // per pixel (measured 3-40x faster than the ordered scan there, with and without count_only: it
 // reads 16 bytes per image load, counts in registers and has no barriers; see
 // bench/results/compaction_llvmpipe.md), the ordered scan for the others and on GPUs (measured

@@ -204,11 +204,13 @@ void BandPasses::MakeScanBuffers(int64_t max_values) {
 void BandPasses::Gather(int64_t done, int64_t n) {
   const int64_t pixel_bytes = plan_.pixel_bytes;
   const int64_t words = CeilDiv(n * pixel_bytes, 4);
-  // Whole words' entries of (x, y): pixels of 1 or 2 bytes write them 4 or 2 at a time.
-  const size_t xy_bytes = size_t(CeilDiv(n, 4)) * 4 * 8;
+  // Whole words' (or 3-byte pixels' whole quads') entries of (x, y) and values: pixels of 1, 2 or
+  // 3 bytes write them 4 or 2 at a time.
+  const int64_t quads = CeilDiv(n, 4);
+  const size_t xy_bytes = size_t(quads) * 4 * 8;
   if (xy_chunk_.bytes() < xy_bytes) {
     xy_chunk_ = Buffer::Create(xy_bytes);
-    values_chunk_ = Buffer::Create(size_t(words) * 4);
+    values_chunk_ = Buffer::Create(size_t(quads) * 4 * size_t(pixel_bytes));
   }
   clock_.Start();
   indices_.BindRange(kIndicesBinding, size_t(done) * 4, size_t(n) * 4);
@@ -217,9 +219,11 @@ void BandPasses::Gather(int64_t done, int64_t n) {
   const GLuint g = programs_.gather;
   SetUint(g, "u_count", uint64_t(n));
   SetUint(g, "u_words", uint64_t(words));
-  // One invocation per word where a word holds whole pixels, else one per entry or word.
+  // One invocation per word where a word holds whole pixels, per 4 entries (3 words) of 3-byte
+  // pixels, else one per entry or word.
   const bool whole = pixel_bytes == 1 || pixel_bytes == 2 || pixel_bytes == 4;
-  DispatchFlat(g, limits_, CeilDiv(whole ? words : std::max(n, words), kThreads));
+  const int64_t invocations = whole ? words : pixel_bytes == 3 ? quads : std::max(n, words);
+  DispatchFlat(g, limits_, CeilDiv(invocations, kThreads));
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
   clock_.Stop();
 }

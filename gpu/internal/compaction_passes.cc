@@ -46,12 +46,12 @@ absl::StatusOr<FindPrograms> LoadPrograms(Context& ctx, const Image& image,
   FindPrograms p;
   absl::Status s;
   if (s = LoadProgram(ctx, FindProgram(variant),
-                      FindDefines(variant, desc, o.source, false, packed), &p.find_list);
+                      FindDefines(variant, desc, o.source, o.channel, false, packed), &p.find_list);
       !s.ok()) {
     return s;
   }
-  if (s = LoadProgram(ctx, FindProgram(variant), FindDefines(variant, desc, o.source, true, packed),
-                      &p.find_count);
+  if (s = LoadProgram(ctx, FindProgram(variant),
+                      FindDefines(variant, desc, o.source, o.channel, true, packed), &p.find_count);
       !s.ok()) {
     return s;
   }
@@ -59,8 +59,8 @@ absl::StatusOr<FindPrograms> LoadPrograms(Context& ctx, const Image& image,
     if (s = image.EnsurePacked(ctx); !s.ok()) return s;
   }
   if (variant == CompactionVariant::kStripScan) {
-    if (s = LoadProgram(ctx, "compaction_strip_write", StripDefines(desc, o.source, false),
-                        &p.strip_write);
+    if (s = LoadProgram(ctx, "compaction_strip_write",
+                        StripDefines(desc, o.source, o.channel, false), &p.strip_write);
         !s.ok()) {
       return s;
     }

@@ -30,12 +30,18 @@ inline constexpr GLuint kCountersBinding = 0, kIndicesBinding = 1, kDataBinding 
 // Whether a run reads the image's packed form rather than its texture: the strip variant always
 // (it is written for that form), every variant on CPU renderers (where uploads make only it).
 bool ReadsPacked(const DeviceInfo& device, CompactionVariant variant);
-// The programs' defines. packed: the program reads the packed form (ReadsPacked).
+// Whether the strip scan's programs for `desc` take the channel as a define (a program per
+// channel) rather than a uniform: 3-byte pixels, whose samples' words and shifts are then
+// constants.
+bool StripChannelIsDefine(const ImageDesc& desc);
+// The programs' defines. packed: the program reads the packed form (ReadsPacked). channel: for
+// kChannel (only strip programs where StripChannelIsDefine depend on it).
 std::string GatherDefines(SampleType type, int channels, bool packed);
 std::string PredicateDefines(SampleType type, CompactionSource source, bool count_only);
-std::string StripDefines(const ImageDesc& desc, CompactionSource source, bool count_only);
+std::string StripDefines(const ImageDesc& desc, CompactionSource source, int channel,
+                         bool count_only);
 std::string FindDefines(CompactionVariant variant, const ImageDesc& desc, CompactionSource source,
-                        bool count_only, bool packed);
+                        int channel, bool count_only, bool packed);
 std::string ScanDefines();
 // The program that finds (or counts) the passing pixels of a band for `variant`.
 std::string_view FindProgram(CompactionVariant variant);

@@ -79,8 +79,56 @@ void main() {
 #endif
 }
 
+#elif PIXEL_BITS == 24
+// 8-bit RGB: invocation i writes the 4 entries 4 i to 4 i + 3, their (x, y) as in the path above
+// and their 12 bytes, words 3 i to 3 i + 2 of the values (past the chunk's last entry the quad
+// repeats it, as above; the caller sizes the values for whole quads).
+#if defined(HAVE_INT64)
+layout(std430, binding = 5) writeonly buffer Xy { u64vec2 xy[]; };
+#define XY_PAIR(a, b) as_u64_pair(uvec4(a, b))
 #else
-// Pixels of 3, 6, 8, 12 or 16 bytes: invocation i writes the (x, y) of entry i and word i of the
+layout(std430, binding = 5) writeonly buffer Xy { uvec4 xy[]; };
+#define XY_PAIR(a, b) uvec4(a, b)
+#endif
+
+// The 3 bytes of pixel q in the low 24 bits.
+uint pixel24(ivec2 q) {
+#if defined(PACKED_IMAGE)
+  // Bytes 3 x to 3 x + 2 of row y: from the word holding the first and the next one (in the next
+  // texel for the texel's last word), a funnel shift ((n << 1) << (31 - sh) is n << (32 - sh),
+  // 0 for sh = 0). Two image loads, not the three of packed_bits.
+  uint byte = uint(q.x) * 3u;
+  int tx = int(byte >> 4u);
+  uvec4 t = imageLoad(u_packed, ivec2(tx, q.y));
+  uint w = (byte >> 2u) & 3u, sh = (byte & 3u) * 8u;
+  uint next = w == 3u ? imageLoad(u_packed, ivec2(tx + 1, q.y)).x : t[min(w + 1u, 3u)];
+  return ((t[w] >> sh) | ((next << 1u) << (31u - sh))) & 0xFFFFFFu;
+#else
+  uvec4 t = pixel_bits(q) & 0xFFu;
+  return t.r | (t.g << 8u) | (t.b << 16u);
+#endif
+}
+
+void main() {
+  uint i = flat_group_index() * kThreads + gl_LocalInvocationIndex;
+  if (i >= (u_count + 3u) / 4u) return;
+  uint last = u_count - 1u;
+  uvec2 p[4];
+  uint v[4];
+  for (int k = 0; k < 4; ++k) {
+    ivec2 q = position(indices[min(i * 4u + uint(k), last)]);
+    p[k] = uvec2(q);
+    v[k] = pixel24(q);
+  }
+  values[3u * i] = v[0] | (v[1] << 24u);
+  values[3u * i + 1u] = (v[1] >> 8u) | (v[2] << 16u);
+  values[3u * i + 2u] = (v[2] >> 16u) | (v[3] << 8u);
+  xy[2u * i] = XY_PAIR(p[0], p[1]);
+  xy[2u * i + 1u] = XY_PAIR(p[2], p[3]);
+}
+
+#else
+// Pixels of 6, 8, 12 or 16 bytes: invocation i writes the (x, y) of entry i and word i of the
 // values.
 layout(std430, binding = 5) writeonly buffer Xy { uint xy[]; };
 

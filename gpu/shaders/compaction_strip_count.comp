@@ -13,9 +13,31 @@ layout(std430, binding = 4) writeonly buffer RowTotals { uint row_totals[]; };
 #endif
 uniform int u_band;
 
-#if defined(COUNT_ONLY) && defined(SWAR_BYTES)
-// Counting one channel of 8-bit pixels: whole words at a time (swar_inside), no bit per pixel;
-// the fields of the selected channel's bytes count the passing ones.
+#if defined(COUNT_ONLY) && defined(SWAR_BYTES) && PIXEL_BYTES == 3
+// Counting one channel of 3-channel 8-bit pixels: the fields of each quad's selected samples
+// (quad_fields) summed, no bit per pixel, for the row's whole 16-pixel runs; the bits of the
+// last, partial run counted.
+#define SWAR_COUNT 1
+uint swar_row_inside(int y) {
+  const uvec2 k = swar_keys();
+  int runs = u_size.x / 16;
+  uint acc = 0u;  // two 16-bit fields, at most 8 per run each: rows up to 2^17 pixels
+  for (int r = 0; r < runs; ++r) {
+    uvec4 t0 = imageLoad(u_packed, ivec2(3 * r, y));
+    uvec4 t1 = imageLoad(u_packed, ivec2(3 * r + 1, y));
+    uvec4 t2 = imageLoad(u_packed, ivec2(3 * r + 2, y));
+    uvec2 f = quad_fields(t0.x, t0.y, t0.z, k) + quad_fields(t0.w, t1.x, t1.y, k) +
+              quad_fields(t1.z, t1.w, t2.x, k) + quad_fields(t2.y, t2.z, t2.w, k);
+    acc += f.x + f.y;
+  }
+  uint n = (acc & 0xFFFFu) + (acc >> 16u);
+  int rest = u_size.x - 16 * runs;
+  if (rest > 0) n += uint(bitCount(run_inside(y, 3 * runs, k) & ((1u << uint(rest)) - 1u)));
+  return n;
+}
+#elif defined(COUNT_ONLY) && defined(SWAR_BYTES)
+// Counting one channel of 1, 2 or 4-channel 8-bit pixels: whole words at a time (swar_inside), no
+// bit per pixel; the fields of the selected channel's bytes count the passing ones.
 #define SWAR_COUNT 1
 
 // Pixels of row y whose sample is inside the key range (the caller turns that around for

@@ -24,10 +24,10 @@ constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, Sample
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// The strip scan takes images of 1, 2 or 4 bytes per pixel (and refuses others, tested below).
+// The strip scan takes images of 1 to 4 bytes per pixel (and refuses others, tested below).
 bool StripScanTakes(const ImageDesc& d) {
   const int pixel_bytes = d.channels * BytesPerSample(d.type);
-  return pixel_bytes == 1 || pixel_bytes == 2 || pixel_bytes == 4;
+  return pixel_bytes >= 1 && pixel_bytes <= 4;
 }
 
 std::string Describe(const ImageDesc& d, const CompactionOptions& o) {
@@ -354,8 +354,10 @@ TEST(CompactionTest, CountOnlyGivesTheTotalAndNoList) {
 
 TEST(CompactionTest, EightBitPixelsAtEveryBoundChannelAndRowEnd) {
   // The strip scan tests one channel of 8-bit pixels a word at a time (16-bit fields), counting
-  // and listing: every channel of 1, 2 and 4-channel images, rows ending at every byte of a
-  // texel, bounds at and past both ends of the byte range, empty ranges, both senses.
+  // and listing: every channel of 1 to 4-channel images (3: four pixels in three words, a
+  // funnel shift by the channel), and the luma of 3 and 4-channel ones; rows ending at every byte
+  // of a texel and at both ends of a 3-texel run of 3-byte pixels; bounds at and past both ends
+  // of the byte range, empty ranges, both senses.
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
@@ -363,8 +365,8 @@ TEST(CompactionTest, EightBitPixelsAtEveryBoundChannelAndRowEnd) {
   const std::pair<double, double> bounds[] = {
       {7, 7},        {0, 0},     {255, 255}, {-5, 3},    {250, 1e9}, {-kInf, 40}, {40, kInf},
       {-kInf, kInf}, {0.2, 0.8}, {-3, -1},   {300, 400}, {0, 254},   {1, 255},    {127.2, 127.9}};
-  for (int ch : {1, 2, 4}) {
-    for (int w : {1, 2, 3, 5, 7, 13, 16, 17, 33, 131}) {
+  for (int ch : {1, 2, 3, 4}) {
+    for (int w : {1, 2, 3, 5, 7, 13, 15, 16, 17, 31, 32, 33, 47, 131}) {
       const ImageDesc d{w, 3, ch, SampleType::kUint8};
       HostImage host = testing::RandomImage(d, rng);
       // Plenty of the extreme values, which sit next to the fields' carries.
@@ -374,11 +376,15 @@ TEST(CompactionTest, EightBitPixelsAtEveryBoundChannelAndRowEnd) {
       }
       auto image = Image::Upload(ctx, host);
       ASSERT_TRUE(image.ok());
-      for (int channel = 0; channel < ch; ++channel) {
+      // Channels 0 to ch - 1, then (ch >= 3) the luma.
+      for (int channel = 0; channel < (ch >= 3 ? ch + 1 : ch); ++channel) {
+        const CompactionSource source =
+            channel == ch ? CompactionSource::kLuma : CompactionSource::kChannel;
         for (auto [lo, hi] : bounds) {
           for (bool inside : {true, false}) {
             for (bool count_only : {true, false}) {
-              CompactionOptions o{.channel = channel,
+              CompactionOptions o{.source = source,
+                                  .channel = source == CompactionSource::kLuma ? 0 : channel,
                                   .lo = lo,
                                   .hi = hi,
                                   .inside = inside,
@@ -484,19 +490,19 @@ TEST(CompactionTest, BadOptionsAreRefusedNamingTheFieldAndValue) {
   }
 }
 
-TEST(CompactionTest, StripScanRefusesPixelsThatStraddleWords) {
+TEST(CompactionTest, StripScanRefusesPixelsOfMoreThanFourBytes) {
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   CompactionKernel kernel(ctx);
   for (ImageDesc d :
-       {ImageDesc{5, 3, 3, SampleType::kUint8}, ImageDesc{5, 3, 4, SampleType::kUint16},
-        ImageDesc{5, 3, 2, SampleType::kFloat32}}) {
+       {ImageDesc{5, 3, 3, SampleType::kUint16}, ImageDesc{5, 3, 4, SampleType::kUint16},
+        ImageDesc{5, 3, 2, SampleType::kFloat32}, ImageDesc{5, 3, 3, SampleType::kFloat32}}) {
     auto image = Image::Upload(ctx, HostImage::Zeros(d));
     ASSERT_TRUE(image.ok());
     auto got = kernel.Run(*image, {.variant = CompactionVariant::kStripScan});
     ASSERT_FALSE(got.ok()) << DescribeImage(d);
     EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
     const std::string want =
-        StrCat("variant strip_scan needs 1, 2 or 4 bytes per pixel, got a ", DescribeImage(d));
+        StrCat("variant strip_scan needs 1 to 4 bytes per pixel, got a ", DescribeImage(d));
     EXPECT_NE(got.status().message().find(want), std::string::npos) << got.status();
     // auto runs another variant there.
     auto a = kernel.Run(*image, {});
@@ -573,18 +579,22 @@ TEST(CompactionTest, WarmUpLeavesNothingForAutoToBuild) {
         ASSERT_TRUE(image.ok()) << image.status();
         for (CompactionSource source : {CompactionSource::kChannel, CompactionSource::kLuma}) {
           if (source == CompactionSource::kLuma && ch < 3) continue;
-          for (bool count_only : {false, true}) {
-            for (bool inside : {true, false}) {
-              for (int64_t cap : {int64_t{3}, d.pixels()}) {
-                CompactionOptions o{.source = source,
-                                    .lo = PassRangeFor(t).lo,
-                                    .hi = PassRangeFor(t).hi,
-                                    .inside = inside,
-                                    .max_results = cap,
-                                    .count_only = count_only};
-                auto got = kernel.Run(*image, o);
-                ASSERT_TRUE(got.ok()) << got.status() << " " << Describe(d, o);
-                EXPECT_EQ(ctx.programs_built(), built) << Describe(d, o) << " built a program";
+          // Every channel: the strip scan's programs for 3-byte pixels are made per channel.
+          for (int channel = 0; channel < (source == CompactionSource::kLuma ? 1 : ch); ++channel) {
+            for (bool count_only : {false, true}) {
+              for (bool inside : {true, false}) {
+                for (int64_t cap : {int64_t{3}, d.pixels()}) {
+                  CompactionOptions o{.source = source,
+                                      .channel = channel,
+                                      .lo = PassRangeFor(t).lo,
+                                      .hi = PassRangeFor(t).hi,
+                                      .inside = inside,
+                                      .max_results = cap,
+                                      .count_only = count_only};
+                  auto got = kernel.Run(*image, o);
+                  ASSERT_TRUE(got.ok()) << got.status() << " " << Describe(d, o);
+                  EXPECT_EQ(ctx.programs_built(), built) << Describe(d, o) << " built a program";
+                }
               }
             }
           }
