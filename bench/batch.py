@@ -103,7 +103,9 @@ def own_channel(address):
 
 def glimpse_batch(address, files, callers, out, max_in_flight=0):
     def work(c):
-        with glimpse.Client(address, options=[("grpc.use_local_subchannel_pool", 1)]) as g:
+        # The server takes messages of up to MAX_MESSAGE_BYTES: images that large go inline.
+        with glimpse.Client(address, inline_bytes=MAX_MESSAGE_BYTES,
+                            options=[("grpc.use_local_subchannel_pool", 1)]) as g:
             share = shares(len(files), callers)[c]
             for item in g.analyze_many(((str(i), files[i]) for i in share), [("histogram", {})],
                                        max_in_flight=max_in_flight):
