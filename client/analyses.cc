@@ -493,23 +493,10 @@ int Analyze(const Options& o, const Connection& c) {
   grpc::ClientContext context;
   c.Prepare(&context);
   auto stream = c.stub->Analyze(&context);
-  constexpr size_t kChunk = 1 << 20;
   Progress progress("upload", data.size());
   v1::AnalyzeRequest first;
   *first.mutable_header() = std::move(header);
-  size_t off = std::min(kChunk, data.size());
-  first.set_chunk(data.data(), off);
-  bool ok = stream->Write(first);
-  while (ok && off < data.size()) {
-    const size_t n = std::min(kChunk, data.size() - off);
-    v1::AnalyzeRequest m;
-    m.set_chunk(data.data() + off, n);
-    ok = stream->Write(m);
-    off += n;
-    progress.Update(off);
-  }
-  progress.Done();
-  stream->WritesDone();
+  WriteChunked(*stream, std::move(first), data, progress);
   v1::AnalyzeResponse m;
   std::vector<v1::AnalyzeResponse> histograms;
   v1::Timing timing;

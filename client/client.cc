@@ -178,23 +178,10 @@ grpc::Status UploadBytes(const Connection& c, const std::string& data, v1::Uploa
   header.set_total_bytes(data.size());
   std::unique_ptr<grpc::ClientWriter<v1::UploadImageRequest>> writer =
       c.stub->UploadImage(&context, response);
-  constexpr size_t kChunk = 1 << 20;
   Progress progress("upload", show_progress ? data.size() : 0);
   v1::UploadImageRequest first;
   *first.mutable_header() = std::move(header);
-  size_t off = std::min(kChunk, data.size());
-  first.set_chunk(data.data(), off);
-  bool ok = writer->Write(first);
-  while (ok && off < data.size()) {
-    const size_t n = std::min(kChunk, data.size() - off);
-    v1::UploadImageRequest m;
-    m.set_chunk(data.data() + off, n);
-    ok = writer->Write(m);
-    off += n;
-    progress.Update(off);
-  }
-  progress.Done();
-  writer->WritesDone();
+  WriteChunked(*writer, std::move(first), data, progress);
   return writer->Finish();
 }
 

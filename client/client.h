@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -80,6 +81,27 @@ class Progress {
   bool active_;
   std::chrono::steady_clock::time_point start_, last_;
 };
+
+// Sends `first` (the call's header message) carrying the first 1 MiB of `data`, then the rest in
+// 1 MiB chunk messages, reporting to `progress`; stops at the first failed write (the call's
+// Finish says why), then WritesDone. For the upload streams: UploadImage and Analyze.
+template <typename Request, typename Writer>
+void WriteChunked(Writer& writer, Request first, const std::string& data, Progress& progress) {
+  constexpr size_t kChunk = 1 << 20;
+  size_t off = std::min(kChunk, data.size());
+  first.set_chunk(data.data(), off);
+  bool ok = writer.Write(first);
+  while (ok && off < data.size()) {
+    const size_t n = std::min(kChunk, data.size() - off);
+    Request m;
+    m.set_chunk(data.data() + off, n);
+    ok = writer.Write(m);
+    off += n;
+    progress.Update(off);
+  }
+  progress.Done();
+  writer.WritesDone();
+}
 
 // Uploads `data` (an encoded file, or raw pixels when header has raw set) in 1 MiB chunks.
 grpc::Status UploadBytes(const Connection& c, const std::string& data, v1::UploadHeader header,

@@ -25,6 +25,23 @@ void AddFourAnalyses(v1::AnalyzeHeader* h) {
   }
 }
 
+// Reads a streamed answer to its end, keeping the Timing that timing_of(message) points to (null
+// for messages without one); returns the call's status.
+template <typename Response, typename TimingOf>
+grpc::Status ReadAll(grpc::ClientReader<Response>& reader, v1::Timing* timing, TimingOf timing_of) {
+  Response m;
+  while (reader.Read(&m)) {
+    if (const v1::Timing* t = timing_of(m)) *timing = *t;
+  }
+  return reader.Finish();
+}
+
+// The Timing part of the streamed answers that carry it as a message of their own.
+template <typename Response>
+const v1::Timing* TimingPart(const Response& m) {
+  return m.has_timing() ? &m.timing() : nullptr;
+}
+
 }  // namespace
 
 void Settle(Outcome* out) {
@@ -73,30 +90,20 @@ Outcome Call(const Connection& c, const std::string& rpc, const std::string& id)
   } else if (a.has_integral_image()) {
     v1::IntegralImageRequest request = a.integral_image();
     *request.mutable_image() = ref;
-    auto reader = c.stub->IntegralImage(&context, request);
-    v1::IntegralImageResponse m;
-    while (reader->Read(&m)) {
-      if (m.has_trailer()) out.timing = m.trailer().timing();
-    }
-    out.status = reader->Finish();
+    out.status = ReadAll(*c.stub->IntegralImage(&context, request), &out.timing,
+                         [](const v1::IntegralImageResponse& m) {
+                           return m.has_trailer() ? &m.trailer().timing() : nullptr;
+                         });
   } else if (a.has_compaction()) {
     v1::CompactRequest request = a.compaction();
     *request.mutable_image() = ref;
-    auto reader = c.stub->Compact(&context, request);
-    v1::CompactResponse m;
-    while (reader->Read(&m)) {
-      if (m.has_timing()) out.timing = m.timing();
-    }
-    out.status = reader->Finish();
+    out.status =
+        ReadAll(*c.stub->Compact(&context, request), &out.timing, TimingPart<v1::CompactResponse>);
   } else {
     v1::BoxFilterRequest request = a.box_filter();
     *request.mutable_image() = ref;
-    auto reader = c.stub->BoxFilter(&context, request);
-    v1::BoxFilterResponse m;
-    while (reader->Read(&m)) {
-      if (m.has_timing()) out.timing = m.timing();
-    }
-    out.status = reader->Finish();
+    out.status = ReadAll(*c.stub->BoxFilter(&context, request), &out.timing,
+                         TimingPart<v1::BoxFilterResponse>);
   }
   Settle(&out);
   return out;
@@ -155,18 +162,8 @@ Outcome Combined(const Connection& c, const std::string& rpc, const std::string&
   v1::AnalyzeRequest first;
   *first.mutable_header()->mutable_upload() = header;
   AddFourAnalyses(first.mutable_header());
-  constexpr size_t kChunk = 1 << 20;
-  size_t off = std::min(kChunk, pixels.size());
-  first.set_chunk(pixels.data(), off);
-  bool ok = stream->Write(first);
-  while (ok && off < pixels.size()) {
-    const size_t n = std::min(kChunk, pixels.size() - off);
-    v1::AnalyzeRequest m;
-    m.set_chunk(pixels.data() + off, n);
-    ok = stream->Write(m);
-    off += n;
-  }
-  stream->WritesDone();
+  Progress quiet("upload", 0);
+  WriteChunked(*stream, std::move(first), pixels, quiet);
   v1::AnalyzeResponse m;
   while (stream->Read(&m)) {
     if (m.has_timing()) out.timing = m.timing();
