@@ -386,10 +386,18 @@ def latency(caller, rpcs, seconds, runs):
     return ms, timings
 
 
-def throughput(caller, address, callers, seconds):
+def cpu_seconds(pid):
+    """User + system CPU time of process `pid` (all its threads) so far, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def throughput(caller, address, callers, seconds, pid):
     """Completed calls per second of `callers` threads calling back to back for `seconds`, each
     on its own channel and connection (connected and warmed by one call before the clock
-    starts); and the calls that failed."""
+    starts); the server's (process `pid`) CPU ms per completed call over those seconds; and the
+    calls that failed."""
     channels = [channel(address, own_connection=True) for _ in range(callers)]
     rpcs = [caller.method(c) for c in channels]
     ready = threading.Barrier(callers + 1)
@@ -416,14 +424,16 @@ def throughput(caller, address, callers, seconds):
     for t in threads:
         t.start()
     ready.wait()
+    cpu0 = cpu_seconds(pid)
     start[0] = time.perf_counter()
     ready.wait()
     for t in threads:
         t.join()
+    cpu = cpu_seconds(pid) - cpu0
     for c in channels:
         c.close()
     elapsed = max(finished) - start[0]
-    return sum(counts) / elapsed, errors
+    return sum(counts) / elapsed, cpu * 1e3 / max(sum(counts), 1), errors
 
 
 def percentile(values, q):
@@ -490,8 +500,9 @@ def run_row(row, inp, glimpse_svc, peer_svc, args):
                       client_wire=percentile(ms, 50) - med["server_ns"])
     for n in args.callers:
         for key, svc in services:
-            rate, errors = throughput(caller, svc.address, n, args.seconds)
+            rate, cpu_ms, errors = throughput(caller, svc.address, n, args.seconds, svc.proc.pid)
             r[key][f"rps{n}"] = rate
+            r[key][f"cpu_ms{n}"] = cpu_ms
             if errors:
                 r[key][f"errors{n}"] = sorted(set(errors))[:3] + [f"{len(errors)} in all"]
     for _ in range(2):  # the first call warms OpenCV up
@@ -512,6 +523,8 @@ def run_row(row, inp, glimpse_svc, peer_svc, args):
 def format_row(r, callers):
     g, p = r["glimpse"], r["peer"]
     rates = "  ".join(f"@{n} {g[f'rps{n}']:.1f}/{p[f'rps{n}']:.1f} req/s" for n in callers)
+    n = callers[-1]
+    rates += f" | server CPU ms/call @{n} {g[f'cpu_ms{n}']:.2f}/{p[f'cpu_ms{n}']:.2f}"
     return (f"{r['row']:<44} G p50 {g['p50']:8.1f} p99 {g['p99']:8.1f} | peer p50 {p['p50']:8.1f} "
             f"p99 {p['p99']:8.1f} | local {r['local']['p50']:7.1f} ms | {rates} | G split "
             f"dec {g['decode']:.1f} up {g['upload']:.1f} q {g['queue']:.1f} gpu {g['gpu']:.1f} "
@@ -523,8 +536,10 @@ def markdown(rows, header, command, callers):
     out = [f"| row | input (request bytes) | Glimpse p50 / p99 ms (calls) | peer p50 / p99 ms "
            f"(calls) | "
            f"G/P p50 | local ms |{rate_cols} Glimpse server ms: decode / upload / queue / GPU / "
-           f"rest | client+wire ms: Glimpse / peer | same answer |",
-           "|---|---|---:|---:|---:|---:|" + "---:|" * (3 * len(callers)) + "---|---|---|"]
+           f"rest | client+wire ms: Glimpse / peer | server CPU ms per call @{callers[-1]}: "
+           f"Glimpse / peer | same answer |",
+           "|---|---|---:|---:|---:|---:|" + "---:|" * (3 * len(callers)) + "---|---|---|---|"]
+    n = callers[-1]
     for r in rows:
         g, p = r["glimpse"], r["peer"]
         rates = "".join(f" {g[f'rps{n}']:.1f} | {p[f'rps{n}']:.1f} | "
@@ -538,7 +553,8 @@ def markdown(rows, header, command, callers):
             f"{p['p50']:.1f} / {p['p99']:.1f} ({p['calls']}) | "
             f"{g['p50'] / p['p50']:.2f}x | {r['local']['p50']:.1f} |{rates} "
             f"{g['decode']:.1f} / {g['upload']:.1f} / {g['queue']:.1f} / {g['gpu']:.1f} / "
-            f"{g['rest']:.1f} | {g['client_wire']:.1f} / {p['client_wire']:.1f} | {r['check']}"
+            f"{g['rest']:.1f} | {g['client_wire']:.1f} / {p['client_wire']:.1f} | "
+            f"{g[f'cpu_ms{n}']:.2f} / {p[f'cpu_ms{n}']:.2f} | {r['check']}"
             f"{' ' + errors if errors else ''} |")
     loads = [r["load"] for r in rows]
     load = (f"Load average (1 min) of the machine as each row started: {min(loads):.1f} to "
@@ -557,6 +573,9 @@ NOTES = [
     "Local: the floor, the peer's own decode and analysis in the client's process (no gRPC, no "
     "copy into messages). Glimpse server ms: medians of the Timing of the one-caller calls; rest "
     "= server - decode - upload - queue - GPU (below 0 where the parts' spans overlap). "
+    "Server CPU ms per call: the service process's user + system CPU time (/proc) over the "
+    "calls completed in the throughput cell with the most callers; 1000 / it is the photos per "
+    "second one core of that server answers. "
     "client+wire: p50 latency - the server's median own time (serializing, the loopback "
     "connection, reading the answer into numpy).",
     "",

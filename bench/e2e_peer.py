@@ -108,7 +108,7 @@ def histogram(img, bins=256, lo=0.0, hi=None, source="all", channel=0):
     out = np.empty((len(planes), bins), np.uint64)
     for i, p in enumerate(planes):
         if img.dtype == np.uint8 and bins == 256 and lo == 0 and hi == 256:
-            out[i] = cv2.calcHist([np.ascontiguousarray(p)], [0], None, [256], [0, 256])[:, 0]
+            out[i] = cv2.calcHist([np.ascontiguousarray(p)], [0], None, [256], [0, 256]).reshape(-1)
         else:
             v = p.astype(np.float64).ravel()
             b = np.floor((v - lo) * bins / (hi - lo))
