@@ -42,6 +42,20 @@ uniform float u_const;
 #else
 #define VSUM uvec4
 #endif
+// Sums widen their terms with widen_d (prelude.glsl), never with a plain conversion.
+#if defined(FMT_UINT)
+HSUM to_hsum(uvec4 v) { return v; }
+#else
+HSUM to_hsum(vec4 v) { return widen_d4(v); }
+#endif
+#if defined(WIDE) && !defined(FMT_FLOAT)
+VSUM to_vsum(HSUM h) { return widen_d4(h); }
+#else
+VSUM to_vsum(HSUM h) { return h; }
+#endif
+// A double vector is never written one lane at a dynamic index: NVIDIA's GLSL compiler (driver
+// 580) fails to link that ("can't find __setVectorIndex function in stdlib"). Lanes are gathered
+// in an array and the vector is made from it (box_filter_sep_cols.comp, box_filter_integral.comp).
 
 // OpenCV's borderInterpolate: the image index that extended index i reads, or -1 (constant).
 int map_index(int i, int n) {

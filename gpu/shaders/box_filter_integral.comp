@@ -95,10 +95,10 @@ void axis_terms(int c, int r, int n, int lo, out int coef[SLOTS], out int at[SLO
 #if defined(FMT_FLOAT)
 #define TV dvec4
 TV tzero() { return dvec4(0.0lf); }
-TV tload(uint i) {
-  TV v = tzero();
+TV tload(uint i) {  // through an array: see box_filter_common.glsl
+  double v[4] = double[4](0.0lf, 0.0lf, 0.0lf, 0.0lf);
   for (int c = 0; c < CHANNELS; ++c) v[c] = packDouble2x32(table[i + uint(c)]);
-  return v;
+  return dvec4(v[0], v[1], v[2], v[3]);
 }
 TV tmul(TV v, int k) {
   precise TV r = v * double(k);
@@ -193,7 +193,7 @@ void main() {
     }
     precise dvec4 d = tdouble(sum);
     if (u_border == BORDER_CONSTANT) {
-      d += dvec4(double(u_area - uint(in_x) * uint(in_y)) * double(u_const));
+      d += dvec4(widen_d(u_area - uint(in_x) * uint(in_y)) * widen_d(u_const));
     }
     s_res[me + uint(p)] = finish(d);
   }

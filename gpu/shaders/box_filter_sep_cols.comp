@@ -11,17 +11,19 @@ uniform int u_seg;
 
 VSUM load_v(int j, int px) {
   int m = map_index(j, u_size.y);
-  if (m < 0) return VSUM(HSUM(u_const) * HSUM(2 * u_rx + 1));
+  if (m < 0) return to_vsum(to_hsum(VEC(u_const)) * HSUM(2 * u_rx + 1));
   uint i = (uint(m - u_src_y0) * uint(u_tile_size.x) + uint(px)) * uint(CHANNELS);
-  VSUM v = VSUM(0);
-  for (int c = 0; c < CHANNELS; ++c) {
 #if defined(FMT_FLOAT)
+  double v[4] = double[4](0.0lf, 0.0lf, 0.0lf, 0.0lf);
+  for (int c = 0; c < CHANNELS; ++c) {
     v[c] = packDouble2x32(uvec2(hsums[2u * (i + uint(c))], hsums[2u * (i + uint(c)) + 1u]));
-#else
-    v[c] = hsums[i + uint(c)];
-#endif
   }
-  return v;
+  return dvec4(v[0], v[1], v[2], v[3]);
+#else
+  uint v[4] = uint[4](0u, 0u, 0u, 0u);
+  for (int c = 0; c < CHANNELS; ++c) v[c] = hsums[i + uint(c)];
+  return to_vsum(uvec4(v[0], v[1], v[2], v[3]));
+#endif
 }
 
 #define WS_T VSUM

@@ -12,7 +12,7 @@ uniform int u_src_rows;
 uniform int u_seg;
 
 #define WS_T HSUM
-#define WS_LOAD(i, e) HSUM(load_mapped(i, e))
+#define WS_LOAD(i, e) to_hsum(load_mapped(i, e))
 #define WS_N u_size.x
 #include "box_filter_window.glsl"
 
@@ -42,11 +42,11 @@ void main() {
     if (++x >= x_end) break;
     ++ox;
     if (ox - 1 - u_rx >= 0 && ox + u_rx < u_size.x) {  // inside: no border mapping
-      s += HSUM(load_texel(ivec2(ox + u_rx, y)));
-      s -= HSUM(load_texel(ivec2(ox - 1 - u_rx, y)));
+      s += to_hsum(load_texel(ivec2(ox + u_rx, y)));
+      s -= to_hsum(load_texel(ivec2(ox - 1 - u_rx, y)));
     } else {
-      s += HSUM(load_mapped(ox + u_rx, y));
-      s -= HSUM(load_mapped(ox - 1 - u_rx, y));
+      s += to_hsum(load_mapped(ox + u_rx, y));
+      s -= to_hsum(load_mapped(ox - 1 - u_rx, y));
     }
   }
 }

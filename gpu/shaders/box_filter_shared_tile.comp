@@ -36,7 +36,7 @@ void main() {
       // Row ly of the chunk, output column lx: apron columns [lx, lx + 2rx] within this chunk.
       if (rc + ly < apron_h) {
         int q0 = max(lx, cc), q1 = min(lx + 2 * u_rx, min(cc + CW, apron_w) - 1);
-        for (int q = q0; q <= q1; ++q) row += HSUM(s_src[ly * CW + q - cc]);
+        for (int q = q0; q <= q1; ++q) row += to_hsum(s_src[ly * CW + q - cc]);
       }
     }
     s_row[ly * T + lx] = row;
@@ -44,7 +44,7 @@ void main() {
     barrier();
     // Output row ly needs apron rows [ly, ly + 2ry]; those in this chunk are [rc, rc + T).
     int r0 = max(ly, rc), r1 = min(ly + 2 * u_ry, min(rc + T, apron_h) - 1);
-    for (int r = r0; r <= r1; ++r) acc += VSUM(s_row[(r - rc) * T + lx]);
+    for (int r = r0; r <= r1; ++r) acc += to_vsum(s_row[(r - rc) * T + lx]);
     barrier();
   }
 

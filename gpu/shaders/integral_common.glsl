@@ -46,7 +46,7 @@ uvec2 acc_store(ACC a) { return a; }
 
 #if defined(FMT_FLOAT)
 ACC acc_sample(float v) {
-  double d = double(v);
+  double d = widen_d(v);  // not double(v): see widen_d in prelude.glsl
 #if defined(SQUARED)
   precise double sq = d * d;  // exact: a 24-bit significand squared fits in 53 bits
   return sq;
@@ -60,11 +60,11 @@ ACC acc_sample(uint v) {
   v = v * v;  // 65535^2 < 2^32
 #endif
 #if defined(ACC_DOUBLE)
-  return double(v);
+  return widen_d(v);
 #elif defined(ACC_U32)
   return v;
 #elif defined(HAVE_INT64) && !defined(FORCE_TWO_WORD)
-  return uint64_t(v);
+  return widen_u64(v);
 #else
   return uvec2(v, 0u);
 #endif

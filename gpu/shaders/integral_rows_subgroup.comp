@@ -85,8 +85,8 @@ void main() {
     uint64_t b_below = 0ul, b_all = 0ul;
     for (int b = 0; b < BITS; ++b) {
       uint64_t m = ballotARB(((v >> uint(b)) & 1u) != 0u);
-      b_below += uint64_t(bit_count64(m & gl_SubGroupLtMaskARB)) << uint(b);
-      b_all += uint64_t(bit_count64(m)) << uint(b);
+      b_below += widen_u64(bit_count64(m & gl_SubGroupLtMaskARB)) << uint(b);
+      b_all += widen_u64(bit_count64(m)) << uint(b);
     }
     below[c] = b_below;
     if (gl_SubGroupInvocationARB == leader) s_total[c * BLOCK + int(first)] = unpackUint2x32(b_all);
@@ -115,6 +115,6 @@ void main() {
   if (!inside) return;
   uint base = (uint(line) * uint(u_line_len) + uint(x)) * uint(CHANNELS);
   for (int c = 0; c < CHANNELS; ++c) {  // inclusive: the members below, this one, the runs before
-    table[base + uint(c)] = acc_store(acc_from64(before[c] + below[c] + uint64_t(own[c])));
+    table[base + uint(c)] = acc_store(acc_from64(before[c] + below[c] + widen_u64(own[c])));
   }
 }

@@ -39,5 +39,38 @@ vec4 load_texel(ivec2 p) { return texelFetch(u_image, p, 0); }
 u64vec2 as_u64_pair(uvec4 v) { return u64vec2(packUint2x32(v.xy), packUint2x32(v.zw)); }
 #endif
 
+// Exact widening to 8-byte values that a compiler cannot narrow. NVIDIA's GLSL compiler (driver
+// 580, H100) rewrote double(a) + double(b) of floats a, b as double(a + b), and likewise the sums,
+// products and shifts of uint64_t(a) of 32-bit a: float samples summed in float precision, squares
+// of 16-bit samples summed modulo 2^32. The values below are the same numbers, made from their
+// bits or with a high word the compiler cannot know to be 0, so no narrower operation hides in them.
+uint opaque_zero() { return uint(gl_NumWorkGroups.x == 0u); }  // no dispatch has 0 workgroups
+// m * 2^p exactly, for m > 0 and a normal double result.
+double scaled_double(uint m, int p) {
+  int top = findMSB(m);
+  uint rest = m ^ (1u << uint(top));  // the significand's bits below the leading one
+  uint hi = top <= 20 ? rest << uint(20 - top) : rest >> uint(top - 20);
+  uint lo = top <= 20 ? 0u : rest << uint(52 - top);
+  return packDouble2x32(uvec2(lo, hi | (uint(1023 + top + p) << 20)));
+}
+double widen_d(float v) {
+  uint b = floatBitsToUint(v);
+  uint sign = b & 0x80000000u, e = (b >> 23) & 0xffu, m = b & 0x7fffffu;
+  if (e == 0u) {  // zero, or subnormal: m * 2^-149
+    double d = m == 0u ? packDouble2x32(uvec2(0u, 0u)) : scaled_double(m, -149);
+    return sign != 0u ? -d : d;
+  }
+  uint exponent = e == 255u ? 2047u : e + 896u;  // infinities and NaN stay so
+  return packDouble2x32(uvec2(m << 29, sign | (exponent << 20) | (m >> 3)));
+}
+#if defined(HAVE_INT64)
+uint64_t widen_u64(uint v) { return packUint2x32(uvec2(v, opaque_zero())); }
+double widen_d(uint v) { return double(widen_u64(v)); }
+#else
+double widen_d(uint v) { return v == 0u ? double(opaque_zero()) : scaled_double(v, 0); }
+#endif
+dvec4 widen_d4(vec4 v) { return dvec4(widen_d(v.x), widen_d(v.y), widen_d(v.z), widen_d(v.w)); }
+dvec4 widen_d4(uvec4 v) { return dvec4(widen_d(v.x), widen_d(v.y), widen_d(v.z), widen_d(v.w)); }
+
 // OpenCV's COLOR_RGB2GRAY for integer data: (9798 R + 19235 G + 3735 B + 16384) >> 15.
 uint luma_u(uvec3 rgb) { return (9798u * rgb.r + 19235u * rgb.g + 3735u * rgb.b + 16384u) >> 15; }

@@ -293,6 +293,56 @@ TEST(IntegralImageTest, SixteenBitSumsPast2To32AreExact) {
   }
 }
 
+// Float samples enter the 8-byte sums exactly (the shaders widen them from their bits: a plain
+// double(v) let one compiler add floats in float precision and widen after). Each pair [a, b] is
+// a 2x1 image: its tables hold a, a + b, a^2 and a^2 + b^2, as double arithmetic gives them (the
+// squares exact, each sum rounded once), most of them not representable in float (squares past
+// its range among them). The values include zeros of both signs, subnormals, the smallest normal
+// and significands with every bit set; compared bit for bit.
+TEST(IntegralImageTest, FloatSamplesWidenExactly) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  IntegralImageKernel kernel(ctx);
+  const float max_sub = std::ldexp(float(0x7fffff), -149), min_normal = std::ldexp(1.0f, -126);
+  const std::pair<float, float> pairs[] = {{1.0f, std::ldexp(1.0f, -30)},
+                                           {-0.0f, -0.0f},
+                                           {0.0f, std::ldexp(1.0f, -149)},
+                                           {max_sub, -std::ldexp(3.0f, -149)},
+                                           {min_normal, max_sub},
+                                           {1.0f + std::ldexp(1.0f, -23), -std::ldexp(1.0f, -40)},
+                                           {16777215.0f, 0.5f},
+                                           {-3.75f, std::ldexp(float(0xffffff), -70)},
+                                           {std::ldexp(float(0xffffff), 103), 1.0f},
+                                           {std::ldexp(1.0f, 60), std::ldexp(-1.0f, 10)}};
+  const ImageDesc d{2, 1, 1, SampleType::kFloat32};
+  for (auto [a, b] : pairs) {
+    HostImage host = HostImage::Zeros(d);
+    std::memcpy(host.data.data(), &a, 4);
+    std::memcpy(host.data.data() + 4, &b, 4);
+    absl::StatusOr<Image> img = Image::Upload(ctx, host);
+    ASSERT_TRUE(img.ok()) << img.status();
+    const double da = a, db = b;
+    // A table's sums start from +0 (so -0 + -0 comes out +0, as in the CPU reference).
+    const double want_sum[] = {0.0 + da, 0.0 + da + db};
+    const double want_sq[] = {0.0 + da * da, 0.0 + da * da + db * db};
+    for (IntegralImageVariant v : kVariants) {
+      if (!IntegralImageVariantAvailable(ctx.info(), v, d.type).ok()) continue;
+      const IntegralImageOptions o{.squared = true, .variant = v};
+      absl::StatusOr<IntegralTables> t = ComputeIntegralImage(kernel, *img, o);
+      ASSERT_TRUE(t.ok()) << t.status();
+      ASSERT_EQ(t->sum_f.size(), 2u);
+      ASSERT_EQ(t->sq_f.size(), 2u);
+      for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(std::memcmp(&t->sum_f[i], &want_sum[i], 8), 0)
+            << Describe(d, o) << " [" << a << ", " << b << "] sum " << i << ": " << t->sum_f[i]
+            << " want " << want_sum[i];
+        EXPECT_EQ(std::memcmp(&t->sq_f[i], &want_sq[i], 8), 0)
+            << Describe(d, o) << " [" << a << ", " << b << "] square " << i << ": " << t->sq_f[i]
+            << " want " << want_sq[i];
+      }
+    }
+  }
+}
+
 // A row's first element and each step along it are a column's sum down to the row: below 2^32
 // while the largest sample (or its square) times the height is (2^32 - 1 = 65535 x 65537).
 TEST(IntegralImageTest, RowStepsFitFourBytesUpToTheBound) {
