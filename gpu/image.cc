@@ -1,6 +1,8 @@
 #include "gpu/image.h"
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/str.h"
@@ -14,22 +16,66 @@ struct GlFormat {
   GLenum type;
 };
 
-GlFormat GlFormatFor(const ImageDesc& d) {
+// A 3-channel image's plain texture has four channels, the fourth unused (0 where written from
+// host memory): NVIDIA's driver moves 3-channel texels between host memory and a texture a texel
+// at a time on the CPU. On an H100 (driver 580) a 1920x1080 RGB upload took 27.9 ms, 28 of the
+// 44 ms of a whole 1080p JPEG histogram call, and an 8K one 271 ms against 25.5 ms for RGBA
+// (bench/results/nvidia_h100.md). So host memory and these textures trade rows widened to four
+// channels here (WidenRows, NarrowRows); copies from buffers on the device keep 3-channel rows.
+int PlainChannels(int channels) { return channels == 3 ? 4 : channels; }
+constexpr size_t kWidenBandBytes = size_t{8} << 20;
+
+// The plain texture's internal format, and the transfer format and type of rows of `channels`
+// samples (the image's own count for copies from device buffers, PlainChannels for host memory).
+GlFormat GlFormatFor(const ImageDesc& d, int channels) {
   static constexpr GLenum kInt[] = {GL_RED_INTEGER, GL_RG_INTEGER, GL_RGB_INTEGER, GL_RGBA_INTEGER};
   static constexpr GLenum kFloat[] = {GL_RED, GL_RG, GL_RGB, GL_RGBA};
   static constexpr GLenum kU8[] = {GL_R8UI, GL_RG8UI, GL_RGB8UI, GL_RGBA8UI};
   static constexpr GLenum kU16[] = {GL_R16UI, GL_RG16UI, GL_RGB16UI, GL_RGBA16UI};
   static constexpr GLenum kF32[] = {GL_R32F, GL_RG32F, GL_RGB32F, GL_RGBA32F};
-  const int i = d.channels - 1;
+  const int i = PlainChannels(d.channels) - 1, t = channels - 1;
   switch (d.type) {
     case SampleType::kUint8:
-      return {kU8[i], kInt[i], GL_UNSIGNED_BYTE};
+      return {kU8[i], kInt[t], GL_UNSIGNED_BYTE};
     case SampleType::kUint16:
-      return {kU16[i], kInt[i], GL_UNSIGNED_SHORT};
+      return {kU16[i], kInt[t], GL_UNSIGNED_SHORT};
     case SampleType::kFloat32:
       break;
   }
-  return {kF32[i], kFloat[i], GL_FLOAT};
+  return {kF32[i], kFloat[t], GL_FLOAT};
+}
+GlFormat HostFormatFor(const ImageDesc& d) { return GlFormatFor(d, PlainChannels(d.channels)); }
+size_t PlainTexelBytes(const ImageDesc& d) {
+  return size_t(PlainChannels(d.channels)) * size_t(BytesPerSample(d.type));
+}
+
+// `rows` rows of a 3-channel image (ImageDesc layout, from `src`) widened to four channels, the
+// fourth 0, into `dst`.
+void WidenRows(const ImageDesc& d, const uint8_t* src, int rows, uint8_t* dst) {
+  const size_t pixels = size_t(d.width) * size_t(rows);
+  const size_t s = size_t(BytesPerSample(d.type));
+  if (s == 1) {
+    for (size_t i = 0; i < pixels; ++i, src += 3, dst += 4) {
+      dst[0] = src[0];
+      dst[1] = src[1];
+      dst[2] = src[2];
+      dst[3] = 0;
+    }
+    return;
+  }
+  for (size_t i = 0; i < pixels; ++i, src += 3 * s, dst += 4 * s) {
+    std::memcpy(dst, src, 3 * s);
+    std::memset(dst + 3 * s, 0, s);
+  }
+}
+
+// Rows of four-channel texels narrowed in place to the 3-channel image's own layout.
+void NarrowRows(const ImageDesc& d, int rows, std::vector<uint8_t>& data) {
+  const size_t pixels = size_t(d.width) * size_t(rows);
+  const size_t s = size_t(BytesPerSample(d.type));
+  uint8_t* p = data.data();
+  for (size_t i = 0; i < pixels; ++i) std::memmove(p + i * 3 * s, p + i * 4 * s, 3 * s);
+  data.resize(pixels * 3 * s);
 }
 
 // Packed and plain textures of images come from the context's pool of freed ones where one of
@@ -59,7 +105,7 @@ int TextureSide(const Context& ctx, int n) {
 GlTexture NewPlainTexture(const ImageDesc& desc, int width, int height) {
   GlTexture t = GlTexture::Create();
   glBindTexture(GL_TEXTURE_2D, t.get());
-  glTexStorage2D(GL_TEXTURE_2D, 1, GlFormatFor(desc).internal_format, width, height);
+  glTexStorage2D(GL_TEXTURE_2D, 1, HostFormatFor(desc).internal_format, width, height);
   // Integer textures are incomplete with linear filtering; the kernels use texelFetch anyway.
   glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
   glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
@@ -68,7 +114,7 @@ GlTexture NewPlainTexture(const ImageDesc& desc, int width, int height) {
 }
 
 GlTexture PooledPlainTexture(Context& ctx, const ImageDesc& desc, int width, int height) {
-  return ctx.textures().Take(GlFormatFor(desc).internal_format, width, height,
+  return ctx.textures().Take(HostFormatFor(desc).internal_format, width, height,
                              [&] { return NewPlainTexture(desc, width, height); });
 }
 
@@ -199,10 +245,9 @@ absl::StatusOr<Image> Image::AllocatePacked(Context& ctx, const ImageDesc& desc)
 
 Image::~Image() {
   if (ctx_ == nullptr) return;
-  const GlFormat f = GlFormatFor(desc_);
-  const size_t texel_bytes = size_t(desc_.channels) * size_t(BytesPerSample(desc_.type));
-  ctx_->textures().Give(std::move(texture_), f.internal_format, plain_width_, plain_height_,
-                        size_t(plain_width_) * size_t(plain_height_) * texel_bytes);
+  ctx_->textures().Give(std::move(texture_), HostFormatFor(desc_).internal_format, plain_width_,
+                        plain_height_,
+                        size_t(plain_width_) * size_t(plain_height_) * PlainTexelBytes(desc_));
   ctx_->textures().Give(std::move(packed_), GL_RGBA32UI, PackedTexelsPerRow(desc_), desc_.height,
                         PackedTextureBytes(desc_));
 }
@@ -214,14 +259,19 @@ GLuint Image::texture() const {
 
 // The packed form's rows, read back, into a new plain texture.
 void Image::MakePlainFromPacked() const {
-  const GlFormat f = GlFormatFor(desc_);
+  const GlFormat f = HostFormatFor(desc_);
   const size_t packed_row = size_t(PackedTexelsPerRow(desc_)) * 16;
   const std::vector<uint8_t> packed = PackedRows();
   GlTexture plain = PooledPlainTexture(*ctx_, desc_, plain_width_, plain_height_);
   glBindTexture(GL_TEXTURE_2D, plain.get());
+  std::vector<uint8_t> wide(desc_.channels == 3 ? size_t(desc_.width) * PlainTexelBytes(desc_) : 0);
   for (int y = 0; y < desc_.height; ++y) {
-    glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y, desc_.width, 1, f.format, f.type,
-                    packed.data() + packed_row * size_t(y));
+    const uint8_t* row = packed.data() + packed_row * size_t(y);
+    if (!wide.empty()) {
+      WidenRows(desc_, row, 1, wide.data());
+      row = wide.data();
+    }
+    glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y, desc_.width, 1, f.format, f.type, row);
   }
   glBindTexture(GL_TEXTURE_2D, 0);
   texture_ = std::move(plain);
@@ -251,9 +301,23 @@ absl::StatusOr<Image> Image::Upload(Context& ctx, const ImageDesc& desc,
   }
   absl::StatusOr<Image> image = Allocate(ctx, desc);
   if (!image.ok()) return image.status();
-  const GlFormat f = GlFormatFor(desc);
+  const GlFormat f = HostFormatFor(desc);
   glBindTexture(GL_TEXTURE_2D, image->texture());
-  glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, desc.width, desc.height, f.format, f.type, pixels.data());
+  if (desc.channels != 3) {
+    glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, desc.width, desc.height, f.format, f.type,
+                    pixels.data());
+  } else {
+    // Widened a band of rows at a time (kWidenBandBytes each), so a large image needs no second
+    // copy of itself in host memory.
+    const size_t wide_row = size_t(desc.width) * PlainTexelBytes(desc);
+    const int band = int(std::clamp<size_t>(kWidenBandBytes / wide_row, 1, size_t(desc.height)));
+    std::vector<uint8_t> wide(wide_row * size_t(band));
+    for (int y = 0; y < desc.height; y += band) {
+      const int rows = std::min(band, desc.height - y);
+      WidenRows(desc, pixels.data() + size_t(y) * desc.row_bytes(), rows, wide.data());
+      glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y, desc.width, rows, f.format, f.type, wide.data());
+    }
+  }
   glBindTexture(GL_TEXTURE_2D, 0);
   if (absl::Status s = ctx.CheckGlError("uploading an image"); !s.ok()) return s;
   return image;
@@ -341,7 +405,7 @@ absl::Status Image::CopyFromBuffer(Context& ctx, const Buffer& buffer, size_t of
   if (offset + desc_.bytes() > buffer.bytes()) {
     return absl::InternalError("CopyFromBuffer: the buffer is smaller than the image");
   }
-  const GlFormat f = GlFormatFor(desc_);
+  const GlFormat f = GlFormatFor(desc_, desc_.channels);  // the buffer's rows: the image's layout
   glMemoryBarrier(GL_PIXEL_BUFFER_BARRIER_BIT | GL_TEXTURE_UPDATE_BARRIER_BIT);
   glBindBuffer(GL_PIXEL_UNPACK_BUFFER, buffer.get());
   glBindTexture(GL_TEXTURE_2D, texture());
@@ -362,10 +426,12 @@ HostImage Image::Download() const {
     // Only the packed form exists: its rows, each cut to the image's own row.
     return {desc_, ReadPackedRows(desc_.row_bytes())};
   }
-  const GlFormat f = GlFormatFor(desc_);
-  const size_t texel_bytes = size_t(desc_.channels) * size_t(BytesPerSample(desc_.type));
-  return {desc_, ReadTextureRows(texture(), f.format, f.type, texel_bytes, desc_.row_bytes(),
-                                 desc_.height)};
+  const GlFormat f = HostFormatFor(desc_);
+  const size_t texel_bytes = PlainTexelBytes(desc_);
+  std::vector<uint8_t> rows = ReadTextureRows(texture(), f.format, f.type, texel_bytes,
+                                              size_t(desc_.width) * texel_bytes, desc_.height);
+  if (desc_.channels == 3) NarrowRows(desc_, desc_.height, rows);
+  return {desc_, std::move(rows)};
 }
 
 std::vector<uint8_t> Image::PackedRows() const {
