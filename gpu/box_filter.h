@@ -131,10 +131,10 @@ class BoxFilterKernel {
   static constexpr size_t kSinkPieceBytes = size_t{1} << 20;
   // Filters `image` and hands the result's rows to `sink`, top to bottom, in pieces of at most
   // kSinkPieceBytes (or one row), valid during the sink's call only; the result's image is
-  // empty. The fused strips hand them over straight from the device's output buffer, mapped,
-  // with no result image made (no texture to allocate and fill, no host copy of the whole
-  // image); the other variants download their result image. A sink error stops the run and is
-  // returned.
+  // empty. No result image is made (no texture to allocate, fill and download): the fused
+  // strips hand the rows over straight from the device's output buffer, mapped; the tiled
+  // variants read each band of tiles back from theirs into one band of rows. A sink error stops
+  // the run and is returned.
   absl::StatusOr<BoxFilterResult> Stream(const Image& image, const BoxFilterOptions& options,
                                          const BoxFilterSink& sink);
 
