@@ -214,7 +214,9 @@ def load_glimpse(directory):
         for r in data["rows"]:
             if r["variant"].startswith(("cpu", "first:")) or r["variant"].endswith("+read"):
                 continue
-            rows.setdefault((r["kernel"], r["size"], r["params"]), []).append(
+            # "WxH" here; the histogram benchmark writes "WxHxC" (its images are RGBA).
+            size = "x".join(r["size"].split("x")[:2])
+            rows.setdefault((r["kernel"], size, r["params"]), []).append(
                 (r["variant"], r["median_ms"]))
     return rows
 
