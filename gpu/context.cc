@@ -141,6 +141,7 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
                   info.renderer.find("softpipe") != std::string::npos;
   info.cpu_variants = info.software && !options.auto_as_gpu;
   info.limits = QueryLimits();
+  info.limits.plain_uploads = !info.software || options.plain_uploads;
   // Where the driver can compile programs on threads of its own, let it use all it has
   // (ProgramBatch hands it many at once).
   if (GLAD_GL_KHR_parallel_shader_compile) glMaxShaderCompilerThreadsKHR(0xFFFFFFFFu);

@@ -45,6 +45,9 @@ struct ContextOptions {
   // even on a CPU renderer (DeviceInfo::cpu_variants), so that llvmpipe can check a GPU's choices.
   // Everything else (timing, packed image forms, thread pinning) stays as the device needs.
   bool auto_as_gpu = false;
+  // For tests: uploads fill the plain texture (DeviceLimits::plain_uploads) even on a CPU
+  // renderer, as on a GPU, so that llvmpipe runs that path too.
+  bool plain_uploads = false;
   // Storage of freed images' textures kept for the next image of the same shape
   // (gpu/texture_pool.h): enough for a few 4K RGB photos, so that images uploaded with each call
   // reuse mapped memory. 0 keeps none.
@@ -71,6 +74,10 @@ struct DeviceLimits {
   int subgroup_size = 0;
   uint32_t subgroup_features = 0;
   bool thread_shuffle = false;  // GL_NV_shader_thread_shuffle
+  // Whether an upload fills the image's plain texture (GPU renderers), into which a 3-channel
+  // image's rows go widened to four channels (WidenForUpload, gpu/image.h); CPU renderers upload
+  // only the packed form.
+  bool plain_uploads = false;
 };
 
 // The names of GL_KHR_shader_subgroup's feature bits set in `features` ("basic", "vote",

@@ -279,12 +279,26 @@ void Image::MakePlainFromPacked() const {
 
 absl::StatusOr<Image> Image::Upload(Context& ctx, const ImageDesc& desc,
                                     std::span<const uint8_t> pixels) {
+  return Upload(ctx, desc, pixels, {});
+}
+
+std::vector<uint8_t> WidenForUpload(const DeviceLimits& device, const HostImage& host) {
+  const ImageDesc& d = host.desc;
+  if (!device.plain_uploads || d.channels != 3 || host.data.size() != d.bytes()) return {};
+  std::vector<uint8_t> wide(size_t(d.width) * size_t(d.height) * PlainTexelBytes(d));
+  WidenRows(d, host.data.data(), d.height, wide.data());
+  return wide;
+}
+
+absl::StatusOr<Image> Image::Upload(Context& ctx, const ImageDesc& desc,
+                                    std::span<const uint8_t> pixels,
+                                    std::span<const uint8_t> widened) {
   if (absl::Status s = ValidateImageDesc(desc, ctx.limits()); !s.ok()) return s;
   if (pixels.size() != desc.bytes()) {
     return absl::InvalidArgumentError(StrCat("pixels must hold ", desc.bytes(), " bytes for a ",
                                              DescribeImage(desc), " image, got ", pixels.size()));
   }
-  if (ctx.info().software) {
+  if (!ctx.limits().plain_uploads) {
     // CPU renderers: the packed form only, one copy at memcpy speed (its texels are whole 16-byte
     // words). The kernels made for these renderers read nothing else; the plain texture is made
     // from it on first use by a kernel that reads it. Copying into the plain texture here would
@@ -303,13 +317,13 @@ absl::StatusOr<Image> Image::Upload(Context& ctx, const ImageDesc& desc,
   if (!image.ok()) return image.status();
   const GlFormat f = HostFormatFor(desc);
   glBindTexture(GL_TEXTURE_2D, image->texture());
-  if (desc.channels != 3) {
+  const size_t wide_row = size_t(desc.width) * PlainTexelBytes(desc);
+  if (desc.channels != 3 || widened.size() == wide_row * size_t(desc.height)) {
     glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, desc.width, desc.height, f.format, f.type,
-                    pixels.data());
+                    desc.channels != 3 ? pixels.data() : widened.data());
   } else {
     // Widened a band of rows at a time (kWidenBandBytes each), so a large image needs no second
     // copy of itself in host memory.
-    const size_t wide_row = size_t(desc.width) * PlainTexelBytes(desc);
     const int band = int(std::clamp<size_t>(kWidenBandBytes / wide_row, 1, size_t(desc.height)));
     std::vector<uint8_t> wide(wide_row * size_t(band));
     for (int y = 0; y < desc.height; y += band) {

@@ -106,6 +106,10 @@ class Image {
   static absl::StatusOr<Image> Upload(Context& ctx, const HostImage& host) {
     return Upload(ctx, host.desc, host.data);
   }
+  // The same, given the rows WidenForUpload made of `pixels` (empty: widened here if needed).
+  static absl::StatusOr<Image> Upload(Context& ctx, const ImageDesc& desc,
+                                      std::span<const uint8_t> pixels,
+                                      std::span<const uint8_t> widened);
   // An image with undefined contents, to be written by a kernel (see CopyFromBuffer).
   static absl::StatusOr<Image> Allocate(Context& ctx, const ImageDesc& desc);
   // An image holding only its packed form, contents undefined until written with
@@ -166,6 +170,11 @@ class Image {
 // program for any shape: llvmpipe compiles a variant per power-of-two-ness of each bound
 // texture's sides, and no texture of an Image has a side that is one.
 ImageDesc WarmUpShape(SampleType type, int channels, int min_width = 1, int min_height = 1);
+
+// A 3-channel image's rows widened to the four channels (the fourth 0) of the texture
+// Image::Upload fills on devices with plain_uploads, made on any thread (the decoder's) so that
+// the context's thread need not; empty where the device takes the pixels as they are.
+std::vector<uint8_t> WidenForUpload(const DeviceLimits& device, const HostImage& host);
 
 // "#define" lines telling the shader prelude how to read this image: FMT_UINT or FMT_FLOAT,
 // CHANNELS, SAMPLE_BITS.

@@ -129,6 +129,7 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
         if (!host.ok()) return End(host.status());
         auto in = std::make_shared<Input>();
         in->desc = host->desc;
+        in->widened = gpu::WidenForUpload(service_.worker.device().limits, *host);
         in->host = *std::move(host);
         Checked(std::move(in));
       });

@@ -121,8 +121,9 @@ absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& re
           std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()),
           int(ref.encoded().desired_channels()), limits.max_image_pixels, "image.encoded.data");
       if (!host.ok()) return host.status();
-      record.set_decode_ns(NsSince(t0));
       if (absl::Status s = CheckDesc(host->desc, "image.encoded", device); !s.ok()) return s;
+      in->widened = gpu::WidenForUpload(device, *host);  // into the device's layout: decoding too
+      record.set_decode_ns(NsSince(t0));
       record.set_image(gpu::DescribeImage(host->desc));
       in->desc = host->desc;
       in->host = *std::move(host);
@@ -141,6 +142,7 @@ absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& re
       record.set_image(gpu::DescribeImage(*desc));
       in->desc = *desc;
       in->host = gpu::HostImage{*desc, std::vector<uint8_t>(data.begin(), data.end())};
+      in->widened = gpu::WidenForUpload(device, *in->host);
       return in;
     }
     case v1::ImageRef::SOURCE_NOT_SET:
@@ -157,7 +159,8 @@ absl::StatusOr<std::unique_ptr<Acquired>> Acquire(GpuEnv& env, const Input& in,
       return s;
     }
     const SteadyClock::time_point t0 = SteadyClock::now();
-    absl::StatusOr<gpu::Image> image = gpu::Image::Upload(env.ctx, *in.host);
+    absl::StatusOr<gpu::Image> image =
+        gpu::Image::Upload(env.ctx, in.host->desc, in.host->data, in.widened);
     if (!image.ok()) return image.status();
     record.set_upload_ns(NsSince(t0));
     absl::StatusOr<StoredImageInfo> stored = env.images.PutAs(*std::move(image), *in.cache);
@@ -165,7 +168,8 @@ absl::StatusOr<std::unique_ptr<Acquired>> Acquire(GpuEnv& env, const Input& in,
   }
   if (in.host && !in.cache) {
     const SteadyClock::time_point t0 = SteadyClock::now();
-    absl::StatusOr<gpu::Image> image = gpu::Image::Upload(env.ctx, *in.host);
+    absl::StatusOr<gpu::Image> image =
+        gpu::Image::Upload(env.ctx, in.host->desc, in.host->data, in.widened);
     if (!image.ok()) return image.status();
     record.set_upload_ns(NsSince(t0));
     out->owned = *std::move(image);

@@ -49,6 +49,9 @@ struct Input {
   // leave it out.
   bool anonymous = false;
   std::optional<gpu::HostImage> host;
+  // With `host`: its rows widened for the device's upload where it wants them so
+  // (gpu::WidenForUpload), on the thread that read them rather than the GPU's.
+  std::vector<uint8_t> widened;
   gpu::ImageDesc desc;
   // With `host`: an image fetched from the shared store (server/store/redis_store.h), put into the
   // GPU cache under its id by the first job that needs it, instead of being freed with the job.

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <random>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -28,6 +30,42 @@ TEST(ImageTest, RoundTripsEveryFormatAndChannelCount) {
       EXPECT_EQ(img->Download().data, host.data) << DescribeImage(d);
     }
   }
+}
+
+// The GPU renderers' upload (DeviceLimits::plain_uploads), forced on whatever renderer this is, on
+// a context of its own (its own thread): 3-channel images go into four-channel textures, widened
+// by the upload in 8 MiB bands (a float image of several bands, odd widths) or beforehand by
+// WidenForUpload, and come back narrowed, exactly; other channel counts go in as they are.
+TEST(ImageTest, PlainUploadsWidenThreeChannelRowsAndReadBackExactly) {
+  GLIMPSE_REQUIRE_CONTEXT(shared);  // a device to open: its context stays on this thread
+  (void)shared;
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  std::thread([&] {
+    absl::StatusOr<std::unique_ptr<Context>> ctx =
+        Context::Create({.device = "auto", .log_renderer = false, .plain_uploads = true});
+    ASSERT_TRUE(ctx.ok()) << ctx.status();
+    ASSERT_TRUE((*ctx)->limits().plain_uploads);
+    for (SampleType t : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
+      for (int c = 1; c <= 4; ++c) {
+        const ImageDesc d{.width = t == SampleType::kFloat32 && c == 3 ? 1537 : 37,
+                          .height = t == SampleType::kFloat32 && c == 3 ? 1031 : 5,
+                          .channels = c,
+                          .type = t};
+        const HostImage host = testing::RandomImage(d, rng);
+        const std::vector<uint8_t> widened = WidenForUpload((*ctx)->limits(), host);
+        EXPECT_EQ(widened.size(), c == 3 ? d.bytes() / 3 * 4 : 0) << DescribeImage(d);
+        for (bool given : {false, true}) {
+          absl::StatusOr<Image> img =
+              given ? Image::Upload(**ctx, d, host.data, widened) : Image::Upload(**ctx, host);
+          ASSERT_TRUE(img.ok()) << img.status();
+          EXPECT_FALSE(img->has_packed()) << DescribeImage(d);
+          EXPECT_TRUE(img->Download().data == host.data)
+              << DescribeImage(d) << (given ? ", rows widened beforehand" : "");
+        }
+      }
+    }
+  }).join();
 }
 
 // The packed form's bytes: each row's bytes, then zeros up to a whole 16-byte texel.
