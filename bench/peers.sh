@@ -6,12 +6,7 @@
 #   bench/peers.sh --sizes 1024x1024 --cases 'box filter' --variants auto --no-cold
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./deploy/install-deps.sh --bench
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build --target glimpse-server
-venv=build/python-venv
-[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
-"$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --no-index \
-  --force-reinstall --no-deps ./client/python
+# shellcheck source=bench/server_and_client.sh
+. bench/server_and_client.sh
 export LP_NUM_THREADS=${LP_NUM_THREADS:-$(nproc)}
 exec "$venv/bin/python" bench/peers.py --server-binary build/server/glimpse-server "$@"

@@ -13,16 +13,11 @@
 # .gpu and .gl.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-./deploy/install-deps.sh --bench
+# shellcheck source=bench/server_and_client.sh
+. bench/server_and_client.sh
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DGLIMPSE_GPU_ONLY=ON \
   -DGLIMPSE_STATIC_RUNTIME=ON
 cmake --build build-gpu
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build --target glimpse-server
-venv=build/python-venv
-[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
-"$venv/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation --no-index \
-  --force-reinstall --no-deps ./client/python
 
 # What the bare machine has itself and must not be replaced: glibc's libraries, the C++ runtime.
 system_libs='/(libc|libm|libpthread|libdl|librt|libresolv|libutil|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so'
