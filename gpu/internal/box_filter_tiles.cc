@@ -327,13 +327,9 @@ absl::Status FilterTiles(Context& ctx, const Image& image, const BoxFilterOption
       out_buf.BindBase(0);
       if (aux) aux.BindBase(1);
       DispatchTile(variant, *programs, d, o, area, t);
-      if (sink != nullptr) {
-        result->gpu_ns += timer.StopAndRead();
-        ReadTileRows(out_buf, d, t, staging, band.data());
-        continue;
-      }
-      CopyTileToTexture(out_buf, *out, d, t);
+      if (sink == nullptr) CopyTileToTexture(out_buf, *out, d, t);
       result->gpu_ns += timer.StopAndRead();
+      if (sink != nullptr) ReadTileRows(out_buf, d, t, staging, band.data());
     }
     if (sink != nullptr) {
       if (absl::Status s = ctx.CheckGlError("box filter"); !s.ok()) return s;
