@@ -2,11 +2,15 @@
 // memcpy of the same bytes (on CPU renderers "device" memory is host memory, so one copy is the
 // least an upload can cost). For each size and channel count: gpu::Image::Upload whole (what a
 // call pays), and, for reading the numbers, its parts: the plain texture alone and the packed form
-// alone.
+// alone. Then the way back: the same bytes written into a device buffer by the GPU (a buffer
+// copy) and read back in 1 MiB pieces as the kernels read their results (Buffer::ReadPieces),
+// through a mapping and copied out by the driver, each against the same memcpy.
 //   upload_bench [--runs N] [--warmup N] [--sizes 1920x1080,3840x2160] [--channels 1,3,4]
 //                [--json FILE] [--device auto|software|N]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -96,6 +100,37 @@ int Main(int argc, char** argv) {
                 args.warmup, args.runs));
       }
       glBindTexture(GL_TEXTURE_2D, 0);
+      // Read-backs: a buffer the GPU has just written (copied from another), read in pieces.
+      const gpu::Buffer source = gpu::Buffer::Create(host.data.size(), host.data.data());
+      const gpu::Buffer written = gpu::Buffer::Create(host.data.size());
+      std::vector<uint8_t> staging;
+      for (bool mapped : {true, false}) {
+        std::fill(target.begin(), target.end(), uint8_t{0});
+        row(mapped ? "read back: mapped" : "read back: copied out",
+            Measure(
+                [&] {
+                  glBindBuffer(GL_COPY_READ_BUFFER, source.get());
+                  glBindBuffer(GL_COPY_WRITE_BUFFER, written.get());
+                  glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, 0,
+                                      GLsizeiptr(host.data.size()));
+                  glFinish();
+                  const auto t0 = std::chrono::steady_clock::now();
+                  const bool read =
+                      written.ReadPieces(host.data.size(), size_t{1} << 20, mapped, staging,
+                                         [&](const uint8_t* bytes, size_t at, size_t n) {
+                                           std::memcpy(target.data() + at, bytes, n);
+                                           return true;
+                                         });
+                  const double ms = Ms(t0);
+                  if (!read || target != host.data) {
+                    std::fprintf(stderr, "read back %s: wrong bytes\n",
+                                 mapped ? "mapped" : "copied");
+                    std::exit(1);
+                  }
+                  return ms;
+                },
+                args.warmup, args.runs));
+      }
     }
   }
   Report(*ctx, 0, rows, args.json, argc, argv);

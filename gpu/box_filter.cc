@@ -225,18 +225,19 @@ absl::Status BoxFilterKernel::DeliverRows(const Buffer& rows, const ImageDesc& d
   const int piece_rows = int(std::max<size_t>(1, kSinkPieceBytes / row));
   if (stride != row) staging_.resize(size_t(std::min(piece_rows, count)) * row);
   absl::Status status;
-  const bool mapped = rows.ReadMapped(0, size_t(count) * stride, [&](const uint8_t* device) {
-    for (int r = 0; r < count && status.ok(); r += piece_rows) {
-      const int n = std::min(piece_rows, count - r);
-      const uint8_t* src = device + size_t(r) * stride;
-      if (stride != row) {  // rows padded to whole texels: cut them
-        for (int i = 0; i < n; ++i) std::memcpy(&staging_[size_t(i) * row], src + i * stride, row);
-        src = staging_.data();
-      }
-      status = sink(BoxFilterRows{y0 + r, n, std::span<const uint8_t>(src, size_t(n) * row)});
-    }
-  });
-  if (!mapped) return ctx_.MapError("the box filter's output rows");
+  const bool read = rows.ReadPieces(
+      size_t(count) * stride, size_t(piece_rows) * stride, ctx_.limits().mapped_reads,
+      read_staging_, [&](const uint8_t* src, size_t at, size_t bytes) {
+        const int r = int(at / stride), n = int(bytes / stride);
+        if (stride != row) {  // rows padded to whole texels: cut them
+          for (int i = 0; i < n; ++i)
+            std::memcpy(&staging_[size_t(i) * row], src + i * stride, row);
+          src = staging_.data();
+        }
+        status = sink(BoxFilterRows{y0 + r, n, std::span<const uint8_t>(src, size_t(n) * row)});
+        return status.ok();
+      });
+  if (!read) return ctx_.MapError("the box filter's output rows");
   return status;
 }
 

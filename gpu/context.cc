@@ -142,6 +142,7 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
   info.cpu_variants = info.software && !options.auto_as_gpu;
   info.limits = QueryLimits();
   info.limits.plain_uploads = !info.software || options.plain_uploads;
+  info.limits.mapped_reads = info.software && !options.copied_reads;
   // Where the driver can compile programs on threads of its own, let it use all it has
   // (ProgramBatch hands it many at once).
   if (GLAD_GL_KHR_parallel_shader_compile) glMaxShaderCompilerThreadsKHR(0xFFFFFFFFu);

@@ -48,6 +48,9 @@ struct ContextOptions {
   // For tests: uploads fill the plain texture (DeviceLimits::plain_uploads) even on a CPU
   // renderer, as on a GPU, so that llvmpipe runs that path too.
   bool plain_uploads = false;
+  // For tests: read-backs copy device buffers out piece by piece (DeviceLimits::mapped_reads
+  // false) even on a CPU renderer, as on a GPU, so that llvmpipe runs that path too.
+  bool copied_reads = false;
   // Storage of freed images' textures kept for the next image of the same shape
   // (gpu/texture_pool.h): enough for a few 4K RGB photos, so that images uploaded with each call
   // reuse mapped memory. 0 keeps none.
@@ -78,6 +81,11 @@ struct DeviceLimits {
   // image's rows go widened to four channels (WidenForUpload, gpu/image.h); CPU renderers upload
   // only the packed form.
   bool plain_uploads = false;
+  // Whether results are read back through a mapping of the device's buffer (CPU renderers: their
+  // buffers are host memory, read in place) or copied out by the driver piece by piece (GPUs:
+  // on an H100, reads through a mapping of device memory ran at 0.7-3.7 GB/s where uploads ran
+  // at 10-22 GB/s: bench/results/nvidia_h100.md). Buffer::ReadPieces takes it.
+  bool mapped_reads = false;
 };
 
 // The names of GL_KHR_shader_subgroup's feature bits set in `features` ("basic", "vote",

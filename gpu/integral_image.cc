@@ -278,20 +278,19 @@ absl::Status IntegralImageKernel::DeliverBand(
   const size_t piece_bytes = size_t(std::min(piece_rows, rows)) * row_bytes;
   if (narrow && staging_.size() < piece_bytes) staging_.resize(piece_bytes);
   absl::Status status;
-  const bool mapped =
-      table.ReadMapped(0, size_t(rows) * device_row_bytes, [&](const uint8_t* device) {
-        for (int r = 0; r < rows && status.ok(); r += piece_rows) {
-          const int n = std::min(piece_rows, rows - r);
-          const uint8_t* src = device + size_t(r) * device_row_bytes;
-          const size_t bytes = size_t(n) * row_bytes;
-          if (narrow) {
-            DecodeRows(src, n, row_bytes / kElem, channels, staging_.data());
-            src = staging_.data();
-          }
-          status = sink(IntegralBand{squared, y0 + r, n, std::span<const uint8_t>(src, bytes)});
+  const bool read = table.ReadPieces(
+      size_t(rows) * device_row_bytes, size_t(piece_rows) * device_row_bytes,
+      ctx_.limits().mapped_reads, read_staging_, [&](const uint8_t* src, size_t at, size_t bytes) {
+        const int r = int(at / device_row_bytes), n = int(bytes / device_row_bytes);
+        if (narrow) {
+          DecodeRows(src, n, row_bytes / kElem, channels, staging_.data());
+          src = staging_.data();
         }
+        status = sink(
+            IntegralBand{squared, y0 + r, n, std::span<const uint8_t>(src, size_t(n) * row_bytes)});
+        return status.ok();
       });
-  if (!mapped) return ctx_.MapError("a band of the integral table");
+  if (!read) return ctx_.MapError("a band of the integral table");
   if (absl::Status s = ctx_.CheckGlError("integral image"); !s.ok()) return s;
   return status;
 }

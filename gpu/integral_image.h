@@ -144,7 +144,7 @@ class IntegralImageKernel {
   // Streams the table(s) to `sink` in row bands, top to bottom (sum table first, then the squared
   // table if asked), so results larger than memory limits/one SSBO binding never exist whole.
   // A band's bytes are valid during the sink's call only (they are the device's table, mapped,
-  // or a small reused host buffer: bands of at most kSinkPieceBytes, or one row). A sink error
+  // or small reused host buffers: bands of at most kSinkPieceBytes, or one row). A sink error
   // stops the run and is returned.
   absl::StatusOr<IntegralImageResult> Run(
       const Image& image, const IntegralImageOptions& options,
@@ -160,8 +160,8 @@ class IntegralImageKernel {
  private:
   struct Workspace;
   absl::Status RunBand(const Workspace& ws, int band_y0, int rows, bool first_band);
-  // Maps the band's `rows` rows of `table` and hands them to `sink` a piece at a time, rebuilding
-  // 4-byte sums (narrow) into 8-byte elements through staging_.
+  // Reads the band's `rows` rows of `table` back (Buffer::ReadPieces) and hands them to `sink` a
+  // piece at a time, rebuilding 4-byte sums (narrow) into 8-byte elements through staging_.
   absl::Status DeliverBand(const Buffer& table, bool squared, int y0, int rows, int channels,
                            size_t row_bytes, bool narrow,
                            const std::function<absl::Status(const IntegralBand&)>& sink);
@@ -178,6 +178,8 @@ class IntegralImageKernel {
   // Where a piece of a band of 4-byte sums is rebuilt for the sink: small enough to stay in the
   // CPU's cache, kept so that calls do not fault in fresh pages for it.
   std::vector<uint8_t> staging_;
+  // Where a piece of the table is copied out on devices without mapped reads.
+  std::vector<uint8_t> read_staging_;
 };
 
 // Convenience for tests/bench: collects whole tables (uint64 for integer images, double for

@@ -6,8 +6,11 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "gpu/context.h"
 #include "gpu/image.h"
@@ -61,6 +64,20 @@ inline gpu::HostImage RandomImage(const gpu::ImageDesc& desc, std::mt19937_64& r
     }
   }
   return img;
+}
+
+// Runs `body` on a context of its own, made with `options` (the device "auto", quiet) on a thread
+// of its own: a context belongs to the thread that made it, and the shared one stays current on
+// the test's. For paths a GPU takes that options can force on any renderer (plain uploads,
+// copied read-backs).
+inline void OnOwnContext(gpu::ContextOptions options,
+                         const std::function<void(gpu::Context&)>& body) {
+  options.log_renderer = false;
+  std::thread([&] {
+    absl::StatusOr<std::unique_ptr<gpu::Context>> ctx = gpu::Context::Create(options);
+    ASSERT_TRUE(ctx.ok()) << ctx.status();
+    body(**ctx);
+  }).join();
 }
 
 }  // namespace glimpse::testing

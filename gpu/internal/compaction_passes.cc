@@ -101,17 +101,18 @@ absl::Status CompactionKernel::DeliverChunk(const Buffer& xy, const Buffer& valu
   values.Read(0, values_staging_.size(), values_staging_.data());
   const int64_t piece = std::max<int64_t>(1, int64_t(kSinkPieceBytes) / (8 + pixel_bytes));
   absl::Status status;
-  const bool mapped = xy.ReadMapped(0, size_t(n) * 8, [&](const uint8_t* device) {
-    const uint32_t* pairs = reinterpret_cast<const uint32_t*>(device);
-    for (int64_t i = 0; i < n && status.ok(); i += piece) {
-      const int64_t m = std::min(piece, n - i);
-      status = sink(CompactionPiece{
-          first + uint64_t(i), uint64_t(m), std::span<const uint32_t>(pairs + 2 * i, size_t(2 * m)),
-          std::span<const uint8_t>(values_staging_.data() + i * pixel_bytes,
-                                   size_t(m * pixel_bytes))});
-    }
-  });
-  if (!mapped) return ctx_.MapError("the compaction list");
+  const bool read = xy.ReadPieces(
+      size_t(n) * 8, size_t(piece) * 8, ctx_.limits().mapped_reads, xy_staging_,
+      [&](const uint8_t* bytes, size_t at, size_t size) {
+        const int64_t i = int64_t(at / 8), m = int64_t(size / 8);
+        status = sink(CompactionPiece{
+            first + uint64_t(i), uint64_t(m),
+            std::span<const uint32_t>(reinterpret_cast<const uint32_t*>(bytes), size_t(2 * m)),
+            std::span<const uint8_t>(values_staging_.data() + i * pixel_bytes,
+                                     size_t(m * pixel_bytes))});
+        return status.ok();
+      });
+  if (!read) return ctx_.MapError("the compaction list");
   return status;
 }
 

@@ -234,6 +234,36 @@ TEST(BoxFilterTest, FusedStripsManyStripsAndRowRuns) {
   }
 }
 
+// On a GPU the streamed rows are copied out of the device's buffer piece by piece rather than
+// read through a mapping (DeviceLimits::mapped_reads): that path, forced on this renderer, on
+// rows of several pieces (kSinkPieceBytes) with rows padded to whole texels and not.
+TEST(BoxFilterTest, CopiedReadBacksMatchReference) {
+  GLIMPSE_REQUIRE_CONTEXT(shared);
+  (void)shared;
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  testing::OnOwnContext({.copied_reads = true}, [&](Context& own) {
+    ASSERT_FALSE(own.limits().mapped_reads);
+    BoxFilterKernel kernel(own);
+    for (auto [w, c] : {std::pair{700, 4}, {1001, 3}, {1499, 1}}) {
+      const ImageDesc d{w, 509, c, SampleType::kUint8};
+      ASSERT_GT(d.bytes(), 2 * BoxFilterKernel::kSinkPieceBytes / 3);
+      const HostImage host = testing::RandomImage(d, rng);
+      Check(kernel, own, host,
+            {.rx = 3,
+             .ry = 2,
+             .border = BorderMode::kReflect101,
+             .variant = BoxFilterVariant::kFusedStrips});
+      Check(kernel, own, host,
+            {.rx = 2,
+             .ry = 3,
+             .border = BorderMode::kReflect101,
+             .variant = BoxFilterVariant::kSeparable,
+             .tile_bytes = 200000});
+    }
+  });
+}
+
 // Past rx 7 the fused strips take rx as a uniform, one program per channel count and byte of a
 // texel where a window's edge falls: rx 8-23 meet every such byte for every channel count, with
 // random window heights, each border, images narrower than the window and wider than a strip.

@@ -400,6 +400,31 @@ TEST(CompactionTest, EightBitPixelsAtEveryBoundChannelAndRowEnd) {
   }
 }
 
+// On a GPU the list is copied out of the device's buffer piece by piece rather than read through
+// a mapping (DeviceLimits::mapped_reads): that path, forced on this renderer, on lists of several
+// pieces (kSinkPieceBytes) for every variant, and in chunks (a small binding limit).
+TEST(CompactionTest, CopiedReadBacksMatchReference) {
+  GLIMPSE_REQUIRE_CONTEXT(shared);
+  (void)shared;
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  testing::OnOwnContext({.copied_reads = true}, [&](Context& own) {
+    ASSERT_FALSE(own.limits().mapped_reads);
+    CompactionKernel kernel(own);
+    for (int ch : {1, 3}) {
+      const ImageDesc d{613, 401, ch, SampleType::kUint8};
+      const HostImage host = SelectiveImage(d, 0, 0.7, rng);
+      absl::StatusOr<Image> image = Image::Upload(own, host);
+      ASSERT_TRUE(image.ok()) << image.status();
+      const CompactionOptions o{.channel = 0, .lo = 100, .hi = 120, .max_results = d.pixels()};
+      ExpectMatchesReference(kernel, *image, host, o);
+      kernel.SetBindingLimitForTesting(int64_t{1} << 18);
+      ExpectMatchesReference(kernel, *image, host, o);
+      kernel.SetBindingLimitForTesting(0);
+    }
+  });
+}
+
 TEST(CompactionTest, BandsAndChunksSplitLargeResultsAcrossBindings) {
   // A binding limit of a few KiB makes every run split the rows into bands, the ordered scan
   // climb several levels, and the gather run in many chunks: results must not change.

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <memory>
 #include <random>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -41,11 +40,8 @@ TEST(ImageTest, PlainUploadsWidenThreeChannelRowsAndReadBackExactly) {
   (void)shared;
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
-  std::thread([&] {
-    absl::StatusOr<std::unique_ptr<Context>> ctx =
-        Context::Create({.device = "auto", .log_renderer = false, .plain_uploads = true});
-    ASSERT_TRUE(ctx.ok()) << ctx.status();
-    ASSERT_TRUE((*ctx)->limits().plain_uploads);
+  testing::OnOwnContext({.plain_uploads = true}, [&](Context& own) {
+    ASSERT_TRUE(own.limits().plain_uploads);
     for (SampleType t : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
       for (int c = 1; c <= 4; ++c) {
         const ImageDesc d{.width = t == SampleType::kFloat32 && c == 3 ? 1537 : 37,
@@ -53,11 +49,11 @@ TEST(ImageTest, PlainUploadsWidenThreeChannelRowsAndReadBackExactly) {
                           .channels = c,
                           .type = t};
         const HostImage host = testing::RandomImage(d, rng);
-        const std::vector<uint8_t> widened = WidenForUpload((*ctx)->limits(), host);
+        const std::vector<uint8_t> widened = WidenForUpload(own.limits(), host);
         EXPECT_EQ(widened.size(), c == 3 ? d.bytes() / 3 * 4 : 0) << DescribeImage(d);
         for (bool given : {false, true}) {
           absl::StatusOr<Image> img =
-              given ? Image::Upload(**ctx, d, host.data, widened) : Image::Upload(**ctx, host);
+              given ? Image::Upload(own, d, host.data, widened) : Image::Upload(own, host);
           ASSERT_TRUE(img.ok()) << img.status();
           EXPECT_FALSE(img->has_packed()) << DescribeImage(d);
           EXPECT_TRUE(img->Download().data == host.data)
@@ -65,7 +61,7 @@ TEST(ImageTest, PlainUploadsWidenThreeChannelRowsAndReadBackExactly) {
         }
       }
     }
-  }).join();
+  });
 }
 
 // The packed form's bytes: each row's bytes, then zeros up to a whole 16-byte texel.

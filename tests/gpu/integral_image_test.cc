@@ -130,6 +130,31 @@ TEST(IntegralImageTest, MatchesReferenceEveryFormatChannelCountAndVariant) {
   }
 }
 
+// On a GPU the table is copied out of the device's buffer piece by piece rather than read through
+// a mapping (DeviceLimits::mapped_reads): that path, forced on this renderer, on tables of several
+// pieces (kSinkPieceBytes), 8-byte and rebuilt 4-byte sums, one band and several.
+TEST(IntegralImageTest, CopiedReadBacksMatchReference) {
+  GLIMPSE_REQUIRE_CONTEXT(shared);
+  (void)shared;
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  testing::OnOwnContext({.copied_reads = true}, [&](Context& own) {
+    ASSERT_FALSE(own.limits().mapped_reads);
+    IntegralImageKernel kernel(own);
+    for (SampleType t : kTypes) {
+      const ImageDesc d{307, 251, 4, t};
+      ASSERT_GT(d.pixels() * 4 * 8, 2 * IntegralImageKernel::kSinkPieceBytes);
+      const HostImage host = testing::RandomImage(d, rng);
+      for (IntegralImageVariant v :
+           {IntegralImageVariant::kStripScan, IntegralImageVariant::kPackedStrips}) {
+        CheckAgainstReference(kernel, own, host, {.squared = true, .variant = v});
+        CheckAgainstReference(kernel, own, host,
+                              {.squared = true, .variant = v, .band_bytes = 1 << 20});
+      }
+    }
+  });
+}
+
 TEST(IntegralImageTest, BandsCarryTheColumnSumsAcross) {
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   GLIMPSE_SEED_TRACE();
