@@ -128,6 +128,10 @@ class IntegralImageKernel {
  public:
   // Most bytes of table rows the sink receives at once (at least one row).
   static constexpr size_t kSinkPieceBytes = size_t{1} << 20;
+  // The band table WarmUp leaves made and written (at most the binding limit): one table of a
+  // 1920x1080 image of up to 2 channels fits (tables are made one at a time); larger ones grow
+  // it at their first call.
+  static constexpr int64_t kReservedTableBytes = int64_t{36} << 20;
   explicit IntegralImageKernel(Context& ctx) : ctx_(ctx) {}
   // Compiles every program the kernel may use for images of this sample type.
   absl::Status Prepare(SampleType type);
