@@ -125,13 +125,9 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
     if (header_.has_upload()) {
       if (absl::Status s = buffer_.Complete(); !s.ok()) return End(s);
       service_.pool.Post([this] {
-        absl::StatusOr<gpu::HostImage> host = buffer_.TakeImage(record);
-        if (!host.ok()) return End(host.status());
-        auto in = std::make_shared<Input>();
-        in->desc = host->desc;
-        in->widened = gpu::WidenForUpload(service_.worker.device().limits, *host);
-        in->host = *std::move(host);
-        Checked(std::move(in));
+        absl::StatusOr<std::shared_ptr<Input>> in = buffer_.TakeImage(record);
+        if (!in.ok()) return End(in.status());
+        Checked(*std::move(in));
       });
       return;
     }
@@ -161,7 +157,7 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
              meta.label = !header_.label().empty() ? header_.label() : header_.upload().label();
              meta.origin = header_.keep() ? "analyze" : "analyze (temporary)";
              absl::StatusOr<StoredImageInfo> stored =
-                 StoreHostImage(env, *in->host, std::move(meta), record);
+                 StoreHostImage(env, *in, std::move(meta), record);
              if (!stored.ok()) return stored.status();
              auto own = std::make_shared<Input>();
              own->image_id = stored->id;

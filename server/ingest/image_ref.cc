@@ -95,6 +95,14 @@ absl::Status CheckDesc(const gpu::ImageDesc& d, std::string_view field,
   return Annotate(gpu::ValidateImageDesc(d, device), field);
 }
 
+std::shared_ptr<Input> HostInput(gpu::HostImage host, const gpu::DeviceLimits& device) {
+  auto in = std::make_shared<Input>();
+  in->desc = host.desc;
+  in->widened = gpu::WidenForUpload(device, host);
+  in->host = std::move(host);
+  return in;
+}
+
 absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& ref,
                                                           const gpu::DeviceLimits& device,
                                                           const ServiceLimits& limits,
@@ -122,12 +130,10 @@ absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& re
           int(ref.encoded().desired_channels()), limits.max_image_pixels, "image.encoded.data");
       if (!host.ok()) return host.status();
       if (absl::Status s = CheckDesc(host->desc, "image.encoded", device); !s.ok()) return s;
-      in->widened = gpu::WidenForUpload(device, *host);  // into the device's layout: decoding too
-      record.set_decode_ns(NsSince(t0));
       record.set_image(gpu::DescribeImage(host->desc));
-      in->desc = host->desc;
-      in->host = *std::move(host);
-      return in;
+      std::shared_ptr<Input> read = HostInput(*std::move(host), device);
+      record.set_decode_ns(NsSince(t0));  // widening for the device included
+      return read;
     }
     case v1::ImageRef::kRaw: {
       absl::StatusOr<gpu::ImageDesc> desc =
@@ -140,10 +146,8 @@ absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& re
                    gpu::DescribeImage(*desc), ") needs ", desc->bytes()));
       }
       record.set_image(gpu::DescribeImage(*desc));
-      in->desc = *desc;
-      in->host = gpu::HostImage{*desc, std::vector<uint8_t>(data.begin(), data.end())};
-      in->widened = gpu::WidenForUpload(device, *in->host);
-      return in;
+      return HostInput(gpu::HostImage{*desc, std::vector<uint8_t>(data.begin(), data.end())},
+                       device);
     }
     case v1::ImageRef::SOURCE_NOT_SET:
       break;

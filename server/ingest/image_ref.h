@@ -57,6 +57,11 @@ struct Input {
   // GPU cache under its id by the first job that needs it, instead of being freed with the job.
   std::optional<StoredImageInfo> cache;
 };
+// An Input of host pixels, on the host thread that read them, with their rows widened for the
+// device's upload where it wants them so (gpu::WidenForUpload): the one place that work is done,
+// so that the GPU's thread only copies.
+std::shared_ptr<Input> HostInput(gpu::HostImage host, const gpu::DeviceLimits& device);
+
 absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& ref,
                                                           const gpu::DeviceLimits& device,
                                                           const ServiceLimits& limits,

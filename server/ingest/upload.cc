@@ -89,19 +89,19 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
   }
 
   void Decode() {
-    absl::StatusOr<gpu::HostImage> image = buffer_.TakeImage(record);
-    if (!image.ok()) return Answer(image.status());
-    auto host = std::make_shared<gpu::HostImage>(*std::move(image));
+    absl::StatusOr<std::shared_ptr<Input>> read = buffer_.TakeImage(record);
+    if (!read.ok()) return Answer(read.status());
     Submit(service_.worker, this, "UploadImage", context_->deadline(), 0,
-           [this, host](GpuEnv& env, Lease) -> absl::Status {
+           [this, in = *std::move(read)](GpuEnv& env, Lease) -> absl::Status {
              StoredImageInfo meta;
              meta.label = buffer_.header().label();
              meta.origin = "upload";
              absl::StatusOr<StoredImageInfo> stored =
-                 StoreHostImage(env, *host, std::move(meta), record);
+                 StoreHostImage(env, *in, std::move(meta), record);
              if (!stored.ok()) return stored.status();
              FillInfo(*stored, response_->mutable_image());
-             ShareImage(service_, *stored, host, [this](absl::Status s) { Answer(s); });
+             ShareImage(service_, *stored, std::shared_ptr<const gpu::HostImage>(in, &*in->host),
+                        [this](absl::Status s) { Answer(s); });
              return absl::OkStatus();
            });
   }
@@ -179,29 +179,29 @@ absl::Status UploadBuffer::Complete() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<gpu::HostImage> UploadBuffer::TakeImage(CallRecord& record) {
-  gpu::HostImage host;
+absl::StatusOr<std::shared_ptr<Input>> UploadBuffer::TakeImage(CallRecord& record) {
+  std::shared_ptr<Input> in;
   if (header_.has_raw()) {
     if (data_.size() != raw_desc_.bytes()) {
       return absl::InvalidArgumentError(StrCat("raw upload has ", data_.size(), " bytes but ",
                                                field_, ".raw (", gpu::DescribeImage(raw_desc_),
                                                ") needs ", raw_desc_.bytes()));
     }
-    host.desc = raw_desc_;
-    host.data.assign(data_.begin(), data_.end());
+    in = HostInput(gpu::HostImage{raw_desc_, std::vector<uint8_t>(data_.begin(), data_.end())},
+                   device_);
   } else {
     const SteadyClock::time_point t0 = SteadyClock::now();
     absl::StatusOr<gpu::HostImage> decoded = DecodeEncoded(
         std::span(reinterpret_cast<const uint8_t*>(data_.data()), data_.size()),
         int(header_.encoded().desired_channels()), limits_.max_image_pixels, "uploaded file");
     if (!decoded.ok()) return decoded.status();
-    record.set_decode_ns(NsSince(t0));
     record.set_image(gpu::DescribeImage(decoded->desc));
     if (absl::Status s = CheckDesc(decoded->desc, "uploaded file", device_); !s.ok()) return s;
-    host = *std::move(decoded);
+    in = HostInput(*std::move(decoded), device_);
+    record.set_decode_ns(NsSince(t0));  // widening for the device included
   }
   std::string().swap(data_);
-  return host;
+  return in;
 }
 
 absl::Status CancelledMidUpload(uint64_t received_bytes) {
@@ -209,12 +209,13 @@ absl::Status CancelledMidUpload(uint64_t received_bytes) {
                                      received_bytes, " bytes; nothing was stored"));
 }
 
-absl::StatusOr<StoredImageInfo> StoreHostImage(GpuEnv& env, const gpu::HostImage& host,
-                                               StoredImageInfo meta, CallRecord& record) {
+absl::StatusOr<StoredImageInfo> StoreHostImage(GpuEnv& env, const Input& in, StoredImageInfo meta,
+                                               CallRecord& record) {
+  const gpu::HostImage& host = *in.host;
   meta.tenant = record.tenant();
   if (absl::Status s = env.images.Reserve(host.desc.bytes(), meta.tenant); !s.ok()) return s;
   const SteadyClock::time_point t0 = SteadyClock::now();
-  absl::StatusOr<gpu::Image> image = gpu::Image::Upload(env.ctx, host);
+  absl::StatusOr<gpu::Image> image = gpu::Image::Upload(env.ctx, host.desc, host.data, in.widened);
   if (!image.ok()) return image.status();
   record.set_upload_ns(NsSince(t0));
   absl::StatusOr<StoredImageInfo> stored = env.images.PutAs(*std::move(image), std::move(meta));

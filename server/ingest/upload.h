@@ -7,21 +7,23 @@
 //   if (absl::Status s = upload.Append(request.chunk()); !s.ok()) return s;
 //   // Once it has ended, on a host thread:
 //   if (absl::Status s = upload.Complete(); !s.ok()) return s;
-//   absl::StatusOr<gpu::HostImage> host = upload.TakeImage(record);
-//   if (!host.ok()) return host.status();
-//   // Then, on the worker: StoreHostImage(env, *host, StoredImageInfo{}, record).
+//   absl::StatusOr<std::shared_ptr<Input>> in = upload.TakeImage(record);
+//   if (!in.ok()) return in.status();
+//   // Then, on the worker: StoreHostImage(env, **in, StoredImageInfo{}, record).
 #ifndef GLIMPSE_SERVER_INGEST_UPLOAD_H_
 #define GLIMPSE_SERVER_INGEST_UPLOAD_H_
 
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "glimpse/v1/image_analytics.pb.h"
 #include "gpu/image.h"
 #include "server/analyses/runner.h"
+#include "server/ingest/image_ref.h"
 #include "server/rpc/call.h"
 #include "server/rpc/limits.h"
 #include "server/worker/gpu_env.h"
@@ -38,9 +40,9 @@ class UploadBuffer {
   absl::Status Append(const std::string& chunk);
   // Checks the total once the stream has ended.
   absl::Status Complete() const;
-  // The pixels: raw bytes checked against the layout, or the file decoded (host work). Frees the
-  // bytes.
-  absl::StatusOr<gpu::HostImage> TakeImage(CallRecord& record);
+  // The pixels: raw bytes checked against the layout, or the file decoded, made an Input
+  // (HostInput: widened for the device where it wants them so). Host work. Frees the bytes.
+  absl::StatusOr<std::shared_ptr<Input>> TakeImage(CallRecord& record);
   const v1::UploadHeader& header() const { return header_; }
   uint64_t received() const { return data_.size(); }
 
@@ -56,10 +58,11 @@ class UploadBuffer {
 // The answer to an upload stream the client cancelled (or dropped) before it ended.
 absl::Status CancelledMidUpload(uint64_t received_bytes);
 
-// On the worker: uploads `host` and stores it with `meta`'s id (a new one when empty), label,
-// origin and creation time (now when unset), as the image of the call's tenant.
-absl::StatusOr<StoredImageInfo> StoreHostImage(GpuEnv& env, const gpu::HostImage& host,
-                                               StoredImageInfo meta, CallRecord& record);
+// On the worker: uploads the host pixels of `in` (REQUIRES in.host; its widened rows where made)
+// and stores them with `meta`'s id (a new one when empty), label, origin and creation time (now
+// when unset), as the image of the call's tenant.
+absl::StatusOr<StoredImageInfo> StoreHostImage(GpuEnv& env, const Input& in, StoredImageInfo meta,
+                                               CallRecord& record);
 
 grpc::ServerReadReactor<v1::UploadImageRequest>* ServeUpload(ServiceEnv& service,
                                                              grpc::CallbackServerContext* context,

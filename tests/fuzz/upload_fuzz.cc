@@ -3,6 +3,7 @@
 // Input: a serialized glimpse.fuzz.UploadInput (fuzz_inputs.proto).
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/str.h"
@@ -43,9 +44,11 @@ void Run(const UploadInput& in) {
   const v1::UploadHeader& header = in.messages(0).header();
   Check(header.total_bytes() == 0 || header.total_bytes() == sent.size(),
         StrCat("total_bytes ", header.total_bytes(), " accepted for ", sent.size()));
-  absl::StatusOr<gpu::HostImage> image = buffer.TakeImage(record);
-  CheckRefusal(image.status());
-  if (!image.ok()) return;
+  absl::StatusOr<std::shared_ptr<server::Input>> read = buffer.TakeImage(record);
+  CheckRefusal(read.status());
+  if (!read.ok()) return;
+  Check((*read)->host.has_value() && (*read)->desc == (*read)->host->desc, "no host pixels");
+  const gpu::HostImage* image = &*(*read)->host;
   const gpu::ImageDesc& d = image->desc;
   Check(image->data.size() == d.bytes(), StrCat(image->data.size(), " bytes for ", d.bytes()));
   Check(uint64_t(d.pixels()) <= limits.max_image_pixels,
