@@ -169,35 +169,36 @@ absl::StatusOr<PngChunks> ReadChunks(std::span<const uint8_t> f, std::string_vie
     if (absl::Status s = CheckChunk(f, at, field); !s.ok()) return s;
     const std::string_view type(reinterpret_cast<const char*>(&f[at + 4]), 4);
     const std::span<const uint8_t> data = f.subspan(at + 8, Be32(&f[at]));
-    const std::string where = StrCat(" at byte ", at);
     if (!ihdr && type != "IHDR") {
       return PngCorrupt(field, StrCat("its first chunk is ", type, ", not IHDR"));
     }
     const bool after_idat = !chunks.idat.empty();
     if (type == "IHDR") {
-      if (ihdr) return PngCorrupt(field, StrCat("a second IHDR chunk", where));
+      if (ihdr) return PngCorrupt(field, StrCat("a second IHDR chunk at byte ", at));
       absl::StatusOr<PngHeader> h = ParseIhdr(data, field);
       if (!h.ok()) return h.status();
       chunks.header = *h;
       ihdr = true;
     } else if (type == "PLTE" || type == "tRNS") {
       std::span<const uint8_t>& kept = type == "PLTE" ? chunks.plte : chunks.trns;
-      if (after_idat) return PngCorrupt(field, StrCat("a ", type, " chunk", where, " after IDAT"));
-      if (kept.data() != nullptr)
-        return PngCorrupt(field, StrCat("a second ", type, " chunk", where));
+      if (after_idat)
+        return PngCorrupt(field, StrCat("a ", type, " chunk at byte ", at, " after IDAT"));
+      if (kept.data() != nullptr) {
+        return PngCorrupt(field, StrCat("a second ", type, " chunk at byte ", at));
+      }
       kept = data;
     } else if (type == "IDAT") {
       if (idat_done) {
-        return PngCorrupt(field,
-                          StrCat("an IDAT chunk", where, " after other chunks followed IDAT"));
+        return PngCorrupt(
+            field, StrCat("an IDAT chunk at byte ", at, " after other chunks followed IDAT"));
       }
       chunks.idat.push_back(data);
     } else if (type == "IEND") {
       if (chunks.idat.empty()) return PngCorrupt(field, "it has no IDAT chunk (no image data)");
       return chunks;
     } else if ((f[at + 4] & 0x20) == 0) {
-      return PngCorrupt(field,
-                        StrCat("its chunk ", type, where, " is critical and not one PNG defines"));
+      return PngCorrupt(field, StrCat("its chunk ", type, " at byte ", at,
+                                      " is critical and not one PNG defines"));
     }
     idat_done = after_idat && type != "IDAT";
     at += 12 + data.size();
