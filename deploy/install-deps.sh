@@ -25,7 +25,7 @@ runtime_pkgs=(
   libegl1 libegl-mesa0 libgl1-mesa-dri libgrpc++1.51 libgrpc29 libprotobuf32
   libabsl20220623 libspdlog1.10 libfmt9 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
   libhiredis0.14 libssl3
-  libturbojpeg0 libspng0 libwebp7
+  libturbojpeg0 libspng0 libwebp7 libdeflate0
   ca-certificates
 )
 

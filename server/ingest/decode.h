@@ -1,7 +1,8 @@
 // Encoded image files -> host pixels, on the host (never on the GPU thread): JPEG with
-// libjpeg-turbo's TurboJPEG API, PNG with libspng, WebP with libwebp, and BMP, GIF, TGA, PSD, HDR
-// and PNM with stb_image. The format is found from the file's signature, its size from the header,
-// so a caller checks the size (and allocates) before any pixel is decoded:
+// libjpeg-turbo's TurboJPEG API, PNG with libdeflate + own unfiltering (decode_png.cc: the whole
+// image data inflated at once, the header read by libspng), WebP with libwebp, and BMP, GIF, TGA,
+// PSD, HDR and PNM with stb_image. The format is found from the file's signature, its size from the
+// header, so a caller checks the size (and allocates) before any pixel is decoded:
 //
 //   absl::StatusOr<Probed> probed = Probe(file, "image.encoded.data");
 //   if (!probed.ok()) return probed.status();

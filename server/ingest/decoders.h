@@ -1,7 +1,7 @@
 // The per-format decoders behind server/ingest/decode.h, one file each: decode_jpeg.cc
-// (TurboJPEG), decode_png.cc (libspng), decode_webp.cc (libwebp), decode_stb.cc (stb_image: BMP,
-// GIF, TGA, PSD, HDR, PNM); and the helpers they share (decode.cc). Included by those files only;
-// callers use Probe and DecodeInto.
+// (TurboJPEG), decode_png.cc (libdeflate + own unfiltering; libspng reads the header),
+// decode_webp.cc (libwebp), decode_stb.cc (stb_image: BMP, GIF, TGA, PSD, HDR, PNM); and the
+// helpers they share (decode.cc). Included by those files only; callers use Probe and DecodeInto.
 //
 //   absl::StatusOr<Probed> probed = ProbePng(file, field);          // after Sniff said PNG
 //   if (!probed.ok()) return probed.status();

@@ -1,7 +1,7 @@
 // The encoded-image path of uploads and inline images: the header probe, the --max-image-pixels
-// check before decoding, the decode (server/ingest: libjpeg-turbo, libspng, libwebp, stb_image),
-// the same decode into rows a stride apart in a buffer that ends where the last row does, and (for
-// small uint8 results) a PNG round trip.
+// check before decoding, the decode (server/ingest: libjpeg-turbo, PNG's own chunk walk, libdeflate
+// inflate and unfiltering, libwebp, stb_image), the same decode into rows a stride apart in a
+// buffer that ends where the last row does, and (for small uint8 results) a PNG round trip.
 // Input: one byte whose value mod 5 is desired_channels, then the file.
 #include <cstddef>
 #include <cstdint>

@@ -16,9 +16,12 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
 
-def png(w, h, color_type, depth, raw_rows, palette=None, claim=None, trns=None, interlace=0):
-    """A PNG of `raw_rows` (each scanline's bytes, filter byte 0 added here; with interlace 1,
-    the scanlines of the Adam7 passes in order, as adam7_rows makes them)."""
+def png(w, h, color_type, depth, raw_rows, palette=None, claim=None, trns=None, interlace=0,
+        filters=None, idats=1):
+    """A PNG of `raw_rows` (each scanline's bytes, after its filter byte: 0, or filters[i % n] for
+    row i, the bytes then taken as filtered; with interlace 1, the scanlines of the Adam7 passes in
+    order, as adam7_rows makes them), its image data compressed at level 9 and split into `idats`
+    IDAT chunks, the first of one byte and the second empty when there are three or more."""
     def chunk(kind, data):
         return (struct.pack(">I", len(data)) + kind + data +
                 struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
@@ -29,7 +32,14 @@ def png(w, h, color_type, depth, raw_rows, palette=None, claim=None, trns=None, 
         out += chunk(b"PLTE", palette)
     if trns:
         out += chunk(b"tRNS", trns)
-    out += chunk(b"IDAT", zlib.compress(b"".join(b"\0" + r for r in raw_rows)))
+    filters = filters or [0]
+    z = zlib.compress(b"".join(bytes([filters[i % len(filters)]]) + r for i, r in enumerate(raw_rows)),
+                      9 if idats > 1 else -1)
+    if idats == 1:
+        return out + chunk(b"IDAT", z) + chunk(b"IEND", b"")
+    cuts = [0, 1, 1] + [1 + (len(z) - 1) * i // (idats - 2) for i in range(1, idats - 2)] + [len(z)]
+    for a, b in zip(cuts, cuts[1:]):
+        out += chunk(b"IDAT", z[a:b])
     return out + chunk(b"IEND", b"")
 
 
@@ -169,6 +179,23 @@ def image_seeds():
                                  interlace=1),
         "png-rgb-trns-2x1": png(2, 1, 2, 8, [b"\x01\x02\x03\x04\x05\x06"],
                                 trns=b"\x00\x01\x00\x02\x00\x03"),
+        # Every filter type, image data in several IDAT chunks (one of 1 byte, one empty).
+        "png-rgb-filters-idats-7x5": png(7, 5, 2, 8, [bytes((x * 31 + y * 7) % 256 for x in range(21))
+                                                      for y in range(5)],
+                                         filters=[0, 1, 2, 3, 4], idats=5),
+        "png-rgba-filters-idats-6x5": png(6, 5, 6, 8, [bytes((x * 13 + y * 50) % 256 for x in range(24))
+                                                       for y in range(5)],
+                                          filters=[4, 3, 2, 1, 4], idats=4),
+        "png-grey16-adam7-filters-9x9": png(
+            9, 9, 0, 16, adam7_rows(9, 9, lambda x, y: struct.pack(">H", x * 7000 + y * 300)),
+            interlace=1, filters=[1, 2, 3, 4, 0], idats=3),
+        "png-palette4-trns-idats-5x3": png(5, 3, 3, 4, [b"\x01\x23\x40", b"\x56\x78\x10",
+                                                        b"\x21\x43\x50"],
+                                           palette=bytes(range(27)), trns=b"\x00\x80\xff",
+                                           filters=[1, 4, 3], idats=3),
+        "png-grey-alpha16-adam7-3x3": png(
+            3, 3, 4, 16, adam7_rows(3, 3, lambda x, y: struct.pack(">HH", x * 9000, y * 20000)),
+            interlace=1, filters=[0, 1, 2, 3, 4], idats=3),
         "jpeg-420-8x8": JPEG_420,
         "jpeg-444-8x8": JPEG_444,
         "jpeg-progressive-8x8": JPEG_PROGRESSIVE,

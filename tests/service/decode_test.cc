@@ -1,6 +1,7 @@
 // The decoders of server/ingest against independent references, on fresh random images: JPEG
-// against libjpeg-turbo's own decode (a TurboJPEG handle of the test's), PNG against stb_image
-// (this file's own copy) on files written here, WebP against libwebp's own decode; every result
+// against libjpeg-turbo's own decode (a TurboJPEG handle of the test's), PNG against the spec's
+// pixels, stb_image (this file's own copy) and libspng on files written here (stored and zlib-
+// compressed image data), WebP against libwebp's own decode; every result
 // also through DecodeInto with a row stride, whose padding must stay untouched. Then bad files.
 // No GPU needed.
 #include "server/ingest/decode.h"
@@ -11,15 +12,18 @@
 #include <cstdio>
 // clang-format on
 #include <gtest/gtest.h>
+#include <spng.h>
 #include <turbojpeg.h>
 #include <webp/decode.h>
 #include <webp/encode.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
@@ -354,7 +358,22 @@ void Scanlines(const PngImage& img, int x0, int y0, int dx, int dy, std::mt19937
   }
 }
 
-File WritePng(const PngImage& img, std::mt19937_64& rng) {
+// The image's scanlines (each pass's, for Adam7), filtered with random filter types.
+File FilteredScanlines(const PngImage& img, std::mt19937_64& rng) {
+  File data;
+  if (img.interlaced) {
+    constexpr int kPass[7][4] = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4},
+                                 {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}};
+    for (const auto& p : kPass) Scanlines(img, p[0], p[1], p[2], p[3], rng, data);
+  } else {
+    Scanlines(img, 0, 0, 1, 1, rng, data);
+  }
+  return data;
+}
+
+// A PNG file of `img`'s header, palette and tRNS, then the zlib stream `z` in IDAT chunks of
+// `idat_sizes` bytes (summing to z's size), then IEND.
+File AssemblePng(const PngImage& img, const File& z, const std::vector<size_t>& idat_sizes) {
   File f = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   File ihdr;
   Put32(ihdr, uint32_t(img.width));
@@ -364,21 +383,19 @@ File WritePng(const PngImage& img, std::mt19937_64& rng) {
   Chunk(f, "IHDR", ihdr);
   if (!img.palette.empty()) Chunk(f, "PLTE", img.palette);
   if (!img.trns.empty()) Chunk(f, "tRNS", img.trns);
-  File data;
-  if (img.interlaced) {
-    constexpr int kPass[7][4] = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4},
-                                 {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}};
-    for (const auto& p : kPass) Scanlines(img, p[0], p[1], p[2], p[3], rng, data);
-  } else {
-    Scanlines(img, 0, 0, 1, 1, rng, data);
+  size_t at = 0;
+  for (size_t n : idat_sizes) {
+    Chunk(f, "IDAT", File(z.begin() + long(at), z.begin() + long(at + n)));
+    at += n;
   }
-  // The image data split over two IDAT chunks, as encoders do.
-  const File z = Zlib(data);
-  const size_t half = z.size() / 2;
-  Chunk(f, "IDAT", File(z.begin(), z.begin() + long(half)));
-  Chunk(f, "IDAT", File(z.begin() + long(half), z.end()));
   Chunk(f, "IEND", {});
   return f;
+}
+
+File WritePng(const PngImage& img, std::mt19937_64& rng) {
+  // The image data split over two IDAT chunks, as encoders do.
+  const File z = Zlib(FilteredScanlines(img, rng));
+  return AssemblePng(img, z, {z.size() / 2, z.size() - z.size() / 2});
 }
 
 PngImage RandomPng(int w, int h, int color_type, int depth, bool trns, bool interlaced,
@@ -455,16 +472,14 @@ std::vector<uint8_t> ExpectedPng(const PngImage& img, int channels, int own) {
   return out;
 }
 
-// Against the PNG spec's pixels (ExpectedPng) and stb_image's decode, which the server used before:
-// every kind, depth, tRNS, Adam7, random scanline filters.
-TEST(DecodeTest, PngEqualsTheSpecAndStbImageForEveryKind) {
-  std::mt19937_64 rng = SeededRng();
-  GLIMPSE_SEED_TRACE();
-  struct Kind {
-    int color_type, depth;
-    bool trns;
-  };
-  std::vector<Kind> kinds;
+// Every colour type at every depth it allows, with and without tRNS where it may have one.
+struct PngKind {
+  int color_type, depth;
+  bool trns;
+};
+
+std::vector<PngKind> PngKinds() {
+  std::vector<PngKind> kinds;
   for (int depth : {1, 2, 4, 8, 16}) {
     kinds.push_back({0, depth, false});
     kinds.push_back({0, depth, true});
@@ -479,7 +494,16 @@ TEST(DecodeTest, PngEqualsTheSpecAndStbImageForEveryKind) {
     kinds.push_back({4, depth, false});
     kinds.push_back({6, depth, false});
   }
-  for (const Kind& k : kinds) {
+  return kinds;
+}
+
+// Against the PNG spec's pixels (ExpectedPng) and stb_image's decode, which the server used before:
+// every kind, depth, tRNS, Adam7, random scanline filters.
+TEST(DecodeTest, PngEqualsTheSpecAndStbImageForEveryKind) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  const std::vector<PngKind> kinds = PngKinds();
+  for (const PngKind& k : kinds) {
     for (bool interlaced : {false, true}) {
       for (auto [w, h] : kSizes) {
         SCOPED_TRACE(::testing::Message() << "colour type " << k.color_type << ", " << k.depth
@@ -511,6 +535,94 @@ TEST(DecodeTest, PngEqualsTheSpecAndStbImageForEveryKind) {
           stbi_image_free(ref);
           EXPECT_TRUE(stb == expected) << "stb_image differs, as " << channels << " channels";
         }
+      }
+    }
+  }
+}
+
+// zlib's compressor (an encoder independent of the decoder's libdeflate) at `level` with
+// `strategy` and a window of 2^window_bits bytes.
+File Deflate(const File& data, int level, int strategy, int window_bits) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, window_bits, 8, strategy), Z_OK);
+  // deflateBound is not always enough at the smallest windows: the output grows until done.
+  File out(deflateBound(&zs, uLong(data.size())));
+  zs.next_in = const_cast<Bytef*>(data.data());  // zlib does not write it
+  zs.avail_in = uInt(data.size());
+  int ret = Z_OK;
+  while (ret == Z_OK) {
+    if (zs.total_out == out.size()) out.resize(out.size() * 2);
+    zs.next_out = out.data() + zs.total_out;
+    zs.avail_out = uInt(out.size() - zs.total_out);
+    ret = deflate(&zs, Z_FINISH);
+  }
+  EXPECT_EQ(ret, Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+// Sizes of IDAT chunks holding `n` bytes as encoders never quite write them: empty chunks (first,
+// last, between), 1-byte chunks, and chunks of up to 3000 bytes.
+std::vector<size_t> RandomIdatSizes(size_t n, std::mt19937_64& rng) {
+  std::vector<size_t> sizes;
+  for (size_t left = n; left > 0;) {
+    const uint64_t pick = rng() % 4;
+    const size_t take = pick == 0 ? 0 : pick == 1 ? 1 : std::min<size_t>(left, 1 + rng() % 3000);
+    sizes.push_back(take);
+    left -= take;
+  }
+  if (rng() % 2 == 0) sizes.push_back(0);
+  return sizes;
+}
+
+// libspng's own decode of `file` to RGBA (8- or 16-bit, host order) with its tRNS applied: what
+// the server's PNG decoder gave before it inflated and unfiltered by itself. Empty if refused.
+std::vector<uint8_t> SpngRgba(const File& file, bool sixteen) {
+  std::unique_ptr<spng_ctx, decltype(&spng_ctx_free)> ctx(spng_ctx_new(0), &spng_ctx_free);
+  const int format = sixteen ? SPNG_FMT_RGBA16 : SPNG_FMT_RGBA8;
+  size_t size = 0;
+  if (spng_set_png_buffer(ctx.get(), file.data(), file.size()) != 0 ||
+      spng_decoded_image_size(ctx.get(), format, &size) != 0) {
+    return {};
+  }
+  std::vector<uint8_t> out(size);
+  if (spng_decode_image(ctx.get(), out.data(), size, format, SPNG_DECODE_TRNS) != 0) return {};
+  return out;
+}
+
+// Real compressed image data (zlib at every level and strategy) in IDAT chunks of random sizes:
+// the spec's pixels, and exactly libspng's.
+TEST(DecodeTest, CompressedPngsInManyIdatsEqualTheSpecAndLibspng) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  constexpr int kStrategies[] = {Z_DEFAULT_STRATEGY, Z_FILTERED, Z_HUFFMAN_ONLY, Z_RLE, Z_FIXED};
+  for (const PngKind& k : PngKinds()) {
+    for (bool interlaced : {false, true}) {
+      for (auto [w, h] : kSizes) {
+        const int level = int(rng() % 10), strategy = kStrategies[rng() % 5];
+        const int window = 9 + int(rng() % 7);
+        SCOPED_TRACE(::testing::Message()
+                     << "colour type " << k.color_type << ", " << k.depth << "-bit"
+                     << (k.trns ? ", tRNS" : "") << (interlaced ? ", Adam7 " : " ") << w << "x" << h
+                     << ", zlib level " << level << " strategy " << strategy << " window 2^"
+                     << window);
+        const PngImage img = RandomPng(w, h, k.color_type, k.depth, k.trns, interlaced, rng);
+        const File z = Deflate(FilteredScanlines(img, rng), level, strategy, window);
+        const File file = AssemblePng(img, z, RandomIdatSizes(z.size(), rng));
+        absl::StatusOr<gpu::ImageDesc> probed = ProbeEncoded(file, "image");
+        ASSERT_TRUE(probed.ok()) << probed.status().message();
+        const SampleType type = k.depth == 16 ? SampleType::kUint16 : SampleType::kUint8;
+        for (int channels = 0; channels <= 4; ++channels) {
+          const ImageDesc d{w, h, channels == 0 ? probed->channels : channels, type};
+          ASSERT_NO_FATAL_FAILURE(
+              ExpectDecodes(file, channels, d, ExpectedPng(img, channels, probed->channels)));
+        }
+        const std::vector<uint8_t> spng = SpngRgba(file, k.depth == 16);
+        ASSERT_FALSE(spng.empty()) << "libspng refused the file";
+        absl::StatusOr<gpu::HostImage> rgba = DecodeEncoded(file, 4, kMaxPixels, "image");
+        ASSERT_TRUE(rgba.ok()) << rgba.status().message();
+        EXPECT_TRUE(rgba->data == spng) << "pixels differ from libspng's";
       }
     }
   }
@@ -644,6 +756,121 @@ TEST(DecodeTest, TruncatedAndCorruptFilesAreRefusedNamingTheirFormat) {
   for (uint8_t& b : garbage) b = uint8_t(rng());
   std::memcpy(garbage.data(), "garbage:", 8);  // no signature, and no TGA header either
   ExpectRefused(garbage, formats);
+}
+
+// Where the chunk `type` starts in `f` for the `nth` time (0: the first); npos if it does not.
+size_t ChunkAt(const File& f, const char* type, int nth) {
+  for (size_t at = 8; at + 12 <= f.size();) {
+    const size_t length =
+        size_t(f[at]) << 24 | size_t(f[at + 1]) << 16 | size_t(f[at + 2]) << 8 | size_t(f[at + 3]);
+    if (std::memcmp(&f[at + 4], type, 4) == 0 && nth-- == 0) return at;
+    at += 12 + length;
+  }
+  return std::string::npos;
+}
+
+File WithChunk(const File& f, size_t at, const char* type, const File& data) {
+  File chunk;
+  Chunk(chunk, type, data);
+  File out = f;
+  out.insert(out.begin() + long(at), chunk.begin(), chunk.end());
+  return out;
+}
+
+// Each way the chunks or the image data can be wrong is refused saying which, naming the field.
+TEST(DecodeTest, BadPngChunksAndImageDataAreRefusedSayingWhatIsWrong) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  const std::string corrupt = "image.encoded is a truncated or corrupt PNG file: ";
+  const PngImage img = RandomPng(23, 17, 2, 8, false, false, rng);
+  const File data = FilteredScanlines(img, rng);  // 17 scanlines of 1 + 69 bytes
+  const size_t needs = 17 * 70;
+  ASSERT_EQ(data.size(), needs);
+  const File z = Deflate(data, 6, Z_DEFAULT_STRATEGY, 15);
+  const File png = AssemblePng(img, z, {z.size() / 3, z.size() / 3, z.size() - 2 * (z.size() / 3)});
+  ASSERT_TRUE(DecodeEncoded(png, 0, kMaxPixels, "image").ok());
+
+  File bad = png;
+  const size_t idat = ChunkAt(png, "IDAT", 1);
+  bad[idat + 8 + z.size() / 3] ^= 0x10;  // the second IDAT's CRC
+  ExpectRefused(bad,
+                corrupt + "the CRC of its IDAT chunk at byte " + std::to_string(idat) + " is ");
+  File zbad = z;
+  zbad.back() ^= 0x01;
+  ExpectRefused(AssemblePng(img, zbad, {zbad.size()}),
+                corrupt + "its image data's Adler-32 checksum is ");
+  // Cut inside the deflate data: stored blocks (exactly), compressed ones (some refusal of the
+  // data).
+  const File stored = Zlib(data);
+  ExpectRefused(AssemblePng(img, File(stored.begin(), stored.begin() + 100), {100}),
+                corrupt + "its image data's deflate stream is corrupt or cut short");
+  ExpectRefused(AssemblePng(img, File(z.begin(), z.begin() + long(z.size() / 2)), {z.size() / 2}),
+                corrupt + "its image data");
+  ExpectRefused(AssemblePng(img, File(z.begin(), z.end() - 2), {z.size() - 2}),
+                corrupt + "its image data ends before the zlib stream's Adler-32 checksum");
+  zbad = z;
+  zbad[0] = 0x79;  // not deflate
+  ExpectRefused(AssemblePng(img, zbad, {z.size()}),
+                corrupt + "its image data does not start with a zlib header");
+  File more = data;
+  more.insert(more.end(), {0, 1, 2, 3, 4});
+  ExpectRefused(AssemblePng(img, Zlib(more), {Zlib(more).size()}),
+                corrupt + "its image data inflates to more than 1190 bytes, the header needs 1190");
+  const File fewer = Zlib(File(data.begin(), data.end() - 10));
+  ExpectRefused(AssemblePng(img, fewer, {fewer.size()}),
+                corrupt + "its image data inflates to 1180 bytes, the header needs 1190");
+  File filter5 = data;
+  filter5[3 * 70] = 5;
+  ExpectRefused(AssemblePng(img, Zlib(filter5), {Zlib(filter5).size()}),
+                corrupt + "scanline 3 has filter type 5; PNG's are 0 to 4");
+  PngImage adam7 = img;
+  adam7.interlaced = true;
+  File filter9 = FilteredScanlines(adam7, rng);
+  filter9[0] = 9;  // pass 1's first scanline
+  ExpectRefused(AssemblePng(adam7, Zlib(filter9), {Zlib(filter9).size()}),
+                corrupt + "scanline 0 of pass 1 has filter type 9; PNG's are 0 to 4");
+
+  ExpectRefused(
+      File(png.begin(), png.end() - 12),
+      corrupt + "the file ends at byte " + std::to_string(png.size() - 12) + " with no IEND chunk");
+  ExpectRefused(File(png.begin(), png.end() - 5),
+                corrupt + "the file ends at byte " + std::to_string(png.size() - 5) +
+                    ", inside the chunk at byte " + std::to_string(png.size() - 12));
+  ExpectRefused(AssemblePng(img, z, {}), corrupt + "it has no IDAT chunk (no image data)");
+  ExpectRefused(File(png.begin(), png.begin() + 8),
+                corrupt + "the file ends at byte 8, before the end of its IHDR chunk (byte 33)");
+  ExpectRefused(WithChunk(png, png.size() - 12, "ZZZZ", {1, 2}),
+                corrupt + "its chunk ZZZZ at byte " + std::to_string(png.size() - 12) +
+                    " is critical and not one PNG defines");
+  ExpectRefused(WithChunk(png, ChunkAt(png, "IDAT", 2), "zzZz", {}),
+                corrupt + "an IDAT chunk at byte " + std::to_string(ChunkAt(png, "IDAT", 2) + 12) +
+                    " after other chunks followed IDAT");
+  // An unknown ancillary chunk is skipped.
+  absl::StatusOr<gpu::HostImage> skipped =
+      DecodeEncoded(WithChunk(png, ChunkAt(png, "IDAT", 0), "zzZz", {7}), 0, kMaxPixels, "image");
+  ASSERT_TRUE(skipped.ok()) << skipped.status().message();
+  EXPECT_TRUE(skipped->data == ExpectedPng(img, 0, 3));
+
+  PngImage indexed = RandomPng(19, 5, 3, 8, false, false, rng);
+  PngImage no_palette = indexed;
+  no_palette.palette.clear();
+  // Refused by the header probe (libspng's message) before the decoder's own check is reached.
+  ExpectRefused(WritePng(no_palette, rng), corrupt + "missing PLTE for indexed image");
+  // Indices past a 5-entry palette: libspng decodes them as opaque black, and so does the server.
+  indexed.palette.resize(15);
+  const File past = WritePng(indexed, rng);
+  absl::StatusOr<gpu::HostImage> black = DecodeEncoded(past, 4, kMaxPixels, "image");
+  ASSERT_TRUE(black.ok()) << black.status().message();
+  EXPECT_TRUE(black->data == SpngRgba(past, false)) << "pixels differ from libspng's";
+  for (size_t p = 0; p < indexed.samples.size(); ++p) {
+    const size_t i = indexed.samples[p];
+    const std::array<uint8_t, 4> want =
+        i < 5 ? std::array<uint8_t, 4>{indexed.palette[3 * i], indexed.palette[3 * i + 1],
+                                       indexed.palette[3 * i + 2], 255}
+              : std::array<uint8_t, 4>{0, 0, 0, 255};
+    ASSERT_EQ(std::memcmp(&black->data[4 * p], want.data(), 4), 0)
+        << "pixel " << p << " index " << i;
+  }
 }
 
 TEST(DecodeTest, HeadersOverThePixelLimitAreRefusedBeforeDecoding) {
