@@ -16,7 +16,8 @@
 #include "server/ingest/decoders.h"
 
 // Functions private to this file: the client or a test may bring its own stb copy. JPEG and PNG
-// are left out of it: libjpeg-turbo and libspng own them, so no such file reaches stb_image.
+// are left out of it: libjpeg-turbo and server/ingest/decode_png.cc own them, so no such file
+// reaches stb_image.
 #define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_NO_JPEG

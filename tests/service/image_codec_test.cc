@@ -1,6 +1,6 @@
 // Encoded files whose headers stb_image could not be trusted with (inputs found by tests/fuzz; each
 // is also in the fuzz corpus): PNM files still go to stb_image and are checked before it reads
-// them; PNG and JPEG files now go to libspng and libjpeg-turbo. No GPU needed.
+// them; PNG and JPEG files now go to server/ingest/decode_png.cc and libjpeg-turbo. No GPU needed.
 #include "server/ingest/image_codec.h"
 
 #include <gtest/gtest.h>
