@@ -285,16 +285,28 @@ absl::StatusOr<Image> Image::Upload(Context& ctx, const ImageDesc& desc,
 std::vector<uint8_t> WidenForUpload(const DeviceLimits& device, const HostImage& host) {
   const ImageDesc& d = host.desc;
   if (!device.plain_uploads || d.channels != 3 || host.data.size() != d.bytes()) return {};
-  std::vector<uint8_t> wide(size_t(d.width) * size_t(d.height) * PlainTexelBytes(d));
+  std::vector<uint8_t> wide(WidenedBytes(d));
   WidenRows(d, host.data.data(), d.height, wide.data());
   return wide;
+}
+
+size_t WidenedBytes(const ImageDesc& desc) {
+  return size_t(desc.width) * size_t(desc.height) * PlainTexelBytes(desc);
+}
+
+std::vector<uint8_t> NarrowFromUpload(const ImageDesc& desc, std::span<const uint8_t> widened) {
+  std::vector<uint8_t> rows(widened.begin(), widened.end());
+  NarrowRows(desc, desc.height, rows);
+  return rows;
 }
 
 absl::StatusOr<Image> Image::Upload(Context& ctx, const ImageDesc& desc,
                                     std::span<const uint8_t> pixels,
                                     std::span<const uint8_t> widened) {
   if (absl::Status s = ValidateImageDesc(desc, ctx.limits()); !s.ok()) return s;
-  if (pixels.size() != desc.bytes()) {
+  const bool only_widened = pixels.empty() && desc.channels == 3 && ctx.limits().plain_uploads &&
+                            widened.size() == WidenedBytes(desc);
+  if (pixels.size() != desc.bytes() && !only_widened) {
     return absl::InvalidArgumentError(StrCat("pixels must hold ", desc.bytes(), " bytes for a ",
                                              DescribeImage(desc), " image, got ", pixels.size()));
   }

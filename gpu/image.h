@@ -106,7 +106,9 @@ class Image {
   static absl::StatusOr<Image> Upload(Context& ctx, const HostImage& host) {
     return Upload(ctx, host.desc, host.data);
   }
-  // The same, given the rows WidenForUpload made of `pixels` (empty: widened here if needed).
+  // The same, given the rows WidenForUpload made of `pixels` (empty: widened here if needed). On
+  // devices with plain_uploads a 3-channel image may come as its widened rows alone (`pixels`
+  // empty: decoded straight into them), whose fourth lanes are never read.
   static absl::StatusOr<Image> Upload(Context& ctx, const ImageDesc& desc,
                                       std::span<const uint8_t> pixels,
                                       std::span<const uint8_t> widened);
@@ -175,6 +177,10 @@ ImageDesc WarmUpShape(SampleType type, int channels, int min_width = 1, int min_
 // Image::Upload fills on devices with plain_uploads, made on any thread (the decoder's) so that
 // the context's thread need not; empty where the device takes the pixels as they are.
 std::vector<uint8_t> WidenForUpload(const DeviceLimits& device, const HostImage& host);
+// The bytes of a 3-channel image's rows so widened: width * height * 4 samples.
+size_t WidenedBytes(const ImageDesc& desc);
+// The image's own (ImageDesc layout) rows from its widened ones, whatever their fourth lanes.
+std::vector<uint8_t> NarrowFromUpload(const ImageDesc& desc, std::span<const uint8_t> widened);
 
 // "#define" lines telling the shader prelude how to read this image: FMT_UINT or FMT_FLOAT,
 // CHANNELS, SAMPLE_BITS.

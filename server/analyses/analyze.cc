@@ -167,8 +167,7 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
              input_ = std::move(own);
              if (!header_.keep()) return Start(0), absl::OkStatus();
              // A kept image is shared before its id is given out, as an upload's is.
-             auto pixels = std::shared_ptr<const gpu::HostImage>(in, &*in->host);
-             ShareImage(service_, *stored, pixels, [this, info = *stored](absl::Status s) {
+             ShareImage(service_, *stored, in, [this, info = *stored](absl::Status s) {
                if (!s.ok()) return End(s);
                std::vector<v1::AnalyzeResponse> kept(1);
                FillInfo(info, kept[0].mutable_kept());

@@ -34,6 +34,16 @@ absl::Status CheckDesiredChannels(uint32_t desired_channels, std::string_view fi
 absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int desired_channels,
                                              uint64_t max_pixels, std::string_view field,
                                              ingest::ImageFormat* format) {
+  absl::StatusOr<DecodedImage> decoded =
+      DecodeEncodedFor(gpu::DeviceLimits{}, file, desired_channels, max_pixels, field, format);
+  if (!decoded.ok()) return decoded.status();
+  return std::move(decoded->host);
+}
+
+absl::StatusOr<DecodedImage> DecodeEncodedFor(const gpu::DeviceLimits& device,
+                                              std::span<const uint8_t> file, int desired_channels,
+                                              uint64_t max_pixels, std::string_view field,
+                                              ingest::ImageFormat* format) {
   if (desired_channels < 0) return CheckDesiredChannels(UINT32_MAX, "desired_channels");
   if (absl::Status s = CheckDesiredChannels(uint32_t(desired_channels), "desired_channels");
       !s.ok()) {
@@ -48,15 +58,29 @@ absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int 
         StrCat(field, " is ", desc.width, "x", desc.height, " = ", desc.pixels(),
                " pixels, over the server's limit of ", max_pixels, " (--max-image-pixels)"));
   }
-  gpu::ImageDesc decoded = desc;
-  if (desired_channels != 0) decoded.channels = desired_channels;
-  gpu::HostImage host = gpu::HostImage::Zeros(decoded);
-  if (absl::Status s = ingest::DecodeInto(file, *probed, decoded.channels, host.data,
-                                          decoded.row_bytes(), field);
+  DecodedImage out;
+  out.host.desc = desc;
+  if (desired_channels != 0) out.host.desc.channels = desired_channels;
+  const gpu::ImageDesc& d = out.host.desc;
+  if (device.plain_uploads && d.channels == 3) {
+    // Straight into the device's four-channel rows: a 3-channel decode's own channel conversion
+    // to four (opaque alpha), with no 3-channel copy to widen afterwards.
+    gpu::ImageDesc four = d;
+    four.channels = 4;
+    out.widened.resize(gpu::WidenedBytes(d));
+    if (absl::Status s = ingest::DecodeInto(file, *probed, 4, out.widened, four.row_bytes(), field);
+        !s.ok()) {
+      return s;
+    }
+    return out;
+  }
+  out.host.data.resize(d.bytes());
+  if (absl::Status s =
+          ingest::DecodeInto(file, *probed, d.channels, out.host.data, d.row_bytes(), field);
       !s.ok()) {
     return s;
   }
-  return host;
+  return out;
 }
 
 absl::StatusOr<std::string> EncodePng(const gpu::HostImage& image) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gpu/image.h"
@@ -36,6 +37,20 @@ absl::Status CheckDesiredChannels(uint32_t desired_channels, std::string_view fi
 absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int desired_channels,
                                              uint64_t max_pixels, std::string_view field,
                                              ingest::ImageFormat* format = nullptr);
+
+// A file decoded for an upload to `device`: as DecodeEncoded, except where the device takes
+// 3-channel images as rows widened to four channels (DeviceLimits::plain_uploads, see
+// gpu::WidenForUpload): an image of 3 channels is then decoded straight into such rows, held in
+// `widened` (the fourth lane opaque alpha, never read), and host.data stays empty. Elsewhere
+// `widened` stays empty.
+struct DecodedImage {
+  gpu::HostImage host;
+  std::vector<uint8_t> widened;
+};
+absl::StatusOr<DecodedImage> DecodeEncodedFor(const gpu::DeviceLimits& device,
+                                              std::span<const uint8_t> file, int desired_channels,
+                                              uint64_t max_pixels, std::string_view field,
+                                              ingest::ImageFormat* format = nullptr);
 
 // A PNG file of a uint8 image (1-4 channels); uint16 and float32 images are refused
 // (INVALID_ARGUMENT), since PNG output would lose their values.

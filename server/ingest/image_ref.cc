@@ -103,6 +103,38 @@ std::shared_ptr<Input> HostInput(gpu::HostImage host, const gpu::DeviceLimits& d
   return in;
 }
 
+absl::StatusOr<std::shared_ptr<Input>> DecodedInput(
+    std::span<const uint8_t> file, int desired_channels, const ServiceLimits& limits,
+    const gpu::DeviceLimits& device, std::string_view field, std::string_view desc_field,
+    CallRecord& record) {
+  const SteadyClock::time_point t0 = SteadyClock::now();
+  absl::StatusOr<DecodedImage> decoded =
+      DecodeEncodedFor(device, file, desired_channels, limits.max_image_pixels, field);
+  if (!decoded.ok()) return decoded.status();
+  const gpu::ImageDesc& desc = decoded->host.desc;
+  if (absl::Status s = CheckDesc(desc, desc_field, device); !s.ok()) return s;
+  record.set_image(gpu::DescribeImage(desc));
+  std::shared_ptr<Input> in;
+  if (decoded->widened.empty()) {
+    in = HostInput(std::move(decoded->host), device);
+  } else {  // decoded straight into the device's widened rows
+    in = std::make_shared<Input>();
+    in->desc = desc;
+    in->widened = std::move(decoded->widened);
+    in->host = std::move(decoded->host);
+  }
+  record.set_decode_ns(NsSince(t0));  // widening for the device included
+  return in;
+}
+
+std::shared_ptr<const gpu::HostImage> HostPixels(std::shared_ptr<const Input> in) {
+  if (in->host->data.size() == in->desc.bytes()) {
+    return std::shared_ptr<const gpu::HostImage>(in, &*in->host);
+  }
+  return std::make_shared<const gpu::HostImage>(
+      gpu::HostImage{in->desc, gpu::NarrowFromUpload(in->desc, in->widened)});
+}
+
 absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& ref,
                                                           const gpu::DeviceLimits& device,
                                                           const ServiceLimits& limits,
@@ -124,16 +156,9 @@ absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& re
         return s;
       }
       const std::string& data = ref.encoded().data();
-      const SteadyClock::time_point t0 = SteadyClock::now();
-      absl::StatusOr<gpu::HostImage> host = DecodeEncoded(
-          std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()),
-          int(ref.encoded().desired_channels()), limits.max_image_pixels, "image.encoded.data");
-      if (!host.ok()) return host.status();
-      if (absl::Status s = CheckDesc(host->desc, "image.encoded", device); !s.ok()) return s;
-      record.set_image(gpu::DescribeImage(host->desc));
-      std::shared_ptr<Input> read = HostInput(*std::move(host), device);
-      record.set_decode_ns(NsSince(t0));  // widening for the device included
-      return read;
+      return DecodedInput(std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()),
+                          int(ref.encoded().desired_channels()), limits, device,
+                          "image.encoded.data", "image.encoded", record);
     }
     case v1::ImageRef::kRaw: {
       absl::StatusOr<gpu::ImageDesc> desc =

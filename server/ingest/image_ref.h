@@ -15,8 +15,10 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "glimpse/v1/image_analytics.pb.h"
@@ -48,6 +50,8 @@ struct Input {
   // The id is a call's own copy of its image (Analyze), deleted when the call ends: responses
   // leave it out.
   bool anonymous = false;
+  // Host pixels (desc, and rows in ImageDesc layout unless decoded straight into `widened`: then
+  // host->data is empty).
   std::optional<gpu::HostImage> host;
   // With `host`: its rows widened for the device's upload where it wants them so
   // (gpu::WidenForUpload), on the thread that read them rather than the GPU's.
@@ -61,6 +65,17 @@ struct Input {
 // device's upload where it wants them so (gpu::WidenForUpload): the one place that work is done,
 // so that the GPU's thread only copies.
 std::shared_ptr<Input> HostInput(gpu::HostImage host, const gpu::DeviceLimits& device);
+// An encoded file decoded into an Input on a host thread (DecodeEncodedFor: a 3-channel image goes
+// straight into the device's widened rows where it takes them, host->data then empty), its
+// layout checked against the device (errors naming `desc_field`), the decode's time and the
+// image recorded. `field` names the bytes in the decoder's errors.
+absl::StatusOr<std::shared_ptr<Input>> DecodedInput(
+    std::span<const uint8_t> file, int desired_channels, const ServiceLimits& limits,
+    const gpu::DeviceLimits& device, std::string_view field, std::string_view desc_field,
+    CallRecord& record);
+// The host pixels of an Input that has them, in ImageDesc layout: its own, or narrowed from the
+// widened rows it was decoded into (for the shared store, which keeps that layout).
+std::shared_ptr<const gpu::HostImage> HostPixels(std::shared_ptr<const Input> in);
 
 absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& ref,
                                                           const gpu::DeviceLimits& device,

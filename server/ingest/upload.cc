@@ -100,8 +100,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
                  StoreHostImage(env, *in, std::move(meta), record);
              if (!stored.ok()) return stored.status();
              FillInfo(*stored, response_->mutable_image());
-             ShareImage(service_, *stored, std::shared_ptr<const gpu::HostImage>(in, &*in->host),
-                        [this](absl::Status s) { Answer(s); });
+             ShareImage(service_, *stored, in, [this](absl::Status s) { Answer(s); });
              return absl::OkStatus();
            });
   }
@@ -190,15 +189,12 @@ absl::StatusOr<std::shared_ptr<Input>> UploadBuffer::TakeImage(CallRecord& recor
     in = HostInput(gpu::HostImage{raw_desc_, std::vector<uint8_t>(data_.begin(), data_.end())},
                    device_);
   } else {
-    const SteadyClock::time_point t0 = SteadyClock::now();
-    absl::StatusOr<gpu::HostImage> decoded = DecodeEncoded(
-        std::span(reinterpret_cast<const uint8_t*>(data_.data()), data_.size()),
-        int(header_.encoded().desired_channels()), limits_.max_image_pixels, "uploaded file");
+    absl::StatusOr<std::shared_ptr<Input>> decoded =
+        DecodedInput(std::span(reinterpret_cast<const uint8_t*>(data_.data()), data_.size()),
+                     int(header_.encoded().desired_channels()), limits_, device_, "uploaded file",
+                     "uploaded file", record);
     if (!decoded.ok()) return decoded.status();
-    record.set_image(gpu::DescribeImage(decoded->desc));
-    if (absl::Status s = CheckDesc(decoded->desc, "uploaded file", device_); !s.ok()) return s;
-    in = HostInput(*std::move(decoded), device_);
-    record.set_decode_ns(NsSince(t0));  // widening for the device included
+    in = *std::move(decoded);
   }
   std::string().swap(data_);
   return in;

@@ -51,15 +51,33 @@ void ResolveImageRef(ServiceEnv& service, const v1::ImageRef& ref, CallRecord& r
       });
 }
 
-void ShareImage(ServiceEnv& service, const StoredImageInfo& info,
-                std::shared_ptr<const gpu::HostImage> pixels,
-                std::function<void(absl::Status)> done) {
+namespace {
+
+// ShareImage's work on the shared store's pool, the pixels made there by `pixels`.
+void Share(ServiceEnv& service, const StoredImageInfo& info,
+           std::function<std::shared_ptr<const gpu::HostImage>()> pixels,
+           std::function<void(absl::Status)> done) {
   if (service.redis == nullptr) return done(absl::OkStatus());
-  service.redis->pool().Post([&service, info, pixels, done = std::move(done)] {
-    absl::Status s = service.redis->Put(info, *pixels);
+  service.redis->pool().Post([&service, info, pixels = std::move(pixels), done = std::move(done)] {
+    absl::Status s = service.redis->Put(info, *pixels());
     if (!s.ok()) (void)service.worker.store().Erase(info.id, info.tenant);
     done(s);
   });
+}
+
+}  // namespace
+
+void ShareImage(ServiceEnv& service, const StoredImageInfo& info,
+                std::shared_ptr<const gpu::HostImage> pixels,
+                std::function<void(absl::Status)> done) {
+  Share(
+      service, info, [pixels] { return pixels; }, std::move(done));
+}
+
+void ShareImage(ServiceEnv& service, const StoredImageInfo& info, std::shared_ptr<const Input> in,
+                std::function<void(absl::Status)> done) {
+  Share(
+      service, info, [in] { return HostPixels(in); }, std::move(done));
 }
 
 void ImageInfoOf(ServiceEnv& service, const std::string& id, const std::string& tenant,

@@ -48,6 +48,10 @@ void ResolveImageRef(ServiceEnv& service, const v1::ImageRef& ref, CallRecord& r
 void ShareImage(ServiceEnv& service, const StoredImageInfo& info,
                 std::shared_ptr<const gpu::HostImage> pixels,
                 std::function<void(absl::Status)> done);
+// The same for an Input's host pixels (HostPixels: narrowed there, on the store's pool, when it
+// was decoded straight into the device's widened rows).
+void ShareImage(ServiceEnv& service, const StoredImageInfo& info, std::shared_ptr<const Input> in,
+                std::function<void(absl::Status)> done);
 
 // The catalogue calls: GetImageInfo, ListImages, DeleteImage.
 void ImageInfoOf(ServiceEnv& service, const std::string& id, const std::string& tenant,

@@ -1,7 +1,8 @@
 // The encoded-image path of uploads and inline images: the header probe, the --max-image-pixels
 // check before decoding, the decode (server/ingest: libjpeg-turbo, PNG's own chunk walk, libdeflate
 // inflate and unfiltering, libwebp, stb_image), the same decode into rows a stride apart in a
-// buffer that ends where the last row does, and (for small uint8 results) a PNG round trip.
+// buffer that ends where the last row does, the decode for a GPU (3-channel images straight into
+// four-channel rows), and (for small uint8 results) a PNG round trip.
 // Input: one byte whose value mod 5 is desired_channels, then the file.
 #include <cstddef>
 #include <cstdint>
@@ -55,6 +56,22 @@ void Run(const uint8_t* data, size_t size) {
     for (size_t i = row; i < stride && y + 1 < size_t(d.height); ++i) {
       Check(strided[y * stride + i] == 0x5A, StrCat("the gap after row ", y, " was written"));
     }
+  }
+
+  // For a GPU (plain uploads), 3-channel images decode straight into rows widened to four
+  // channels: the same pixels once narrowed, and no 3-channel copy.
+  gpu::DeviceLimits gpu_device;
+  gpu_device.plain_uploads = true;
+  absl::StatusOr<server::DecodedImage> wide =
+      server::DecodeEncodedFor(gpu_device, file, desired, kMaxPixels, "file");
+  Check(wide.ok(), StrCat("DecodeEncodedFor a GPU: ", wide.status().ToString()));
+  if (d.channels == 3) {
+    Check(wide->host.data.empty() && wide->widened.size() == gpu::WidenedBytes(d) &&
+              gpu::NarrowFromUpload(d, wide->widened) == image->data,
+          StrCat("widened decode of ", gpu::DescribeImage(d), " differs"));
+  } else {
+    Check(wide->widened.empty() && wide->host.data == image->data,
+          StrCat("decode for a GPU of ", gpu::DescribeImage(d), " differs"));
   }
 
   if (d.type != gpu::SampleType::kUint8 || d.pixels() > 4096) return;

@@ -873,6 +873,57 @@ TEST(DecodeTest, BadPngChunksAndImageDataAreRefusedSayingWhatIsWrong) {
   }
 }
 
+// For a device that takes 3-channel images as rows widened to four channels (a GPU), a 3-channel
+// image is decoded straight into them: the first three lanes of each are the pixels DecodeEncoded
+// gives, the fourth opaque, and no 3-channel copy is kept. Other channel counts, and devices
+// without plain uploads, get the image's own rows as DecodeEncoded does.
+TEST(DecodeTest, ThreeChannelImagesDecodeStraightIntoWidenedRowsForAGpu) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  gpu::DeviceLimits gpu_device, cpu_device;
+  gpu_device.plain_uploads = true;
+  const int w = 37, h = 21;
+  const std::vector<uint8_t> px = PhotoLike(w, h, 3, rng);
+  const PngImage png16 = RandomPng(w, h, 2, 16, false, true, rng);
+  const std::pair<const char*, File> files[] = {
+      {"JPEG", TjCompress(px, w, h, TJPF_RGB, TJSAMP_420, 90, 0)},
+      {"PNG", WritePng(RandomPng(w, h, 2, 8, false, false, rng), rng)},
+      {"16-bit Adam7 PNG", WritePng(png16, rng)},
+      {"grey PNG", WritePng(RandomPng(w, h, 0, 8, false, false, rng), rng)},
+      {"WebP", WebpEncode(px, w, h, 3, true)},
+  };
+  for (const auto& [name, file] : files) {
+    for (int channels = 0; channels <= 4; ++channels) {
+      SCOPED_TRACE(::testing::Message() << name << " as " << channels << " channels");
+      absl::StatusOr<gpu::HostImage> own = DecodeEncoded(file, channels, kMaxPixels, "image");
+      ASSERT_TRUE(own.ok()) << own.status();
+      const ImageDesc& d = own->desc;
+      absl::StatusOr<DecodedImage> cpu =
+          DecodeEncodedFor(cpu_device, file, channels, kMaxPixels, "image");
+      ASSERT_TRUE(cpu.ok()) << cpu.status();
+      EXPECT_EQ(cpu->host.desc, d);
+      EXPECT_TRUE(cpu->host.data == own->data);
+      EXPECT_TRUE(cpu->widened.empty());
+      absl::StatusOr<DecodedImage> gpu =
+          DecodeEncodedFor(gpu_device, file, channels, kMaxPixels, "image");
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      EXPECT_EQ(gpu->host.desc, d);
+      if (d.channels != 3) {
+        EXPECT_TRUE(gpu->host.data == own->data);
+        EXPECT_TRUE(gpu->widened.empty());
+        continue;
+      }
+      EXPECT_TRUE(gpu->host.data.empty());
+      ASSERT_EQ(gpu->widened.size(), gpu::WidenedBytes(d));
+      EXPECT_TRUE(gpu::NarrowFromUpload(d, gpu->widened) == own->data);
+      const size_t sample = size_t(gpu::BytesPerSample(d.type));
+      for (size_t i = 3 * sample; i < gpu->widened.size(); i += 4 * sample) {
+        for (size_t b = 0; b < sample; ++b) ASSERT_EQ(gpu->widened[i + b], 0xFF) << "byte " << i;
+      }
+    }
+  }
+}
+
 TEST(DecodeTest, HeadersOverThePixelLimitAreRefusedBeforeDecoding) {
   std::mt19937_64 rng = SeededRng();
   GLIMPSE_SEED_TRACE();
