@@ -80,6 +80,15 @@ inline void OnOwnContext(gpu::ContextOptions options,
   }).join();
 }
 
+// OnOwnContext on a context whose read-backs are copied out piece by piece, as on a GPU
+// (ContextOptions::copied_reads).
+inline void OnCopiedReadsContext(const std::function<void(gpu::Context&)>& body) {
+  OnOwnContext({.copied_reads = true}, [&](gpu::Context& ctx) {
+    ASSERT_FALSE(ctx.limits().mapped_reads);
+    body(ctx);
+  });
+}
+
 }  // namespace glimpse::testing
 
 // Skips the test (with the reason) where no EGL context could be opened, fails instead where the
@@ -92,6 +101,11 @@ inline void OnOwnContext(gpu::ContextOptions options,
     GTEST_SKIP() << "no EGL context: " << ::glimpse::testing::SharedContextError(); \
   }                                                                                 \
   ::glimpse::gpu::Context& ctx = *::glimpse::testing::SharedContext()
+
+// GLIMPSE_REQUIRE_CONTEXT for tests that open contexts of their own (OnOwnContext).
+#define GLIMPSE_REQUIRE_DEVICE()            \
+  GLIMPSE_REQUIRE_CONTEXT(shared_context_); \
+  (void)shared_context_
 
 #define GLIMPSE_SEED_TRACE()        \
   SCOPED_TRACE(::testing::Message() \

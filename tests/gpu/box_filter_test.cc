@@ -238,12 +238,10 @@ TEST(BoxFilterTest, FusedStripsManyStripsAndRowRuns) {
 // read through a mapping (DeviceLimits::mapped_reads): that path, forced on this renderer, on
 // rows of several pieces (kSinkPieceBytes) with rows padded to whole texels and not.
 TEST(BoxFilterTest, CopiedReadBacksMatchReference) {
-  GLIMPSE_REQUIRE_CONTEXT(shared);
-  (void)shared;
+  GLIMPSE_REQUIRE_DEVICE();
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
-  testing::OnOwnContext({.copied_reads = true}, [&](Context& own) {
-    ASSERT_FALSE(own.limits().mapped_reads);
+  testing::OnCopiedReadsContext([&](Context& own) {
     BoxFilterKernel kernel(own);
     for (auto [w, c] : {std::pair{700, 4}, {1001, 3}, {1499, 1}}) {
       const ImageDesc d{w, 509, c, SampleType::kUint8};

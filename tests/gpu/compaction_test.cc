@@ -404,12 +404,10 @@ TEST(CompactionTest, EightBitPixelsAtEveryBoundChannelAndRowEnd) {
 // a mapping (DeviceLimits::mapped_reads): that path, forced on this renderer, on lists of several
 // pieces (kSinkPieceBytes) for every variant, and in chunks (a small binding limit).
 TEST(CompactionTest, CopiedReadBacksMatchReference) {
-  GLIMPSE_REQUIRE_CONTEXT(shared);
-  (void)shared;
+  GLIMPSE_REQUIRE_DEVICE();
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
-  testing::OnOwnContext({.copied_reads = true}, [&](Context& own) {
-    ASSERT_FALSE(own.limits().mapped_reads);
+  testing::OnCopiedReadsContext([&](Context& own) {
     CompactionKernel kernel(own);
     for (int ch : {1, 3}) {
       const ImageDesc d{613, 401, ch, SampleType::kUint8};

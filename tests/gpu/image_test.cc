@@ -41,8 +41,7 @@ TEST(ImageTest, RoundTripsEveryFormatAndChannelCount) {
 // by the upload in 8 MiB bands (a float image of several bands, odd widths) or beforehand by
 // WidenForUpload, and come back narrowed, exactly; other channel counts go in as they are.
 TEST(ImageTest, PlainUploadsWidenThreeChannelRowsAndReadBackExactly) {
-  GLIMPSE_REQUIRE_CONTEXT(shared);  // a device to open: its context stays on this thread
-  (void)shared;
+  GLIMPSE_REQUIRE_DEVICE();  // the shared context stays on this thread
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
   testing::OnOwnContext({.plain_uploads = true}, [&](Context& own) {
@@ -74,8 +73,7 @@ TEST(ImageTest, PlainUploadsWidenThreeChannelRowsAndReadBackExactly) {
 // path), the same image uploaded both ways gives the same answers from every analysis, over every
 // variant `auto` picks for either kind of device, 8-bit and 16-bit.
 TEST(ImageTest, FourthLaneOfWidenedRowsIsNeverRead) {
-  GLIMPSE_REQUIRE_CONTEXT(shared);
-  (void)shared;
+  GLIMPSE_REQUIRE_DEVICE();
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
   for (bool as_gpu : {false, true}) {

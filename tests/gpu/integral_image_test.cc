@@ -134,12 +134,10 @@ TEST(IntegralImageTest, MatchesReferenceEveryFormatChannelCountAndVariant) {
 // a mapping (DeviceLimits::mapped_reads): that path, forced on this renderer, on tables of several
 // pieces (kSinkPieceBytes), 8-byte and rebuilt 4-byte sums, one band and several.
 TEST(IntegralImageTest, CopiedReadBacksMatchReference) {
-  GLIMPSE_REQUIRE_CONTEXT(shared);
-  (void)shared;
+  GLIMPSE_REQUIRE_DEVICE();
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
-  testing::OnOwnContext({.copied_reads = true}, [&](Context& own) {
-    ASSERT_FALSE(own.limits().mapped_reads);
+  testing::OnCopiedReadsContext([&](Context& own) {
     IntegralImageKernel kernel(own);
     for (SampleType t : kTypes) {
       const ImageDesc d{307, 251, 4, t};
