@@ -107,6 +107,16 @@ class Buffer {
     glBindBuffer(GL_SHADER_STORAGE_BUFFER, 0);
     return b;
   }
+  // `kept` if it holds at least `bytes` (its contents kept), else a new buffer of `bytes` in its
+  // place (contents undefined). For work buffers kept between calls: a fresh buffer costs the
+  // driver an allocation, and on llvmpipe a page fault per 4 KiB written.
+  static Buffer& AtLeast(Buffer& kept, size_t bytes) {
+    if (!kept || kept.bytes_ < bytes) {
+      kept = Buffer();
+      kept = Create(bytes);
+    }
+    return kept;
+  }
   GLuint get() const { return handle_.get(); }
   size_t bytes() const { return bytes_; }
   explicit operator bool() const { return static_cast<bool>(handle_); }
@@ -158,6 +168,8 @@ class Buffer {
   template <typename F>
   bool ReadPieces(size_t size, size_t piece, bool mapped, std::vector<uint8_t>& staging,
                   F&& use) const {
+    // Shader writes before the read, through a mapping or glGetBufferSubData alike.
+    glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
     if (mapped) {
       return ReadMapped(0, size, [&](const uint8_t* p) {
         for (size_t at = 0; at < size && use(p + at, at, std::min(piece, size - at)); at += piece) {

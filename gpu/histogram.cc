@@ -87,7 +87,7 @@ int64_t FloorDiv(int64_t num, int64_t den) {
 
 // The variants that read the texture with texelFetch and count into shared or global memory.
 absl::StatusOr<uint64_t> RunShared(Context& ctx, const Image& image, const HistogramOptions& o,
-                                   HistogramVariant variant, int hists,
+                                   HistogramVariant variant, int hists, HistogramBuffers& buffers,
                                    std::vector<uint32_t>* raw) {
   const ImageDesc& desc = image.desc();
   const SharedPlan plan = PlanShared(variant, ctx.limits(), hists, o.bins);
@@ -95,13 +95,14 @@ absl::StatusOr<uint64_t> RunShared(Context& ctx, const Image& image, const Histo
       ctx.Program(ProgramName(variant), Defines(desc.type, ctx.limits(), variant, plan));
   if (!program.ok()) return program.status();
 
-  Buffer counts = Buffer::Create(size_t(hists) * o.bins * sizeof(uint32_t));
+  const Buffer& counts = Buffer::AtLeast(buffers.counts, size_t(hists) * o.bins * sizeof(uint32_t));
   counts.Zero();
   counts.BindBase(0);
-  Buffer table;
   if (desc.type != SampleType::kFloat32) {
     std::vector<int32_t> t = BuildIntegerBinTable(desc, o);
-    table = Buffer::Create(t.size() * sizeof(int32_t), t.data());
+    const size_t bytes = t.size() * sizeof(int32_t);
+    const Buffer& table = Buffer::AtLeast(buffers.table, bytes);
+    table.Upload(0, bytes, t.data());
     table.BindBase(1);
   }
   image.Bind(0);
@@ -383,12 +384,12 @@ absl::StatusOr<HistogramResult> HistogramKernel::Run(const Image& image,
   std::vector<uint32_t> raw;
   if (variant == HistogramVariant::kPrivateArray) {
     absl::StatusOr<internal::PrivateArrayCounts> r =
-        internal::RunPrivateArray(ctx_, image, o, hists);
+        internal::RunPrivateArray(ctx_, image, o, hists, buffers_);
     if (!r.ok()) return r.status();
     raw = std::move(r->counts);
     result.gpu_ns = r->gpu_ns;
   } else {
-    absl::StatusOr<uint64_t> gpu_ns = RunShared(ctx_, image, o, variant, hists, &raw);
+    absl::StatusOr<uint64_t> gpu_ns = RunShared(ctx_, image, o, variant, hists, buffers_, &raw);
     if (!gpu_ns.ok()) return gpu_ns.status();
     result.gpu_ns = *gpu_ns;
   }

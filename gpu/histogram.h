@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "gpu/context.h"
+#include "gpu/gl_handles.h"
 #include "gpu/image.h"
 #include "gpu/warm_up.h"
 
@@ -86,6 +87,12 @@ HistogramVariant ResolveHistogramVariant(const DeviceInfo& device, const ImageDe
 // Shared with the CPU reference so both count the same.
 std::vector<int32_t> BuildIntegerBinTable(const ImageDesc& desc, const HistogramOptions& resolved);
 
+// The work buffers a HistogramKernel keeps between calls (Buffer::AtLeast): the counts, the
+// integer bin table, and private_array's partial counts.
+struct HistogramBuffers {
+  Buffer counts, table, partials;
+};
+
 // REQUIRES: ctx's thread; `image` was made in ctx.
 class HistogramKernel {
  public:
@@ -104,6 +111,7 @@ class HistogramKernel {
 
  private:
   Context& ctx_;
+  HistogramBuffers buffers_;
 };
 
 }  // namespace glimpse::gpu

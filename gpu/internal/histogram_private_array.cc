@@ -119,7 +119,8 @@ std::string PrivateArrayDefines(const ImageDesc& desc, HistogramSource source, i
 }
 
 absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& image,
-                                                   const HistogramOptions& o, int hists) {
+                                                   const HistogramOptions& o, int hists,
+                                                   HistogramBuffers& buffers) {
   const ImageDesc& desc = image.desc();
   if (absl::Status s = image.EnsurePacked(ctx); !s.ok()) return s;
   std::vector<int32_t> table;
@@ -142,13 +143,15 @@ absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& im
   const int invocations =
       int(std::min<int64_t>({kInvocations, CeilDiv(desc.height, kGroupSize) * kGroupSize,
                              CeilDiv(wanted, kGroupSize) * kGroupSize}));
-  Buffer partials = Buffer::Create(size_t(invocations) * size_t(words) * sizeof(uint32_t));
-  Buffer counts = Buffer::Create(size_t(words) * sizeof(uint32_t));
+  const Buffer& partials =
+      Buffer::AtLeast(buffers.partials, size_t(invocations) * size_t(words) * sizeof(uint32_t));
+  const Buffer& counts = Buffer::AtLeast(buffers.counts, size_t(words) * sizeof(uint32_t));
   const GLuint prog = *count_program;
   glUseProgram(prog);
-  Buffer table_buffer;
   if (key_table) {
-    table_buffer = Buffer::Create(table.size() * sizeof(int32_t), table.data());
+    const size_t bytes = table.size() * sizeof(int32_t);
+    const Buffer& table_buffer = Buffer::AtLeast(buffers.table, bytes);
+    table_buffer.Upload(0, bytes, table.data());
     table_buffer.BindBase(1);
   } else if (key) {
     glUniform1ui(glGetUniformLocation(prog, "u_key_base"), key->base);

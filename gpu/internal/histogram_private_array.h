@@ -39,8 +39,10 @@ struct PrivateArrayCounts {
 // Runs the variant on `image` for resolved options `o` (hists * o.bins <= kMaxPrivateArrayWords).
 // Integer keys are binned by KeyArithmetic where it exists, else through the table.
 // Makes the packed form first where the image has none (GPUs).
+// `buffers`: the kernel's, kept between calls.
 absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& image,
-                                                   const HistogramOptions& o, int hists);
+                                                   const HistogramOptions& o, int hists,
+                                                   HistogramBuffers& buffers);
 
 // Bins up to this many use arrays of this size; more bins, arrays of kMaxPrivateArrayWords /
 // hists. The small size compiles several times faster.
