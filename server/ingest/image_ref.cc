@@ -139,9 +139,9 @@ absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& re
                                                           const gpu::DeviceLimits& device,
                                                           const ServiceLimits& limits,
                                                           ImageStore& store, CallRecord& record) {
-  auto in = std::make_shared<Input>();
   switch (ref.source_case()) {
     case v1::ImageRef::kImageId: {
+      auto in = std::make_shared<Input>();
       in->image_id = ref.image_id();
       record.set_image(ref.image_id());
       absl::StatusOr<StoredImageInfo> info = store.Info(ref.image_id(), record.tenant());
