@@ -1,8 +1,12 @@
 #include "gpu/histogram.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <set>
+#include <span>
 #include <string>
 
 #include "absl/status/status.h"
@@ -23,6 +27,9 @@ constexpr int kTile = 64;       // pixels per side of the tiled variants' workgr
 constexpr int kGroupSide = 16;  // invocations per side of the one-pixel-per-thread variants
 constexpr int kMaxPrivateRows = 32;
 constexpr int kMinPrivateRows = 8;
+// Images per atlas, at most: keeps every dispatch's workgroup counts (private_array: up to 8 per
+// image; its sum pass: one row per image) far below the 65535 every device takes.
+constexpr size_t kMaxAtlasImages = 4096;
 
 int NumHists(const ImageDesc& d, const HistogramOptions& o) {
   return o.source == HistogramSource::kAllChannels ? d.channels : 1;
@@ -85,17 +92,26 @@ int64_t FloorDiv(int64_t num, int64_t den) {
   return (num % den != 0 && num < 0) ? q - 1 : q;
 }
 
-// The variants that read the texture with texelFetch and count into shared or global memory.
-absl::StatusOr<uint64_t> RunShared(Context& ctx, const Image& image, const HistogramOptions& o,
-                                   HistogramVariant variant, int hists, HistogramBuffers& buffers,
-                                   std::vector<uint32_t>* raw) {
-  const ImageDesc& desc = image.desc();
+bool ReadsBands(HistogramVariant v) {
+  return v == HistogramVariant::kGlobalAtomics || v == HistogramVariant::kSharedPerThread;
+}
+
+// The variants that read the texture with texelFetch and count into shared or global memory, on
+// the plain texture bound to unit 0: an atlas of `images` (rows y0 + [0, height), each y0 a
+// multiple of kTile) for the variants that read bands (histogram_bands.glsl), else one image at
+// row 0. `format`: the images' channels and sample type. raw: counts[image][hists][bins].
+absl::StatusOr<uint64_t> RunShared(Context& ctx, const ImageDesc& format,
+                                   std::span<const internal::AtlasImage> images,
+                                   const HistogramOptions& o, HistogramVariant variant, int hists,
+                                   HistogramBuffers& buffers, std::vector<uint32_t>* raw) {
+  const ImageDesc& desc = format;
   const SharedPlan plan = PlanShared(variant, ctx.limits(), hists, o.bins);
   absl::StatusOr<GLuint> program =
       ctx.Program(ProgramName(variant), Defines(desc.type, ctx.limits(), variant, plan));
   if (!program.ok()) return program.status();
 
-  const Buffer& counts = Buffer::AtLeast(buffers.counts, size_t(hists) * o.bins * sizeof(uint32_t));
+  const size_t words = size_t(hists) * size_t(o.bins) * images.size();
+  const Buffer& counts = Buffer::AtLeast(buffers.counts, words * sizeof(uint32_t));
   counts.Zero();
   counts.BindBase(0);
   if (desc.type != SampleType::kFloat32) {
@@ -105,10 +121,24 @@ absl::StatusOr<uint64_t> RunShared(Context& ctx, const Image& image, const Histo
     table.Upload(0, bytes, t.data());
     table.BindBase(1);
   }
-  image.Bind(0);
+  int width = 0, rows = 0;
+  std::vector<int32_t> bands;  // per kTile-row band: its image's y0, width, height, index
+  for (size_t i = 0; i < images.size(); ++i) {
+    const internal::AtlasImage& im = images[i];
+    width = std::max(width, im.width);
+    rows = im.y0 + im.height;
+    for (int band = im.y0 / kTile; band * kTile < rows; ++band) {
+      bands.insert(bands.end(), {im.y0, im.width, im.height, int32_t(i)});
+    }
+  }
+  if (ReadsBands(variant)) {
+    const Buffer& band_buffer = Buffer::AtLeast(buffers.segments, bands.size() * sizeof(int32_t));
+    band_buffer.Upload(0, bands.size() * sizeof(int32_t), bands.data());
+    band_buffer.BindBase(3);
+  }
   glUseProgram(*program);
   const GLuint prog = *program;
-  glUniform2i(glGetUniformLocation(prog, "u_size"), desc.width, desc.height);
+  glUniform2i(glGetUniformLocation(prog, "u_size"), width, rows);
   glUniform1i(glGetUniformLocation(prog, "u_bins"), o.bins);
   glUniform1i(glGetUniformLocation(prog, "u_channel"), o.channel);
   glUniform1i(glGetUniformLocation(prog, "u_source"), SourceIndex(o.source));
@@ -122,7 +152,7 @@ absl::StatusOr<uint64_t> RunShared(Context& ctx, const Image& image, const Histo
   const int side = variant == HistogramVariant::kGlobalAtomics   ? kGroupSide
                    : variant == HistogramVariant::kSharedAtomics ? kGroupSide
                                                                  : kTile;
-  const GLuint gx = GLuint(CeilDiv(desc.width, side)), gy = GLuint(CeilDiv(desc.height, side));
+  const GLuint gx = GLuint(CeilDiv(width, side)), gy = GLuint(CeilDiv(rows, side));
   GpuTimer timer;
   for (int pass = 0; pass < plan.passes; ++pass) {
     if (bin_base >= 0) glUniform1i(bin_base, pass * plan.slice);
@@ -132,11 +162,53 @@ absl::StatusOr<uint64_t> RunShared(Context& ctx, const Image& image, const Histo
   const uint64_t gpu_ns = timer.StopAndRead();
   glUseProgram(0);
 
-  raw->resize(size_t(hists) * o.bins);
+  raw->resize(words);
   counts.Read(0, raw->size() * sizeof(uint32_t), raw->data());
   if (absl::Status s = ctx.CheckGlError("histogram"); !s.ok()) return s;
   return gpu_ns;
 }
+
+// The result for image `index` of raw counts [image][hists][bins].
+HistogramResult MakeResult(const HistogramOptions& o, HistogramVariant variant, int hists,
+                           const std::vector<uint32_t>& raw, size_t index, uint64_t gpu_ns) {
+  HistogramResult result;
+  result.bins = o.bins;
+  result.lo = *o.lo;
+  result.hi = *o.hi;
+  result.variant = variant;
+  result.gpu_ns = gpu_ns;
+  result.counts.resize(size_t(hists));
+  const size_t base = index * size_t(hists) * size_t(o.bins);
+  for (size_t h = 0; h < size_t(hists); ++h) {
+    const auto first = raw.begin() + std::ptrdiff_t(base + h * size_t(o.bins));
+    result.counts[h].assign(first, first + o.bins);
+  }
+  return result;
+}
+
+// A texture from the context's pool that goes back to it when done (as an Image's do).
+class PooledTexture {
+ public:
+  PooledTexture(Context& ctx, GLenum format, int width, int height, size_t bytes,
+                const std::function<GlTexture()>& make)
+      : ctx_(ctx),
+        format_(format),
+        width_(width),
+        height_(height),
+        bytes_(bytes),
+        texture_(ctx.textures().Take(format, width, height, make)) {}
+  ~PooledTexture() { ctx_.textures().Give(std::move(texture_), format_, width_, height_, bytes_); }
+  PooledTexture(const PooledTexture&) = delete;
+  PooledTexture& operator=(const PooledTexture&) = delete;
+  GLuint get() const { return texture_.get(); }
+
+ private:
+  Context& ctx_;
+  GLenum format_;
+  int width_, height_;
+  size_t bytes_;
+  GlTexture texture_;
+};
 
 }  // namespace
 
@@ -380,28 +452,207 @@ absl::StatusOr<HistogramResult> HistogramKernel::Run(const Image& image,
   }
   const HistogramVariant variant = ResolveHistogramVariant(ctx_.info(), desc, o);
   const int hists = NumHists(desc, o);
-  HistogramResult result;
+  // An atlas of one: the same programs and tables as RunPacked.
   std::vector<uint32_t> raw;
+  uint64_t gpu_ns = 0;
   if (variant == HistogramVariant::kPrivateArray) {
     absl::StatusOr<internal::PrivateArrayCounts> r =
         internal::RunPrivateArray(ctx_, image, o, hists, buffers_);
     if (!r.ok()) return r.status();
     raw = std::move(r->counts);
-    result.gpu_ns = r->gpu_ns;
+    gpu_ns = r->gpu_ns;
   } else {
-    absl::StatusOr<uint64_t> gpu_ns = RunShared(ctx_, image, o, variant, hists, buffers_, &raw);
-    if (!gpu_ns.ok()) return gpu_ns.status();
-    result.gpu_ns = *gpu_ns;
+    image.Bind(0);
+    const internal::AtlasImage one{0, desc.width, desc.height};
+    absl::StatusOr<uint64_t> ns =
+        RunShared(ctx_, desc, {&one, 1}, o, variant, hists, buffers_, &raw);
+    if (!ns.ok()) return ns.status();
+    gpu_ns = *ns;
   }
-  result.bins = o.bins;
-  result.lo = *o.lo;
-  result.hi = *o.hi;
-  result.variant = variant;
-  result.counts.resize(size_t(hists));
-  for (int h = 0; h < hists; ++h) {
-    result.counts[size_t(h)].assign(raw.begin() + h * o.bins, raw.begin() + (h + 1) * o.bins);
+  return MakeResult(o, variant, hists, raw, 0, gpu_ns);
+}
+
+absl::StatusOr<PackedHistograms> HistogramKernel::RunPacked(std::span<const PackedImage> images,
+                                                            const HistogramOptions& options) {
+  PackedHistograms out;
+  if (images.empty()) return out;
+  const ImageDesc& format = images[0].desc;
+  const bool plain_uploads = ctx_.limits().plain_uploads;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const PackedImage& im = images[i];
+    const ImageDesc& d = im.desc;
+    if (absl::Status s = ValidateImageDesc(d, ctx_.limits(), StrCat("images[", i, "].desc"));
+        !s.ok()) {
+      return s;
+    }
+    if (d.channels != format.channels || d.type != format.type) {
+      return absl::InvalidArgumentError(
+          StrCat("images[", i, "] is a ", DescribeImage(d),
+                 " image; every image of a pack must have the channels and sample type of "
+                 "images[0] (",
+                 DescribeImage(format), ")"));
+    }
+    // Image::Upload's rule: the pixels, or on plain_uploads devices a 3-channel image's widened
+    // rows alone.
+    const bool widened_only = d.channels == 3 && plain_uploads;
+    if (im.pixels.size() != d.bytes() &&
+        !(widened_only && im.pixels.empty() && im.widened.size() == WidenedBytes(d))) {
+      return absl::InvalidArgumentError(StrCat(
+          "images[", i, "].pixels must hold ", d.bytes(), " bytes for a ", DescribeImage(d),
+          " image",
+          widened_only
+              ? StrCat(" (or be empty, with images[", i, "].widened holding ", WidenedBytes(d), ")")
+              : std::string(),
+          ", got ", im.pixels.size(), widened_only ? StrCat(" and ", im.widened.size()) : ""));
+    }
   }
-  return result;
+
+  // The options resolve alike for every image (they depend on the channels and sample type
+  // alone), but each result carries its own error as Run would give it.
+  out.results.resize(images.size());
+  std::vector<size_t> todo;
+  std::optional<HistogramOptions> resolved;
+  for (size_t i = 0; i < images.size(); ++i) {
+    absl::StatusOr<HistogramOptions> r = ResolveHistogramOptions(images[i].desc, options);
+    if (!r.ok()) {
+      out.results[i] = r.status();
+      continue;
+    }
+    todo.push_back(i);
+    if (!resolved) resolved = *r;
+  }
+  if (todo.empty()) return out;
+  const HistogramOptions& o = *resolved;
+  const HistogramVariant variant = ResolveHistogramVariant(ctx_.info(), format, o);
+  const int hists = NumHists(format, o);
+  using Clock = std::chrono::steady_clock;
+  const auto ns_since = [](Clock::time_point t0) {
+    return uint64_t(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+  };
+
+  const bool packed = variant == HistogramVariant::kPrivateArray;
+  if (!packed && !ReadsBands(variant)) {
+    // shared_atomics and private_rows (kAuto's choice on CPU renderers only where private_array
+    // does not apply) read no image table: image by image.
+    for (size_t i : todo) {
+      const PackedImage& im = images[i];
+      const auto t0 = Clock::now();
+      absl::StatusOr<Image> image = Image::Upload(ctx_, im.desc, im.pixels, im.widened);
+      out.upload_ns += ns_since(t0);
+      if (!image.ok()) return image.status();
+      out.results[i] = Run(*image, o);
+      if (!out.results[i].ok()) return out.results[i].status();
+      out.gpu_ns += out.results[i]->gpu_ns;
+      ++out.dispatches;
+    }
+    return out;
+  }
+
+  // Atlases, filled in order: rows within the texture limit, bytes and work buffers within
+  // their caps (an image too large for them gets an atlas of its own).
+  const size_t texel_bytes =
+      packed ? 16
+             : size_t(format.channels == 3 ? 4 : format.channels) * BytesPerSample(format.type);
+  const size_t words = size_t(hists) * size_t(o.bins);
+  const size_t max_work =
+      std::min<size_t>(max_work_bytes_, size_t(ctx_.limits().max_storage_block_bytes));
+  std::vector<internal::AtlasImage> placed;
+  std::vector<uint32_t> raw;
+  for (size_t begin = 0; begin < todo.size();) {
+    placed.clear();
+    int width = 0, rows = 0;
+    size_t work = 0;
+    size_t end = begin;
+    for (; end < todo.size(); ++end) {
+      const ImageDesc& d = images[todo[end]].desc;
+      // The plain atlas starts each image on a tile boundary, so no workgroup spans two images.
+      const int y0 = packed ? rows : int(CeilDiv(rows, kTile) * kTile);
+      const int new_rows = y0 + d.height;
+      const int new_width = std::max(width, packed ? PackedTexelsPerRow(d) : d.width);
+      const size_t new_work =
+          work + words * sizeof(uint32_t) *
+                     size_t(1 + (packed ? internal::PrivateArrayInvocations(d) : 0));
+      const bool fits = new_rows <= ctx_.limits().max_texture_size &&
+                        size_t(new_width) * texel_bytes * size_t(new_rows) <= max_atlas_bytes_ &&
+                        new_work <= max_work && placed.size() < kMaxAtlasImages;
+      if (!fits && !placed.empty()) break;
+      placed.push_back({y0, d.width, d.height});
+      width = new_width;
+      rows = new_rows;
+      work = new_work;
+    }
+
+    uint64_t gpu_ns = 0;
+    if (packed) {
+      // Each image's packed rows (PackedTexelsPerRow texels) straight from its memory; only rows
+      // that are not whole texels go through a padded copy, as Image::MakePacked does.
+      const auto t0 = Clock::now();
+      PooledTexture atlas(ctx_, GL_RGBA32UI, width, rows, size_t(width) * 16 * size_t(rows),
+                          [&] { return NewRgba32uiTexture(ctx_, width, rows); });
+      glBindTexture(GL_TEXTURE_2D, atlas.get());
+      std::vector<uint8_t> padded, narrowed;
+      for (size_t k = 0; k < placed.size(); ++k) {
+        const PackedImage& im = images[todo[begin + k]];
+        const ImageDesc& d = im.desc;
+        const uint8_t* src = im.pixels.data();
+        if (im.pixels.size() != d.bytes()) {  // widened rows alone (a GPU asked for private_array)
+          narrowed = NarrowFromUpload(d, im.widened);
+          src = narrowed.data();
+        }
+        const int texels = PackedTexelsPerRow(d);
+        const size_t row = d.row_bytes(), padded_row = size_t(texels) * 16;
+        if (padded_row != row) {
+          padded.assign(padded_row * size_t(d.height), 0);
+          for (int y = 0; y < d.height; ++y) {
+            std::memcpy(padded.data() + size_t(y) * padded_row, src + size_t(y) * row, row);
+          }
+          src = padded.data();
+        }
+        glTexSubImage2D(GL_TEXTURE_2D, 0, 0, placed[k].y0, texels, d.height, GL_RGBA_INTEGER,
+                        GL_UNSIGNED_INT, src);
+      }
+      glBindTexture(GL_TEXTURE_2D, 0);
+      if (absl::Status s = ctx_.CheckGlError("uploading a pack of images"); !s.ok()) return s;
+      out.upload_ns += ns_since(t0);
+      absl::StatusOr<internal::PrivateArrayCounts> r =
+          internal::RunPrivateArrayAtlas(ctx_, atlas.get(), format, placed, o, hists, buffers_);
+      if (!r.ok()) return r.status();
+      raw = std::move(r->counts);
+      gpu_ns = r->gpu_ns;
+    } else {
+      const auto t0 = Clock::now();
+      absl::StatusOr<Image> atlas =
+          Image::Allocate(ctx_, {width, rows, format.channels, format.type});
+      if (!atlas.ok()) return atlas.status();
+      for (size_t k = 0; k < placed.size(); ++k) {
+        const PackedImage& im = images[todo[begin + k]];
+        if (absl::Status s = atlas->WriteRows(ctx_, placed[k].y0, im.desc, im.pixels, im.widened);
+            !s.ok()) {
+          return s;
+        }
+      }
+      out.upload_ns += ns_since(t0);
+      atlas->Bind(0);
+      absl::StatusOr<uint64_t> ns =
+          RunShared(ctx_, format, placed, o, variant, hists, buffers_, &raw);
+      if (!ns.ok()) return ns.status();
+      gpu_ns = *ns;
+    }
+
+    // Each image's share of the atlas's GPU time, by pixels.
+    int64_t pixels = 0;
+    for (const internal::AtlasImage& p : placed) pixels += int64_t{p.width} * p.height;
+    for (size_t k = 0; k < placed.size(); ++k) {
+      const uint64_t share = uint64_t(
+          double(gpu_ns) * double(int64_t{placed[k].width} * placed[k].height) / double(pixels));
+      out.results[todo[begin + k]] = MakeResult(o, variant, hists, raw, k, share);
+    }
+    out.gpu_ns += gpu_ns;
+    ++out.dispatches;
+    begin = end;
+  }
+  return out;
 }
 
 }  // namespace glimpse::gpu

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,7 +92,32 @@ std::vector<int32_t> BuildIntegerBinTable(const ImageDesc& desc, const Histogram
 // integer bin table, and private_array's partial counts.
 struct HistogramBuffers {
   Buffer counts, table, partials;
+  // The per-workgroup tables that say which image of an atlas each workgroup reads (a single
+  // image is an atlas of one), and private_array's per-image invocation ranges.
+  Buffer segments, ranges;
 };
+
+// One image of a pack: its host pixels, as Image::Upload takes them.
+struct PackedImage {
+  ImageDesc desc;
+  std::span<const uint8_t> pixels;   // ImageDesc layout; may be empty when `widened` holds them
+  std::span<const uint8_t> widened;  // a 3-channel image's rows widened (WidenForUpload / decoded
+                                     // straight into them on plain_uploads devices), else empty
+};
+
+// What a pack's run returns.
+struct PackedHistograms {
+  // One per image, in order: its histograms exactly as Run gives them, or the error Run would
+  // give for it (e.g. options that do not resolve for its channel count). gpu_ns of each: its
+  // share of the pack's GPU time by pixels.
+  std::vector<absl::StatusOr<HistogramResult>> results;
+  uint64_t gpu_ns = 0;     // the pack's kernel time (all dispatches)
+  uint64_t upload_ns = 0;  // host wall time spent uploading the pack (steady_clock)
+  int dispatches = 0;      // packs dispatched (1 unless the images exceed one atlas)
+};
+
+// Images up to this many pixels are worth packing; larger ones the caller runs alone.
+inline constexpr int64_t kMaxPackedImagePixels = 512 * 512;
 
 // REQUIRES: ctx's thread; `image` was made in ctx.
 class HistogramKernel {
@@ -108,10 +134,30 @@ class HistogramKernel {
     return WarmUp(all);
   }
   absl::StatusOr<HistogramResult> Run(const Image& image, const HistogramOptions& options);
+  // The histograms of every image, packed into as few atlases as the device's limits allow
+  // (each atlas: one upload, one dispatch per pass, one read-back). REQUIRES: ctx's thread; every
+  // image has the same channels and sample type.
+  //
+  // Atlases: the packed form's texture (private_array) or the plain texture (global_atomics,
+  // shared_per_thread) of every image, rows stacked, read by the same programs as Run through a
+  // table of which image each workgroup reads. shared_atomics and private_rows run image by
+  // image (an upload and a Run each). Errors: InvalidArgument naming images[i] for a bad
+  // description, pixel span or format.
+  absl::StatusOr<PackedHistograms> RunPacked(std::span<const PackedImage> images,
+                                             const HistogramOptions& options);
+
+  // Limits of one atlas (tests may lower them to force several dispatches): its bytes, and the
+  // bytes of its work buffers (counts, private_array's partials).
+  void set_atlas_limits(size_t max_atlas_bytes, size_t max_work_bytes) {
+    max_atlas_bytes_ = max_atlas_bytes;
+    max_work_bytes_ = max_work_bytes;
+  }
 
  private:
   Context& ctx_;
   HistogramBuffers buffers_;
+  size_t max_atlas_bytes_ = size_t{64} << 20;
+  size_t max_work_bytes_ = size_t{64} << 20;
 };
 
 }  // namespace glimpse::gpu

@@ -327,26 +327,36 @@ absl::StatusOr<Image> Image::Upload(Context& ctx, const ImageDesc& desc,
   }
   absl::StatusOr<Image> image = Allocate(ctx, desc);
   if (!image.ok()) return image.status();
-  const GlFormat f = HostFormatFor(desc);
-  glBindTexture(GL_TEXTURE_2D, image->texture());
-  const size_t wide_row = size_t(desc.width) * PlainTexelBytes(desc);
-  if (desc.channels != 3 || widened.size() == wide_row * size_t(desc.height)) {
-    glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, desc.width, desc.height, f.format, f.type,
-                    desc.channels != 3 ? pixels.data() : widened.data());
+  if (absl::Status s = image->WriteRows(ctx, 0, desc, pixels, widened); !s.ok()) return s;
+  return image;
+}
+
+absl::Status Image::WriteRows(Context& ctx, int y0, const ImageDesc& part,
+                              std::span<const uint8_t> pixels, std::span<const uint8_t> widened) {
+  if (part.channels != desc_.channels || part.type != desc_.type || part.width > desc_.width ||
+      y0 < 0 || y0 + part.height > desc_.height) {
+    return absl::InternalError(StrCat("WriteRows: a ", DescribeImage(part), " image at row ", y0,
+                                      " of a ", DescribeImage(desc_), " image"));
+  }
+  const GlFormat f = HostFormatFor(part);
+  glBindTexture(GL_TEXTURE_2D, texture());
+  const size_t wide_row = size_t(part.width) * PlainTexelBytes(part);
+  if (part.channels != 3 || widened.size() == wide_row * size_t(part.height)) {
+    glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y0, part.width, part.height, f.format, f.type,
+                    part.channels != 3 ? pixels.data() : widened.data());
   } else {
     // Widened a band of rows at a time (kWidenBandBytes each), so a large image needs no second
     // copy of itself in host memory.
-    const int band = int(std::clamp<size_t>(kWidenBandBytes / wide_row, 1, size_t(desc.height)));
+    const int band = int(std::clamp<size_t>(kWidenBandBytes / wide_row, 1, size_t(part.height)));
     std::vector<uint8_t> wide(wide_row * size_t(band));
-    for (int y = 0; y < desc.height; y += band) {
-      const int rows = std::min(band, desc.height - y);
-      WidenRows(desc, pixels.data() + size_t(y) * desc.row_bytes(), rows, wide.data());
-      glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y, desc.width, rows, f.format, f.type, wide.data());
+    for (int y = 0; y < part.height; y += band) {
+      const int rows = std::min(band, part.height - y);
+      WidenRows(part, pixels.data() + size_t(y) * part.row_bytes(), rows, wide.data());
+      glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y0 + y, part.width, rows, f.format, f.type, wide.data());
     }
   }
   glBindTexture(GL_TEXTURE_2D, 0);
-  if (absl::Status s = ctx.CheckGlError("uploading an image"); !s.ok()) return s;
-  return image;
+  return ctx.CheckGlError("uploading an image");
 }
 
 absl::Status Image::MakePacked(Context& ctx, std::span<const uint8_t> pixels) const {

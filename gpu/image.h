@@ -120,6 +120,12 @@ class Image {
   // Bind(), CopyRows()); Download() reads the packed form directly.
   static absl::StatusOr<Image> AllocatePacked(Context& ctx, const ImageDesc& desc);
 
+  // Writes a host image of this image's channels and sample type (`pixels`, or its widened rows
+  // as Upload takes them) into the plain texture at rows [y0, y0 + part.height), columns
+  // [0, part.width): for atlases of several small images (an Allocate'd image), each written
+  // straight from its own memory. The packed form, if any, is not updated.
+  absl::Status WriteRows(Context& ctx, int y0, const ImageDesc& part,
+                         std::span<const uint8_t> pixels, std::span<const uint8_t> widened);
   // Replaces the contents with `buffer`'s bytes from `offset` on, in ImageDesc layout.
   absl::Status CopyFromBuffer(Context& ctx, const Buffer& buffer, size_t offset = 0);
   // Reads the pixels back (waits for the GPU).

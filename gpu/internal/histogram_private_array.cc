@@ -118,11 +118,28 @@ std::string PrivateArrayDefines(const ImageDesc& desc, HistogramSource source, i
                                                 : "");
 }
 
+int PrivateArrayInvocations(const ImageDesc& desc) {
+  // No more invocations than rows (rounded up to whole workgroups): idle ones would still write.
+  const int64_t wanted = std::max<int64_t>(1, desc.pixels() / kPixelsPerInvocation);
+  return int(std::min<int64_t>({kInvocations, CeilDiv(desc.height, kGroupSize) * kGroupSize,
+                                CeilDiv(wanted, kGroupSize) * kGroupSize}));
+}
+
 absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& image,
                                                    const HistogramOptions& o, int hists,
                                                    HistogramBuffers& buffers) {
-  const ImageDesc& desc = image.desc();
   if (absl::Status s = image.EnsurePacked(ctx); !s.ok()) return s;
+  const AtlasImage one{0, image.desc().width, image.desc().height};
+  return RunPrivateArrayAtlas(ctx, image.packed_texture(), image.desc(), {&one, 1}, o, hists,
+                              buffers);
+}
+
+absl::StatusOr<PrivateArrayCounts> RunPrivateArrayAtlas(Context& ctx, GLuint packed,
+                                                        const ImageDesc& format,
+                                                        std::span<const AtlasImage> images,
+                                                        const HistogramOptions& o, int hists,
+                                                        HistogramBuffers& buffers) {
+  const ImageDesc& desc = format;
   std::vector<int32_t> table;
   std::optional<KeyArithmetic> key;
   if (desc.type != SampleType::kFloat32) {
@@ -138,14 +155,28 @@ absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& im
   if (!sum_program.ok()) return sum_program.status();
 
   const int words = hists * o.bins;
-  // No more invocations than rows (rounded up to whole workgroups): idle ones would still write.
-  const int64_t wanted = std::max<int64_t>(1, desc.pixels() / kPixelsPerInvocation);
-  const int invocations =
-      int(std::min<int64_t>({kInvocations, CeilDiv(desc.height, kGroupSize) * kGroupSize,
-                             CeilDiv(wanted, kGroupSize) * kGroupSize}));
+  // Each image gets the invocations it would get alone, in whole workgroups: a segment per
+  // workgroup (its image's rows), a [first, end) range per image.
+  std::vector<int32_t> segments, ranges;
+  int invocations = 0;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const AtlasImage& im = images[i];
+    const int n = PrivateArrayInvocations({im.width, im.height, desc.channels, desc.type});
+    ranges.insert(ranges.end(), {invocations, invocations + n});
+    for (int g = 0; g < n / kGroupSize; ++g) {
+      segments.insert(segments.end(), {im.y0, im.height, im.width * desc.channels, int32_t(i)});
+    }
+    invocations += n;
+  }
   const Buffer& partials =
       Buffer::AtLeast(buffers.partials, size_t(invocations) * size_t(words) * sizeof(uint32_t));
-  const Buffer& counts = Buffer::AtLeast(buffers.counts, size_t(words) * sizeof(uint32_t));
+  const Buffer& counts =
+      Buffer::AtLeast(buffers.counts, images.size() * size_t(words) * sizeof(uint32_t));
+  const Buffer& segment_buffer =
+      Buffer::AtLeast(buffers.segments, segments.size() * sizeof(int32_t));
+  segment_buffer.Upload(0, segments.size() * sizeof(int32_t), segments.data());
+  const Buffer& range_buffer = Buffer::AtLeast(buffers.ranges, ranges.size() * sizeof(int32_t));
+  range_buffer.Upload(0, ranges.size() * sizeof(int32_t), ranges.data());
   const GLuint prog = *count_program;
   glUseProgram(prog);
   if (key_table) {
@@ -159,33 +190,31 @@ absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& im
     glUniform1ui(glGetUniformLocation(prog, "u_key_mul"), key->mul);
     glUniform1ui(glGetUniformLocation(prog, "u_key_shift"), key->shift);
   }
-  image.BindPacked(0);
+  glBindImageTexture(0, packed, 0, GL_FALSE, 0, GL_READ_ONLY, GL_RGBA32UI);
   partials.BindBase(2);
-  glUniform2i(glGetUniformLocation(prog, "u_size"), desc.width, desc.height);
+  segment_buffer.BindBase(3);
+  range_buffer.BindBase(4);
   glUniform1i(glGetUniformLocation(prog, "u_bins"), o.bins);
   glUniform1i(glGetUniformLocation(prog, "u_channel"), o.channel);
   glUniform1d(glGetUniformLocation(prog, "u_lo"), *o.lo);
   glUniform1d(glGetUniformLocation(prog, "u_hi"), *o.hi);
   glUniform1d(glGetUniformLocation(prog, "u_scale"), double(o.bins) / (*o.hi - *o.lo));
-  glUniform1i(glGetUniformLocation(prog, "u_invocations"), invocations);
   glUniform1i(glGetUniformLocation(prog, "u_words"), words);
-  glUniform1i(glGetUniformLocation(prog, "u_row_samples"), desc.width * desc.channels);
 
   PrivateArrayCounts result;
   GpuTimer timer;
   glDispatchCompute(GLuint(invocations / kGroupSize), 1, 1);
   glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
   glUseProgram(*sum_program);
-  glUniform1i(glGetUniformLocation(*sum_program, "u_invocations"), invocations);
   glUniform1i(glGetUniformLocation(*sum_program, "u_words"), words);
   counts.BindBase(0);
-  glDispatchCompute(GLuint(CeilDiv(words, kSumGroupSize)), 1, 1);
+  glDispatchCompute(GLuint(CeilDiv(words, kSumGroupSize)), GLuint(images.size()), 1);
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
   result.gpu_ns = timer.StopAndRead();
   glUseProgram(0);
   glBindImageTexture(0, 0, 0, GL_FALSE, 0, GL_READ_ONLY, GL_RGBA32UI);
 
-  result.counts.resize(size_t(words));
+  result.counts.resize(images.size() * size_t(words));
   counts.Read(0, result.counts.size() * sizeof(uint32_t), result.counts.data());
   if (absl::Status s = ctx.CheckGlError("histogram private_array"); !s.ok()) return s;
   return result;

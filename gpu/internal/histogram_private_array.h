@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,18 @@ std::optional<KeyArithmetic> FindKeyArithmetic(const HistogramOptions& o,
                                                const std::vector<int32_t>& table);
 
 struct PrivateArrayCounts {
-  std::vector<uint32_t> counts;  // [hists][bins]
+  std::vector<uint32_t> counts;  // [image][hists][bins]
   uint64_t gpu_ns = 0;
 };
+
+// One image of a packed atlas: its rows [y0, y0 + height) of the atlas, `width` pixels each.
+struct AtlasImage {
+  int y0 = 0, width = 0, height = 0;
+};
+
+// Invocations of the counting pass for an image alone (a whole number of workgroups), the same
+// whether it runs alone or in an atlas, so that both count it alike.
+int PrivateArrayInvocations(const ImageDesc& desc);
 
 // Runs the variant on `image` for resolved options `o` (hists * o.bins <= kMaxPrivateArrayWords).
 // Integer keys are binned by KeyArithmetic where it exists, else through the table.
@@ -43,6 +53,14 @@ struct PrivateArrayCounts {
 absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& image,
                                                    const HistogramOptions& o, int hists,
                                                    HistogramBuffers& buffers);
+// The same for every image of an atlas: `packed`, an RGBA32UI texture holding each image's packed
+// rows (PackedTexelsPerRow wide) at its y0; `format` the images' channels and sample type. One
+// dispatch per pass, one read-back; counts image after image.
+absl::StatusOr<PrivateArrayCounts> RunPrivateArrayAtlas(Context& ctx, GLuint packed,
+                                                        const ImageDesc& format,
+                                                        std::span<const AtlasImage> images,
+                                                        const HistogramOptions& o, int hists,
+                                                        HistogramBuffers& buffers);
 
 // Bins up to this many use arrays of this size; more bins, arrays of kMaxPrivateArrayWords /
 // hists. The small size compiles several times faster.

@@ -5,6 +5,11 @@
 // with a bounds check each, and atomics besides. Invocation i takes rows i, i + N, i + 2N, ...
 // and writes its counters to partials[i]; histogram_private_array_sum adds the partials up.
 //
+// The packed texture may be an atlas of several images of the same format, their rows stacked (a
+// single image is an atlas of one). Each image has its own N invocations, a whole number of
+// workgroups: segments[] tells each workgroup its image's rows, and ranges[] each image's
+// invocations, so one dispatch counts every image as it would be counted alone.
+//
 // Compile-time: the image format (FMT_*, CHANNELS, SAMPLE_BITS), SOURCE (0 one channel, 1 every
 // channel, 2 luma, 3 R+G+B), HIST_WORDS and the key binning (KEY_TABLE, KEY_SHIFT, or neither),
 // so the per-texel work unrolls to straight-line code.
@@ -12,11 +17,13 @@
 
 layout(local_size_x = 8) in;
 layout(binding = 0, rgba32ui) readonly uniform uimage2D u_packed;
-layout(std430, binding = 2) writeonly buffer Partials { uint partials[]; };  // [N][u_words]
+layout(std430, binding = 2) writeonly buffer Partials { uint partials[]; };  // [invocation][u_words]
+// Per workgroup: its image's first atlas row, height, samples per row (width * CHANNELS), index.
+layout(std430, binding = 3) readonly buffer Segments { ivec4 segments[]; };
+// Per image: its invocations [first, end); rows are dealt out round-robin among them.
+layout(std430, binding = 4) readonly buffer Ranges { ivec2 ranges[]; };
 
-uniform int u_invocations;  // N: rows are dealt out round-robin
-uniform int u_words;        // u_hists * u_bins
-uniform int u_row_samples;  // width * CHANNELS
+uniform int u_words;  // u_hists * u_bins
 // Integer keys: bin = ((key - u_key_base) * u_key_mul) >> u_key_shift for key - u_key_base below
 // u_key_range (checked on the CPU to equal the bin table for every key); with KEY_SHIFT, where
 // every key is counted, u_key_base is 0 and u_key_mul 1, just key >> u_key_shift; with
@@ -121,6 +128,10 @@ void count_sample(SAMPLE v, int c, int copy) {
 
 void main() {
   const int me = int(gl_GlobalInvocationID.x);
+  const ivec4 segment = segments[gl_WorkGroupID.x];
+  const int y0 = segment.x, height = segment.y, row_samples = segment.z;
+  const ivec2 range = ranges[segment.w];
+  const int invocations = range.y - range.x;
   for (int k = 0; k < u_bins; ++k) {
     h0[k] = 0u;
     h1[k] = 0u;
@@ -131,9 +142,9 @@ void main() {
     h3[k] = 0u;
 #endif
   }
-  const int full = u_row_samples / kSamplesPerTexel;
-  const int rest = u_row_samples % kSamplesPerTexel;
-  for (int y = me; y < u_size.y; y += u_invocations) {
+  const int full = row_samples / kSamplesPerTexel;
+  const int rest = row_samples % kSamplesPerTexel;
+  for (int y = y0 + me - range.x; y < y0 + height; y += invocations) {
     int tx = 0;
 #if CHANNELS == 3
     // Three texels hold a whole number of 3-channel pixels (16, 8 or 4): read them together, so
