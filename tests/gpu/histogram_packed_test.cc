@@ -157,6 +157,34 @@ TEST(HistogramPackedTest, RandomPacksEqualRunAlone) {
   }
 }
 
+// Packs read the same programs as single images, through atlases shaped as every image's
+// textures are: nothing is left to build after the warm-up.
+TEST(HistogramPackedTest, AfterWarmUpAutoPacksBuildNoProgram) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed() + 106);
+  HistogramKernel kernel(ctx);
+  ASSERT_TRUE(kernel.WarmUp().ok());
+  const size_t built = ctx.programs_built();
+  for (SampleType t : kTypes) {
+    for (int ch = 1; ch <= 4; ++ch) {
+      std::vector<HostImage> hosts;
+      for (int i = 0; i < 6; ++i)
+        hosts.push_back(testing::RandomImage(RandomDesc(rng, ch, t), rng));
+      for (int bins : {1, 16, 256, 1000, 65536}) {
+        HistogramOptions o = RandomOptions(rng, hosts[0].desc, HistogramVariant::kAuto);
+        o.bins = bins;
+        absl::StatusOr<PackedHistograms> packed = kernel.RunPacked(Pack(hosts), o);
+        ASSERT_TRUE(packed.ok()) << packed.status();
+        ASSERT_TRUE(packed->results[0].ok()) << packed->results[0].status();
+        ASSERT_EQ(ctx.programs_built(), built)
+            << "a pack built a program after WarmUp: " << Describe(hosts[0].desc, o) << " ran "
+            << HistogramVariantName(packed->results[0]->variant);
+      }
+    }
+  }
+}
+
 // The variants that run image by image inside RunPacked, and auto's choices for the options it
 // sends elsewhere (more bins than private_array's arrays, 16-bit and float images).
 TEST(HistogramPackedTest, OtherVariantsAndManyBinsEqualRunAlone) {
