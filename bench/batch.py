@@ -4,6 +4,8 @@
 In one run, on the same cores, one after the other:
   glimpse batch    glimpse.Client.analyze_many, CALLERS callers each streaming its share of the
                    images through one AnalyzeBatch call (ordered), each on its own connection;
+  glimpse unpacked the same on a second server started with --batch-pack-images=1: each image's
+                   histogram its own GPU job, as before packing (docs/api.md, "Packing");
   glimpse raw      the same AnalyzeBatch calls through the raw stub, answers read by the code the
                    single calls use (the library's result objects left out);
   glimpse single   the same images as Histogram calls, CALLERS callers one call after another;
@@ -14,6 +16,7 @@ In one run, on the same cores, one after the other:
   decode+hist      the same with cv2.calcHist of each channel: the whole job without a network.
 Every answer is read into numpy by the same code (glimpse's client or the raw stub), and the
 Glimpse histograms are compared with the peer's (exactly: the same libjpeg-turbo decode).
+Glimpse rows also report the server's GPU jobs per image (ServerInfo.jobs_run before and after).
 
 Images: synthetic photo-like thumbnails (bench/e2e.py's photo(), a different seed per image),
 JPEG q90, or PNG with --format png (lossless: compared exactly as well). Glimpse runs with
@@ -188,8 +191,9 @@ def main():
     g = e2e.Service("glimpse", [args.server_binary, "--listen=127.0.0.1:0", "--log-level=info",
                                 "--warm-up=0", f"--max-message-bytes={MAX_MESSAGE_BYTES}"],
                     env=env)
-    rows, answers = [], {}
+    rows, answers, unpacked = [], {}, None
     try:
+        unpacked = e2e.Service("glimpse-unpacked", g.command + ["--batch-pack-images=1"], env=env)
         p = e2e.Service("peer", [sys.executable, os.path.join(HERE, "e2e_peer.py"),
                                  "--listen=127.0.0.1:0", f"--workers={args.peer_workers}",
                                  f"--threads={threads}"], env=env, health=False)
@@ -197,45 +201,61 @@ def main():
             info = g.info()
             warm = files[:16]
             glimpse_batch(g.address, warm, 2, {})
+            glimpse_batch(unpacked.address, warm, 2, {})
             single_calls(g.address, warm, 2, {})
             single_calls(p.address, warm, 2, {})
+            # (row, the Glimpse server it runs on or None, the run)
             plan = [
-                ("glimpse AnalyzeBatch (analyze_many)",
+                ("glimpse AnalyzeBatch (analyze_many)", g,
                  lambda out: glimpse_batch(g.address, files, args.callers, out,
                                            args.max_in_flight)),
-                ("glimpse AnalyzeBatch, raw stub",
+                ("glimpse AnalyzeBatch (analyze_many), --batch-pack-images=1", unpacked,
+                 lambda out: glimpse_batch(unpacked.address, files, args.callers, out,
+                                           args.max_in_flight)),
+                ("glimpse AnalyzeBatch, raw stub", g,
                  lambda out: raw_batch(g.address, files, args.callers, out, args.max_in_flight)),
-                ("glimpse Histogram, single calls",
+                ("glimpse Histogram, single calls", g,
                  lambda out: single_calls(g.address, files, args.callers, out)),
-                ("peer Histogram, single calls (grpcio + OpenCV)",
+                ("peer Histogram, single calls (grpcio + OpenCV)", None,
                  lambda out: single_calls(p.address, files, args.callers, out)),
-                (f"decode floor: cv2.imdecode, {os.cpu_count()} threads, no network",
+                (f"decode floor: cv2.imdecode, {os.cpu_count()} threads, no network", None,
                  lambda out: local(files, False)),
-                (f"decode + cv2.calcHist, {os.cpu_count()} threads, no network",
+                (f"decode + cv2.calcHist, {os.cpu_count()} threads, no network", None,
                  lambda out: local(files, True)),
             ]
-            for name, run in plan:
-                best, out = None, {}
+            for name, server, run in plan:
+                best, out, jobs = None, {}, None
                 for _ in range(args.repeats):
                     out = {}
+                    jobs_before = server.info().jobs_run if server else 0
                     wall = run(out)
+                    if server:
+                        jobs = (server.info().jobs_run - jobs_before) / len(files)
                     best = wall if best is None else min(best, wall)
                 answers[name] = out
                 row = dict(row=name, images=len(files), wall_s=best,
-                           images_per_s=len(files) / best, ms_per_image=best * 1e3 / len(files))
+                           images_per_s=len(files) / best, ms_per_image=best * 1e3 / len(files),
+                           gpu_jobs_per_image=jobs)
                 rows.append(row)
-                print(f"{name:58s} {best:7.3f} s {row['images_per_s']:8.0f} images/s "
-                      f"{row['ms_per_image']:6.3f} ms/image", flush=True)
+                jobs_text = f"{jobs:5.2f} GPU jobs/image" if jobs is not None else ""
+                print(f"{name:62s} {best:7.3f} s {row['images_per_s']:8.0f} images/s "
+                      f"{row['ms_per_image']:6.3f} ms/image {jobs_text}", flush=True)
         finally:
             p.stop()
     finally:
         g.stop()
-    batch, peer = answers[plan[0][0]], answers[plan[3][0]]
+        if unpacked:
+            unpacked.stop()
+    batch, peer = answers[plan[0][0]], answers[plan[4][0]]
     equal = sum(1 for i in range(len(files)) if np.array_equal(batch[i], peer[i]))
-    single = answers[plan[2][0]]
+    single = answers[plan[3][0]]
     equal_single = sum(1 for i in range(len(files)) if np.array_equal(batch[i], single[i]))
+    unpacked_answers = answers[plan[1][0]]
+    equal_unpacked = sum(1 for i in range(len(files))
+                         if np.array_equal(batch[i], unpacked_answers[i]))
     check = (f"Glimpse batch histograms equal to the peer's: {equal}/{len(files)}; to Glimpse's "
-             f"single calls: {equal_single}/{len(files)}.")
+             f"single calls: {equal_single}/{len(files)}; to the unpacked batch's: "
+             f"{equal_unpacked}/{len(files)}.")
     print(check)
     header = (f"Machine: {e2e.machine()}. Glimpse {info.version}: renderer {info.renderer}, "
               f"LP_NUM_THREADS={threads}, --batch-in-flight {info.batch_in_flight}, "
@@ -250,10 +270,12 @@ def main():
                     "callers\n\n")
             f.write(f"{header}\n\nImages: {len(files)} {kind}, {mean_kib:.1f} KiB on average "
                     f"(seed {args.seed}); best of {args.repeats} runs per row.\n\n")
-            f.write("| path | wall s | images/s | ms per image |\n|---|--:|--:|--:|\n")
+            f.write("| path | wall s | images/s | ms per image | GPU jobs per image |\n"
+                    "|---|--:|--:|--:|--:|\n")
             for r in rows:
+                jobs = r["gpu_jobs_per_image"]
                 f.write(f"| {r['row']} | {r['wall_s']:.3f} | {r['images_per_s']:.0f} | "
-                        f"{r['ms_per_image']:.3f} |\n")
+                        f"{r['ms_per_image']:.3f} | {'' if jobs is None else f'{jobs:.2f}'} |\n")
             f.write(f"\n{check}\n\nCommand: `LP_NUM_THREADS={threads} {command}`\n")
     if args.json:
         with open(args.json, "w") as f:

@@ -43,6 +43,7 @@ struct FlagValues {
   int64_t image_ttl_s = defaults.worker.image_ttl.count();
   int64_t max_message_bytes = int64_t(defaults.limits.max_message_bytes);
   int64_t batch_in_flight = int64_t(defaults.limits.batch_in_flight);
+  int64_t batch_pack_images = int64_t(defaults.limits.batch_pack_images);
   int64_t max_connection_age_s = defaults.max_connection_age_s;
   int64_t shutdown_grace_s = 20;
   int64_t result_buffer_bytes = int64_t(defaults.worker.result_buffer_bytes);
@@ -105,6 +106,10 @@ void DefineFlags(glimpse::server::FlagSet& flags, FlagValues& v) {
   flags.AddInt("batch-in-flight", &v.batch_in_flight, 1, 4096,
                "images one AnalyzeBatch call may have in flight (read and not yet answered and "
                "sent); the server reads no further image of that call until one is done");
+  flags.AddInt("batch-pack-images", &v.batch_pack_images, 1, 4096,
+               "AnalyzeBatch: at most this many small inline images' histograms (up to 512x512 "
+               "each, of one format) run as one GPU job, with one upload, dispatch and read-back "
+               "(1 = each image alone)");
   flags.AddInt("max-connection-age-s", &v.max_connection_age_s, 0, INT32_MAX / 1000,
                "close connections (GOAWAY) after this many seconds, so clients behind a load "
                "balancer reconnect and spread (0 = never)");
@@ -175,6 +180,7 @@ absl::StatusOr<glimpse::server::ServerOptions> ToOptions(const FlagValues& v) {
   o.limits.max_upload_bytes = uint64_t(v.max_upload_bytes);
   o.limits.max_message_bytes = uint64_t(v.max_message_bytes);
   o.limits.batch_in_flight = uint32_t(v.batch_in_flight);
+  o.limits.batch_pack_images = uint32_t(v.batch_pack_images);
   o.max_connection_age_s = int(v.max_connection_age_s);
   o.tls_cert_file = v.tls_cert;
   o.tls_key_file = v.tls_key;

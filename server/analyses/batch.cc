@@ -14,10 +14,13 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "common/str.h"
+#include "server/analyses/histogram.h"
+#include "server/analyses/histogram_packs.h"
 #include "server/analyses/registry.h"
 #include "server/analyses/steps.h"
 #include "server/ingest/image_ref.h"
@@ -504,7 +507,22 @@ absl::Status BatchCall::TakeHeader() {
   header_ = request_.header();
   if (absl::Status s = PlanSteps(
           header_.analyses(), "AnalyzeBatch takes each image in its own message",
-          []<typename A>(const typename A::Options& o) -> decltype(Step::start) {
+          [this]<typename A>(const typename A::Options& o) -> decltype(Step::start) {
+            if constexpr (std::is_same_v<A, HistogramAnalysis>) {
+              if (service_.limits.batch_pack_images > 1) {
+                // Small inline images' histograms run in packs, many images to a GPU job.
+                auto packs = std::make_shared<HistogramPacks>(
+                    service_, o, StrCat("AnalyzeBatch/", A::kName, " pack"), deadline_);
+                return [o, packs](std::shared_ptr<ImageWork> w, size_t step, uint64_t bytes) {
+                  if (!HistogramPacks::Packable(*w->input)) {
+                    return StartStep<A>(std::move(w), step, o, bytes);
+                  }
+                  std::shared_ptr<const Input> in = w->input;
+                  packs->Add(std::move(in), bytes,
+                             std::make_shared<StepSink<A>>(std::move(w), step));
+                };
+              }
+            }
             return [o](std::shared_ptr<ImageWork> w, size_t step, uint64_t bytes) {
               StartStep<A>(std::move(w), step, o, bytes);
             };

@@ -57,20 +57,25 @@ absl::Status HistogramAnalysis::Run(GpuEnv& env, const Acquired& image, const Op
                                     CallRecord& record, Response* response) {
   absl::StatusOr<gpu::HistogramResult> r = env.kernels.histogram.Run(*image.image, options);
   if (!r.ok()) return r.status();
-  record.set_gpu_ns(r->gpu_ns);
-  record.set_analysis(kName, gpu::HistogramVariantName(r->variant));
-  response->set_bins(uint32_t(r->bins));
-  response->set_lo(r->lo);
-  response->set_hi(r->hi);
+  Answer(*r, record, response);
+  return absl::OkStatus();
+}
+
+void HistogramAnalysis::Answer(const gpu::HistogramResult& r, CallRecord& record,
+                               Response* response) {
+  record.set_gpu_ns(r.gpu_ns);
+  record.set_analysis(kName, gpu::HistogramVariantName(r.variant));
+  response->set_bins(uint32_t(r.bins));
+  response->set_lo(r.lo);
+  response->set_hi(r.hi);
   uint64_t total = 0;
-  for (const std::vector<uint64_t>& counts : r->counts) {
+  for (const std::vector<uint64_t>& counts : r.counts) {
     auto* h = response->add_histograms();
     h->mutable_counts()->Add(counts.begin(), counts.end());
     for (uint64_t c : counts) total += c;
   }
   response->set_total(total);
-  response->set_variant(std::string(gpu::HistogramVariantName(r->variant)));
-  return absl::OkStatus();
+  response->set_variant(std::string(gpu::HistogramVariantName(r.variant)));
 }
 
 std::vector<std::string> HistogramAnalysis::Variants(const gpu::DeviceInfo&) {

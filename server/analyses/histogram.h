@@ -44,6 +44,9 @@ struct HistogramAnalysis {
                                               uint64_t part_bytes);
   static absl::Status Run(GpuEnv& env, const Acquired& image, const Options& options,
                           CallRecord& record, Response* response);
+  // The kernel's result as the response's counts (Run's answer, and each image's of a pack:
+  // server/analyses/histogram_packs.h), its GPU time and variant recorded.
+  static void Answer(const gpu::HistogramResult& result, CallRecord& record, Response* response);
 };
 
 }  // namespace glimpse::server

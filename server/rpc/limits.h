@@ -21,6 +21,11 @@ struct ServiceLimits {
   // and not yet sent). Twice the host threads of a 8-CPU machine: decoding keeps every thread busy
   // while the GPU works, and one call's unsent answers stay a few images' worth.
   uint32_t batch_in_flight = 16;
+  // AnalyzeBatch: at most this many small inline images' histograms run as one GPU job (one
+  // upload, dispatch and read-back: server/analyses/histogram_packs.h); 1 runs each alone. A
+  // pack's results are answered one after another on the GPU's thread, so it stays short enough
+  // not to hold other tenants' jobs back for long.
+  uint32_t batch_pack_images = 64;
 };
 
 }  // namespace glimpse::server

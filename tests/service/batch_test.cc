@@ -31,12 +31,15 @@ struct BatchResult {
   std::vector<v1::AnalyzeBatchResponse> messages;
 };
 
-// One AnalyzeBatch call: the header, then each image, then the answer read to its end.
+// One AnalyzeBatch call: the header, then each image, then the answer read to its end; with
+// `client_key`, under that glimpse-client-key (the scheduler's caller).
 BatchResult CallBatch(v1::ImageAnalytics::Stub& stub, const v1::AnalyzeBatchHeader& header,
-                      const std::vector<v1::BatchImage>& images) {
+                      const std::vector<v1::BatchImage>& images,
+                      const std::string& client_key = "") {
   BatchResult out;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  if (!client_key.empty()) ctx.AddMetadata(server::kClientKeyMetadata, client_key);
   auto stream = stub.AnalyzeBatch(&ctx);
   // Writes from another thread: the server reads only as far as its bound allows, so a writer
   // that waited for every write before reading could block on a full flow-control window.
@@ -127,22 +130,35 @@ class BatchTest : public ::testing::Test {
     // must be queued again, not failed.
     small.worker.tenant_max_queued = 1;
     small_ = TestServer::Start(small).release();
+    // The same with each image's histogram its own GPU job (no packs), so that a batch has more
+    // jobs waiting than its tenant may queue.
+    server::ServerOptions unpacked = small;
+    unpacked.limits.batch_pack_images = 1;
+    unpacked_ = TestServer::Start(unpacked).release();
     // At a bound of two, most reads are started by the thread that sends an answer, not by the
     // one that has just read.
     server::ServerOptions tight = o;
     tight.limits.batch_in_flight = 2;
     tight_ = TestServer::Start(tight).release();
+    // Room for a whole batch in flight at once, so that its histograms wait together.
+    server::ServerOptions wide = o;
+    wide.limits.batch_in_flight = 64;
+    wide_ = TestServer::Start(wide).release();
   }
   static void TearDownTestSuite() {
     delete ts_;
     delete small_;
     delete tight_;
-    ts_ = small_ = tight_ = nullptr;
+    delete wide_;
+    delete unpacked_;
+    ts_ = small_ = tight_ = wide_ = unpacked_ = nullptr;
   }
   void SetUp() override {
     GLIMPSE_REQUIRE_SERVER(ts_);
     GLIMPSE_REQUIRE_SERVER(small_);
     GLIMPSE_REQUIRE_SERVER(tight_);
+    GLIMPSE_REQUIRE_SERVER(wide_);
+    GLIMPSE_REQUIRE_SERVER(unpacked_);
   }
 
   static void ExpectMixedBatchMatchesSingleCalls(bool ordered);
@@ -150,10 +166,14 @@ class BatchTest : public ::testing::Test {
   static TestServer* ts_;
   static TestServer* small_;
   static TestServer* tight_;
+  static TestServer* wide_;
+  static TestServer* unpacked_;
 };
 TestServer* BatchTest::ts_ = nullptr;
 TestServer* BatchTest::small_ = nullptr;
 TestServer* BatchTest::tight_ = nullptr;
+TestServer* BatchTest::wide_ = nullptr;
+TestServer* BatchTest::unpacked_ = nullptr;
 
 void BatchTest::ExpectMixedBatchMatchesSingleCalls(bool ordered) {
   GLIMPSE_SEED_TRACE();
@@ -399,7 +419,7 @@ TEST_F(BatchTest, FastSenderNeverHasMoreThanTheBoundInFlight) {
               InlineRaw(RandomImage({int(1 + rng() % 90), 57, 3, SampleType::kUint8}, rng))));
   }
   server::ResetBatchPeak();
-  const BatchResult got = CallBatch(*small_->stub, HistogramHeader(), images);
+  const BatchResult got = CallBatch(*unpacked_->stub, HistogramHeader(), images);
   ASSERT_TRUE(got.status.ok()) << got.status.error_message();
   ASSERT_TRUE(got.messages.back().has_summary());
   EXPECT_EQ(got.messages.back().summary().max_in_flight(), 3u);
@@ -416,14 +436,14 @@ TEST_F(BatchTest, FastSenderNeverHasMoreThanTheBoundInFlight) {
   v1::AnalyzeBatchHeader two = HistogramHeader();
   two.set_max_in_flight(2);
   server::ResetBatchPeak();
-  const BatchResult fewer = CallBatch(*small_->stub, two, images);
+  const BatchResult fewer = CallBatch(*unpacked_->stub, two, images);
   ASSERT_TRUE(fewer.status.ok()) << fewer.status.error_message();
   EXPECT_EQ(fewer.messages.back().summary().max_in_flight(), 2u);
   EXPECT_LE(server::GetBatchStats().peak_in_flight, 2u);
 
   grpc::ClientContext ctx;
   v1::ServerInfo info;
-  ASSERT_TRUE(small_->stub->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
+  ASSERT_TRUE(unpacked_->stub->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
   EXPECT_EQ(info.batch_in_flight(), 3u);
   // The tenant's queue (one job) refused some of the batch's jobs, which ran on a later try.
   EXPECT_GT(info.jobs_rejected(), 0u);
@@ -676,6 +696,203 @@ TEST_F(BatchTest, BatchJobsYieldToTheTenantsSingleCallsUnlessAskedOtherwise) {
       EXPECT_LT(first_batch_answer, single_answer) << "an interactive batch keeps arrival order";
     } else {
       EXPECT_LT(single_answer, first_batch_answer) << "the single call waited behind the batch";
+    }
+  }
+}
+
+// Small inline images' histograms run in packs (server/analyses/histogram_packs.h): with the GPU
+// thread held while the whole batch arrives, far fewer jobs run than images, and every image's
+// histogram still equals the Histogram call's on it alone and the CPU reference.
+TEST_F(BatchTest, PackedHistogramsEqualSingleCallsAndTheReference) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 9);
+  v1::ImageAnalytics::Stub& stub = *wide_->stub;
+  server::GpuWorker& worker = wide_->server->worker();
+
+  std::vector<v1::BatchImage> images;
+  std::map<size_t, HostImage> raw_of;  // index -> pixels, for the CPU reference
+  std::set<size_t> bad;
+  auto add_raw = [&](const ImageDesc& d) {
+    raw_of[images.size()] = RandomImage(d, rng);
+    images.push_back(Image(gpu::DescribeImage(d), InlineRaw(raw_of[images.size()])));
+  };
+  // Awkward sizes of every channel count, both integer types, the largest packable image and
+  // one a row past it (which runs alone).
+  for (const ImageDesc& d :
+       {ImageDesc{1, 1, 1, SampleType::kUint8}, ImageDesc{1, 700, 3, SampleType::kUint8},
+        ImageDesc{700, 1, 4, SampleType::kUint8}, ImageDesc{512, 512, 3, SampleType::kUint8},
+        ImageDesc{512, 513, 3, SampleType::kUint8}, ImageDesc{63, 65, 2, SampleType::kUint8},
+        ImageDesc{31, 17, 1, SampleType::kUint16}, ImageDesc{45, 38, 3, SampleType::kUint16}}) {
+    add_raw(d);
+  }
+  for (int i = 0; i < 40; ++i) {
+    add_raw({int(1 + rng() % 300), int(1 + rng() % 300), int(1 + rng() % 4),
+             rng() % 5 == 0 ? SampleType::kUint16 : SampleType::kUint8});
+  }
+  for (int i = 0; i < 6; ++i) {
+    const HostImage img = RandomImage(
+        {int(8 + rng() % 250), int(8 + rng() % 250), i % 2 ? 3 : 1, SampleType::kUint8}, rng);
+    images.push_back(Image("photo-" + std::to_string(i) + ".jpg", Encoded(Jpeg(img))));
+  }
+  {
+    const HostImage img = RandomImage({77, 51, 4, SampleType::kUint8}, rng);
+    absl::StatusOr<std::string> png = server::EncodePng(img);
+    ASSERT_TRUE(png.ok());
+    images.push_back(Image("rgba.png", Encoded(*png)));
+  }
+  {
+    absl::StatusOr<std::string> id =
+        UploadImage(stub, RandomImage({40, 30, 3, SampleType::kUint8}, rng));
+    ASSERT_TRUE(id.ok()) << id.status();
+    images.push_back(Image("stored", ById(*id)));  // on the device already: runs alone
+  }
+  {
+    v1::ImageRef ref = InlineRaw(RandomImage({8, 8, 3, SampleType::kUint8}, rng));
+    ref.mutable_raw()->mutable_data()->resize(100);
+    bad.insert(images.size());
+    images.push_back(Image("short.raw", ref));
+  }
+  bad.insert(images.size());
+  images.push_back(Image("corrupt.jpg", Encoded("\xff\xd8\xff\xe0 not a JPEG")));
+  ASSERT_LE(images.size(), 64u);
+
+  // Two histograms of each image: the whole range of every channel, and a cut range of one.
+  v1::AnalyzeBatchHeader header;
+  header.add_analyses()->mutable_histogram();
+  v1::HistogramOptions* cut = header.add_analyses()->mutable_histogram()->mutable_options();
+  cut->set_bins(7);
+  cut->set_lo(3);
+  cut->set_hi(250);
+  cut->set_source(v1::HISTOGRAM_SOURCE_CHANNEL);
+  header.set_ordered(false);
+
+  const uint64_t jobs_before = worker.Stats().jobs_run;
+  BatchResult got;
+  {
+    WorkerBlocker blocker(worker);
+    std::thread call([&] { got = CallBatch(stub, header, images); });
+    // Every image read and decoded while the GPU's thread is held: each one's first histogram
+    // joins its format's pack.
+    ASSERT_TRUE(Eventually([&] {
+      return server::GetBatchStats().images_in_flight >= int64_t(images.size() - bad.size());
+    }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    blocker.Release();
+    call.join();
+  }
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  const uint64_t jobs = worker.Stats().jobs_run - jobs_before;
+  const size_t steps = 2 * (images.size() - bad.size());
+  // Packs of a format's images instead of a job per image and histogram.
+  EXPECT_LT(jobs, steps / 2) << jobs << " jobs for " << steps << " histograms";
+
+  std::map<uint64_t, std::vector<v1::AnalyzeResponse>> parts;
+  std::map<uint64_t, v1::ImageEnd> ends;
+  for (const v1::AnalyzeBatchResponse& m : got.messages) {
+    if (m.has_result()) parts[m.index()].push_back(m.result());
+    if (m.has_end()) ends[m.index()] = m.end();
+  }
+  ASSERT_EQ(ends.size(), images.size());
+  for (size_t i = 0; i < images.size(); ++i) {
+    SCOPED_TRACE("image " + std::to_string(i) + " " + images[i].key());
+    if (bad.count(i)) {
+      EXPECT_TRUE(ends[i].has_error());
+      continue;
+    }
+    ASSERT_FALSE(ends[i].has_error()) << ends[i].error().message();
+    ASSERT_EQ(parts[i].size(), 2u);
+    for (const v1::AnalyzeResponse& part : parts[i]) {
+      SCOPED_TRACE("analysis " + std::to_string(part.index()));
+      ASSERT_TRUE(part.has_histogram());
+      grpc::ClientContext ctx;
+      v1::HistogramRequest req = header.analyses(int(part.index())).histogram();
+      *req.mutable_image() = images[i].image();
+      v1::HistogramResponse single;
+      ASSERT_TRUE(stub.Histogram(&ctx, req, &single).ok());
+      v1::HistogramResponse packed = part.histogram();
+      for (v1::HistogramResponse* r : {&single, &packed}) {
+        r->clear_timing();
+        r->mutable_image()->clear_last_used_unix_ms();
+        r->mutable_image()->clear_expires_unix_ms();
+      }
+      EXPECT_EQ(packed.SerializeAsString(), single.SerializeAsString())
+          << packed.ShortDebugString().substr(0, 300) << "\n"
+          << single.ShortDebugString().substr(0, 300);
+      if (auto raw = raw_of.find(i); raw != raw_of.end()) {
+        gpu::HistogramOptions ho;
+        if (part.index() == 1) {
+          ho.bins = 7;
+          ho.lo = 3;
+          ho.hi = 250;
+          ho.source = gpu::HistogramSource::kChannel;
+        }
+        absl::StatusOr<gpu::HistogramResult> ref = reference::Histogram(raw->second, ho);
+        ASSERT_TRUE(ref.ok()) << ref.status();
+        ASSERT_EQ(packed.histograms_size(), int(ref->counts.size()));
+        for (size_t h = 0; h < ref->counts.size(); ++h) {
+          const auto& c = packed.histograms(int(h)).counts();
+          EXPECT_EQ(std::vector<uint64_t>(c.begin(), c.end()), ref->counts[h]) << "histogram " << h;
+        }
+      }
+    }
+  }
+}
+
+// A pack's job that the tenant's full queue refuses is queued again, its images with it, and
+// every image is answered once the queue has room: here the tenant may queue one job, and its
+// single call holds that place while the GPU's thread is held.
+TEST_F(BatchTest, RefusedPacksAreQueuedAgainAndAnswerEveryImage) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 10);
+  v1::ImageAnalytics::Stub& stub = *small_->stub;
+  server::GpuWorker& worker = small_->server->worker();
+  const std::string key = "pack-refusal-" + std::to_string(TestSeed() % 100000);
+  std::vector<v1::BatchImage> images;
+  std::vector<HostImage> pixels;
+  for (int i = 0; i < 12; ++i) {
+    pixels.push_back(
+        RandomImage({int(1 + rng() % 120), int(1 + rng() % 120), 3, SampleType::kUint8}, rng));
+    images.push_back(Image(std::to_string(i), InlineRaw(pixels.back())));
+  }
+  const uint64_t rejected_before = worker.Stats().jobs_rejected;
+  BatchResult got;
+  {
+    WorkerBlocker blocker(worker);
+    std::future<grpc::Status> single = std::async(std::launch::async, [&] {
+      grpc::ClientContext ctx;
+      ctx.AddMetadata(server::kClientKeyMetadata, key);
+      v1::HistogramRequest req;
+      *req.mutable_image() = InlineRaw(pixels[0]);
+      v1::HistogramResponse resp;
+      return stub.Histogram(&ctx, req, &resp);
+    });
+    ASSERT_TRUE(Eventually([&] { return worker.Stats().queue_length == 1; }));
+    std::thread call([&] { got = CallBatch(stub, HistogramHeader(), images, key); });
+    // The batch's pack jobs are refused (the tenant's one place is taken) and tried again.
+    EXPECT_TRUE(Eventually([&] { return worker.Stats().jobs_rejected >= rejected_before + 3; }));
+    blocker.Release();
+    call.join();
+    EXPECT_TRUE(single.get().ok());
+  }
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  ASSERT_TRUE(got.messages.back().has_summary());
+  EXPECT_EQ(got.messages.back().summary().ok(), images.size());
+  for (const v1::AnalyzeBatchResponse& m : got.messages) {
+    if (m.has_end()) {
+      EXPECT_FALSE(m.end().has_error()) << m.end().error().message();
+    }
+    if (!m.has_result()) continue;
+    ASSERT_LT(m.index(), pixels.size());
+    absl::StatusOr<gpu::HistogramResult> ref =
+        reference::Histogram(pixels[m.index()], gpu::HistogramOptions());
+    ASSERT_TRUE(ref.ok());
+    const v1::HistogramResponse& h = m.result().histogram();
+    ASSERT_EQ(h.histograms_size(), 3);
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_EQ(
+          std::vector<uint64_t>(h.histograms(c).counts().begin(), h.histograms(c).counts().end()),
+          ref->counts[size_t(c)])
+          << "image " << m.index() << " channel " << c;
     }
   }
 }
