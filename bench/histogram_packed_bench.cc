@@ -53,7 +53,7 @@ int Main(int argc, char** argv) {
   std::vector<Row> rows;
   std::mt19937_64 rng(42);
   gpu::HistogramKernel kernel(c);
-  if (atlas_bytes != 0) kernel.set_atlas_limits(atlas_bytes, size_t{64} << 20);
+  kernel.set_atlas_limits(atlas_bytes, 0);
   for (auto [w, h] : args.sizes) {
     // Photo-like thumbnails: smooth gradients plus noise, each image its own.
     std::vector<gpu::HostImage> hosts;

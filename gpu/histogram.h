@@ -146,8 +146,8 @@ class HistogramKernel {
   absl::StatusOr<PackedHistograms> RunPacked(std::span<const PackedImage> images,
                                              const HistogramOptions& options);
 
-  // Limits of one atlas (tests may lower them to force several dispatches): its bytes, and the
-  // bytes of its work buffers (counts, private_array's partials).
+  // Limits of one atlas (tests and benchmarks may change them; 0: the device's default): its
+  // bytes, and the bytes of its work buffers (counts, private_array's partials).
   void set_atlas_limits(size_t max_atlas_bytes, size_t max_work_bytes) {
     max_atlas_bytes_ = max_atlas_bytes;
     max_work_bytes_ = max_work_bytes;
@@ -156,8 +156,8 @@ class HistogramKernel {
  private:
   Context& ctx_;
   HistogramBuffers buffers_;
-  size_t max_atlas_bytes_ = size_t{64} << 20;
-  size_t max_work_bytes_ = size_t{64} << 20;
+  size_t max_atlas_bytes_ = 0;
+  size_t max_work_bytes_ = 0;
 };
 
 }  // namespace glimpse::gpu
