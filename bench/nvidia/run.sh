@@ -4,7 +4,8 @@
 # (default: all, in this order) within one time budget, each part within its own limit:
 #   tests     the gpu/ tests on the NVIDIA driver
 #   e2e       bench/e2e.py: glimpse-server against the grpcio + OpenCV peer on this machine's
-#             cores, photos sent inline, with the servers' CPU ms per call
+#             cores, photos sent inline, with the servers' CPU ms per call; then bench/batch.py:
+#             1000 thumbnails' histograms in AnalyzeBatch calls, packed and unpacked
 #   kernels   every kernel benchmark, the auto check and the PyTorch peer table
 #   start-up  the start-up's benchmark with the driver's shader cache off, empty and filled
 #   [KERNELS="box_filter ..."] bash bench/nvidia/run.sh [--budget-s N] [part...]
@@ -80,6 +81,11 @@ if want e2e; then
   step 170 e2e env PYTHONPATH="$PWD/.gpu/python" PYTHONUNBUFFERED=1 python3 bench/e2e.py \
     --server-binary .gpu/server/glimpse-server --seconds 1.2 --callers 4,16 \
     --markdown "$work/e2e_nvidia.md" --json "$work/e2e_nvidia.json"
+  # Many thumbnails per call: packs of images per GPU job against a job per image, the peer's
+  # single calls and the decode-only floor on these cores.
+  step 60 batch env PYTHONPATH="$PWD/.gpu/python" PYTHONUNBUFFERED=1 python3 bench/batch.py \
+    --server-binary .gpu/server/glimpse-server --images 1000 --repeats 2 \
+    --markdown "$work/batch_nvidia.md" --json "$work/batch_nvidia.json"
 fi
 if want kernels; then
   # Every variant at 3200x2400 and 8K (the benchmarks' default sizes), with the cases of the peer
@@ -95,6 +101,10 @@ if want kernels; then
     step 60 "${b}_bench" ".gpu/bin/${b}_bench" ${extra[${b}_bench]:-} --runs 5 \
       --json "$work/${b}_bench.json"
   done
+  # Small images' histograms packed into one dispatch against an upload and a dispatch each.
+  [ -n "${KERNELS:-}" ] || step 30 histogram_packed .gpu/bin/histogram_packed_bench --images 256 \
+    --sizes 256x256,64x64 --variants auto,global_atomics --configs all,luma --runs 11 \
+    --json "$work/histogram_packed.json"
   # Host to device and back over PCIe, by size and channel count (not a kernel: its own JSON name).
   [ -n "${KERNELS:-}" ] || step 30 upload .gpu/bin/upload_bench --sizes 256x256,1920x1080,3840x2160,7680x4320 \
     --json "$work/upload.json"
