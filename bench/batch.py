@@ -18,13 +18,20 @@ Every answer is read into numpy by the same code (glimpse's client or the raw st
 Glimpse histograms are compared with the peer's (exactly: the same libjpeg-turbo decode).
 Glimpse rows also report the server's GPU jobs per image (ServerInfo.jobs_run before and after).
 
+With --analyses four, each image gets all four analyses (a 256-bin histogram, a 7x7 box filter with
+the pixels back, the integral image with its table back, and the pixels of luma 200 to 255
+compacted): the batch through the raw stub (its header names the four), the same on the unpacked
+server, Glimpse's and the peer's Analyze single calls (one call per image), and locally the
+decode with the peer's own four analyses (bench/e2e.py's local_call). Every array of every image
+is compared with the peer's.
+
 Images: synthetic photo-like thumbnails (bench/e2e.py's photo(), a different seed per image),
 JPEG q90, or PNG with --format png (lossless: compared exactly as well). Glimpse runs with
 --warm-up=0; a few images through each path first, untimed.
 
   LP_NUM_THREADS=2 batch.py --server-binary build/server/glimpse-server [--images 1000]
-      [--size 256x256] [--format jpeg|png] [--callers 4] [--peer-workers 8] [--markdown FILE]
-      [--json FILE]
+      [--size 256x256] [--format jpeg|png] [--analyses histogram|four] [--callers 4]
+      [--peer-workers 8] [--markdown FILE] [--json FILE]
 """
 import argparse
 import json
@@ -141,6 +148,66 @@ def raw_batch(address, files, callers, out, max_in_flight=0):
     return run_callers(callers, work)
 
 
+# The four analyses of --analyses four, with options that need no per-image statistics (a batch
+# names its options once for every image).
+FOUR = [e2e.HIST, e2e.BOX, ("integral_image", {}),
+        ("compaction", dict(lo=200.0, hi=255.0, source="luma"))]
+
+
+def four_batch(address, files, callers, out, max_in_flight=0):
+    """AnalyzeBatch with the four analyses through the raw stub; each image's parts read into
+    arrays by bench/e2e.py's readers (those of the analyses' own RPCs)."""
+    names = [n for n, _ in FOUR]
+
+    def work(c):
+        stub = pb_grpc.ImageAnalyticsStub(own_channel(address))
+        share = shares(len(files), callers)[c]
+        header = pb.AnalyzeBatchHeader(ordered=False, max_in_flight=max_in_flight)
+        for name, o in FOUR:
+            getattr(header.analyses.add(), name).CopyFrom(e2e._request(name, o))
+
+        def requests():
+            yield pb.AnalyzeBatchRequest(header=header)
+            for i in share:
+                yield pb.AnalyzeBatchRequest(image=pb.BatchImage(
+                    key=str(i), image=pb.ImageRef(encoded=pb.EncodedImage(data=files[i]))))
+        parts = {}
+        for m in stub.AnalyzeBatch(requests(), timeout=600):
+            kind = m.WhichOneof("part")
+            if kind == "result":
+                r = m.result
+                parts.setdefault(m.index, [[] for _ in names])[r.index].append(
+                    getattr(r, r.WhichOneof("part")))
+            elif kind == "end":
+                if m.end.HasField("error"):
+                    raise RuntimeError(m.end.error.message)
+                got = parts.pop(m.index)
+                out[share[m.index]] = [e2e._READ[n](p)[0] for n, p in zip(names, got)]
+    return run_callers(callers, work)
+
+
+def four_single(address, files, callers, out):
+    """One Analyze call per image with the four analyses (bench/e2e.py's Caller)."""
+    def work(c):
+        channel = own_channel(address)
+        rpc = None
+        for i in shares(len(files), callers)[c]:
+            caller = e2e.Caller(FOUR, pb.ImageRef(encoded=pb.EncodedImage(data=files[i])), True)
+            rpc = rpc or caller.method(channel)
+            out[i] = caller(rpc)[0]
+    return run_callers(callers, work)
+
+
+def four_local(files):
+    """Decode and the peer's own four analyses in this process, a thread per CPU."""
+    def one(data):
+        return e2e.local_call(FOUR, e2e.Input("", None, None, data))
+    with futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+        t0 = time.perf_counter()
+        list(pool.map(one, files))
+        return time.perf_counter() - t0
+
+
 def single_calls(address, files, callers, out):
     def work(c):
         stub = pb_grpc.ImageAnalyticsStub(own_channel(address))
@@ -170,6 +237,8 @@ def main():
     ap.add_argument("--size", default="256x256", help="WxH of each thumbnail")
     ap.add_argument("--format", choices=sorted(FORMATS), default="jpeg",
                     help="how each image is encoded: JPEG q90 or PNG")
+    ap.add_argument("--analyses", choices=("histogram", "four"), default="histogram",
+                    help="each image's analyses: a histogram, or all four")
     ap.add_argument("--callers", type=int, default=4)
     ap.add_argument("--peer-workers", type=int, default=8)
     ap.add_argument("--max-in-flight", type=int, default=0,
@@ -183,6 +252,7 @@ def main():
     threads = int(os.environ.get("LP_NUM_THREADS") or os.cpu_count())
     cv2.setNumThreads(threads)
     kind = FORMATS[args.format][0]
+    four = args.analyses == "four"
     files = make_images(args.images, width, height, args.seed, args.format)
     mean_kib = sum(map(len, files)) / len(files) / 1024
     print(f"{len(files)} {args.size} {kind} files, {mean_kib:.1f} KiB each on average",
@@ -200,10 +270,10 @@ def main():
         try:
             info = g.info()
             warm = files[:16]
-            glimpse_batch(g.address, warm, 2, {})
-            glimpse_batch(unpacked.address, warm, 2, {})
-            single_calls(g.address, warm, 2, {})
-            single_calls(p.address, warm, 2, {})
+            for address in (g.address, unpacked.address):
+                (four_batch if four else glimpse_batch)(address, warm, 2, {})
+            for address in (g.address, p.address):
+                (four_single if four else single_calls)(address, warm, 2, {})
             # (row, the Glimpse server it runs on or None, the run)
             plan = [
                 ("glimpse AnalyzeBatch (analyze_many)", g,
@@ -223,6 +293,23 @@ def main():
                 (f"decode + cv2.calcHist, {os.cpu_count()} threads, no network", None,
                  lambda out: local(files, True)),
             ]
+            if four:
+                plan = [
+                    ("glimpse AnalyzeBatch, four analyses, raw stub", g,
+                     lambda out: four_batch(g.address, files, args.callers, out,
+                                            args.max_in_flight)),
+                    ("glimpse AnalyzeBatch, four analyses, --batch-pack-images=1", unpacked,
+                     lambda out: four_batch(unpacked.address, files, args.callers, out,
+                                            args.max_in_flight)),
+                    ("glimpse Analyze, single calls", g,
+                     lambda out: four_single(g.address, files, args.callers, out)),
+                    ("peer Analyze, single calls (grpcio + OpenCV)", None,
+                     lambda out: four_single(p.address, files, args.callers, out)),
+                    (f"decode floor: cv2.imdecode, {os.cpu_count()} threads, no network", None,
+                     lambda out: local(files, False)),
+                    (f"decode + the peer's four analyses, {os.cpu_count()} threads, no network",
+                     None, lambda out: four_local(files)),
+                ]
             for name, server, run in plan:
                 best, out, jobs = None, {}, None
                 for _ in range(args.repeats):
@@ -246,14 +333,20 @@ def main():
         g.stop()
         if unpacked:
             unpacked.stop()
-    batch, peer = answers[plan[0][0]], answers[plan[4][0]]
-    equal = sum(1 for i in range(len(files)) if np.array_equal(batch[i], peer[i]))
-    single = answers[plan[3][0]]
-    equal_single = sum(1 for i in range(len(files)) if np.array_equal(batch[i], single[i]))
-    unpacked_answers = answers[plan[1][0]]
-    equal_unpacked = sum(1 for i in range(len(files))
-                         if np.array_equal(batch[i], unpacked_answers[i]))
-    check = (f"Glimpse batch histograms equal to the peer's: {equal}/{len(files)}; to Glimpse's "
+    def same(a, b):
+        if not four:
+            return np.array_equal(a, b)
+        return e2e.compare(a, b) == "equal"
+    rows_by = {r[0]: answers[r[0]] for r in plan}
+    batch = rows_by[plan[0][0]]
+    peer = next(v for k, v in rows_by.items() if k.startswith("peer"))
+    single = next(v for k, v in rows_by.items() if "single calls" in k and k.startswith("glimpse"))
+    unpacked_answers = rows_by[plan[1][0]]
+    equal = sum(1 for i in range(len(files)) if same(batch[i], peer[i]))
+    equal_single = sum(1 for i in range(len(files)) if same(batch[i], single[i]))
+    equal_unpacked = sum(1 for i in range(len(files)) if same(batch[i], unpacked_answers[i]))
+    what = "histograms" if not four else "answers (every array of the four analyses)"
+    check = (f"Glimpse batch {what} equal to the peer's: {equal}/{len(files)}; to Glimpse's "
              f"single calls: {equal_single}/{len(files)}; to the unpacked batch's: "
              f"{equal_unpacked}/{len(files)}.")
     print(check)
@@ -266,7 +359,8 @@ def main():
     command = "bench/batch.py " + " ".join(sys.argv[1:])
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(f"# {len(files)} {args.size} {kind.split()[0]} histograms, {args.callers} "
+            title = "histograms" if not four else "images, all four analyses"
+            f.write(f"# {len(files)} {args.size} {kind.split()[0]} {title}, {args.callers} "
                     "callers\n\n")
             f.write(f"{header}\n\nImages: {len(files)} {kind}, {mean_kib:.1f} KiB on average "
                     f"(seed {args.seed}); best of {args.repeats} runs per row.\n\n")

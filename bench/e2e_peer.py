@@ -303,6 +303,9 @@ def compact_responses(img, request: pb.CompactRequest, t0, decode_ns):
         value_format=_FORMATS[img.dtype.newbyteorder("=")], value_channels=img.shape[2],
         variant=VARIANT))
     per_chunk = max(1, CHUNK_BYTES // (8 + img.shape[2] * img.dtype.itemsize))
+    if returned == 0:  # no chunk (and memoryview cannot cast an empty array's view)
+        yield pb.CompactResponse(timing=_timing(t0, decode_ns))
+        return
     xy_bytes = memoryview(np.ascontiguousarray(xy[:returned])).cast("B")
     v_bytes = memoryview(np.ascontiguousarray(values[:returned])).cast("B")
     pixel = img.shape[2] * img.dtype.itemsize
