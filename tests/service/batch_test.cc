@@ -563,7 +563,11 @@ TEST_F(BatchTest, StalledReaderHoldsOnlyItsBoundAndCancelReleasesEverything) {
   constexpr uint64_t kResultBytes = 65536 * 10 + 1024;  // HistogramAnalysis::ResultBytes here
   EXPECT_TRUE(Eventually([&] { return ResultBufferUsed(stub) > 0; }, std::chrono::seconds(5)))
       << "unsent answers should hold their results";
-  EXPECT_LE(ResultBufferUsed(stub), 3 * kResultBytes);
+  // The single calls above each held their answer's lease until gRPC was done with the call,
+  // which can be just after their client had the answer: only the stalled batch's holding stays.
+  EXPECT_TRUE(Eventually([&] { return ResultBufferUsed(stub) <= 3 * kResultBytes; },
+                         std::chrono::seconds(5)))
+      << ResultBufferUsed(stub) << " bytes held, the bound's worth is " << 3 * kResultBytes;
 
   // Cancelling releases the call, its images and their result leases.
   batch_ctx.TryCancel();
