@@ -111,6 +111,9 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
     // task posted here after it puts the same order through the pool's own queue, where it can.
     s->redis_->pool().Post([] {});
   }
+  // Likewise for the GPU worker's jobs, which read the service too (ShareImage reads its Redis
+  // store, null or not), through the worker's queue lock.
+  s->worker_->OrderBeforeLaterJobs();
   if (!options.metrics_listen.empty()) {
     GpuWorker* w = s->worker_.get();
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics = MetricsEndpoint::Start(
