@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <set>
 #include <span>
@@ -597,8 +596,7 @@ absl::StatusOr<PackedHistograms> HistogramKernel::RunPacked(std::span<const Pack
 
     uint64_t gpu_ns = 0;
     if (packed) {
-      // Each image's packed rows (PackedTexelsPerRow texels) straight from its memory; only rows
-      // that are not whole texels go through a padded copy, as Image::MakePacked does.
+      // Each image's packed rows straight from its memory (WritePackedRows).
       const auto t0 = Clock::now();
       PooledTexture atlas(ctx_, GL_RGBA32UI, width, rows, size_t(width) * 16 * size_t(rows),
                           [&] { return NewRgba32uiTexture(ctx_, width, rows); });
@@ -612,17 +610,7 @@ absl::StatusOr<PackedHistograms> HistogramKernel::RunPacked(std::span<const Pack
           narrowed = NarrowFromUpload(d, im.widened);
           src = narrowed.data();
         }
-        const int texels = PackedTexelsPerRow(d);
-        const size_t row = d.row_bytes(), padded_row = size_t(texels) * 16;
-        if (padded_row != row) {
-          padded.assign(padded_row * size_t(d.height), 0);
-          for (int y = 0; y < d.height; ++y) {
-            std::memcpy(padded.data() + size_t(y) * padded_row, src + size_t(y) * row, row);
-          }
-          src = padded.data();
-        }
-        glTexSubImage2D(GL_TEXTURE_2D, 0, 0, placed[k].y0, texels, d.height, GL_RGBA_INTEGER,
-                        GL_UNSIGNED_INT, src);
+        WritePackedRows(placed[k].y0, d, src, padded);
       }
       glBindTexture(GL_TEXTURE_2D, 0);
       if (absl::Status s = ctx_.CheckGlError("uploading a pack of images"); !s.ok()) return s;

@@ -359,24 +359,27 @@ absl::Status Image::WriteRows(Context& ctx, int y0, const ImageDesc& part,
   return ctx.CheckGlError("uploading an image");
 }
 
-absl::Status Image::MakePacked(Context& ctx, std::span<const uint8_t> pixels) const {
-  const int texels = PackedTexelsPerRow(desc_);
-  const size_t row = desc_.row_bytes(), padded_row = size_t(texels) * 16;
-  // Rows whose length is not a whole texel are copied into padded rows first: GL's unpack row
-  // length counts whole texels.
-  std::vector<uint8_t> padded;
-  const uint8_t* src = pixels.data();
+void WritePackedRows(int y0, const ImageDesc& desc, const uint8_t* pixels,
+                     std::vector<uint8_t>& scratch) {
+  const int texels = PackedTexelsPerRow(desc);
+  const size_t row = desc.row_bytes(), padded_row = size_t(texels) * 16;
+  const uint8_t* src = pixels;
   if (padded_row != row) {
-    padded.assign(padded_row * size_t(desc_.height), 0);
-    for (int y = 0; y < desc_.height; ++y) {
-      std::memcpy(padded.data() + size_t(y) * padded_row, src + size_t(y) * row, row);
+    scratch.assign(padded_row * size_t(desc.height), 0);
+    for (int y = 0; y < desc.height; ++y) {
+      std::memcpy(scratch.data() + size_t(y) * padded_row, pixels + size_t(y) * row, row);
     }
-    src = padded.data();
+    src = scratch.data();
   }
+  glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y0, texels, desc.height, GL_RGBA_INTEGER, GL_UNSIGNED_INT,
+                  src);
+}
+
+absl::Status Image::MakePacked(Context& ctx, std::span<const uint8_t> pixels) const {
   GlTexture packed = NewPackedTexture(ctx, desc_);
   glBindTexture(GL_TEXTURE_2D, packed.get());
-  glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, texels, desc_.height, GL_RGBA_INTEGER, GL_UNSIGNED_INT,
-                  src);
+  std::vector<uint8_t> scratch;
+  WritePackedRows(0, desc_, pixels.data(), scratch);
   glBindTexture(GL_TEXTURE_2D, 0);
   if (absl::Status s =
           ctx.CheckGlError(StrCat("making the packed form of a ", DescribeImage(desc_), " image"));

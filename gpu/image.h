@@ -81,6 +81,13 @@ inline int PackedTexelsPerRow(const ImageDesc& desc) { return int((desc.row_byte
 // texture of an Image is (gpu/image.cc says why). REQUIRES: ctx's thread.
 GlTexture NewRgba32uiTexture(Context& ctx, int width, int height);
 
+// Writes `pixels` (desc's rows, ImageDesc layout) as packed-form rows (PackedTexelsPerRow(desc)
+// texels each) into rows [y0, y0 + desc.height) of the RGBA32UI texture bound to GL_TEXTURE_2D.
+// Rows that are not whole texels go through a padded copy (`scratch`, reused between calls): GL's
+// unpack row length counts whole texels. REQUIRES: the context's thread.
+void WritePackedRows(int y0, const ImageDesc& desc, const uint8_t* pixels,
+                     std::vector<uint8_t>& scratch);
+
 // An image on the GPU: a 2D texture of a sized integer (8/16-bit) or float format, read by the
 // kernels with texelFetch from texture unit 0 (allocated a texel or a row larger where a side
 // would be a power of two: see image.cc). Move-only. REQUIRES: the context's thread.
