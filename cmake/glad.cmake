@@ -1,7 +1,7 @@
 # Generates the GL 4.3 core + EGL 1.5 loader with Debian's glad 2, offline, at build time.
 find_program(GLAD_EXECUTABLE glad REQUIRED)
 set(GLAD_EXTENSIONS
-  GL_ARB_gpu_shader_int64 GL_ARB_shader_ballot GL_KHR_debug GL_KHR_parallel_shader_compile
+  GL_ARB_buffer_storage GL_ARB_gpu_shader_int64 GL_ARB_shader_ballot GL_KHR_debug GL_KHR_parallel_shader_compile
   GL_KHR_shader_subgroup
   GL_NV_shader_thread_shuffle
   EGL_EXT_device_base EGL_EXT_device_enumeration EGL_EXT_device_query EGL_EXT_platform_base

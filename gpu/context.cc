@@ -155,6 +155,16 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
   // Pixel rows of any width are tightly packed.
   glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
   glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  if (options.staging_bytes > 0) {
+    absl::StatusOr<std::unique_ptr<StagingBuffer>> staging =
+        StagingBuffer::Create(options.staging_bytes);
+    if (staging.ok()) {
+      ctx->staging_ = *std::move(staging);
+    } else {
+      spdlog::warn("no staging memory, uploads read ordinary host memory: {}",
+                   std::string(staging.status().message()));
+    }
+  }
   spdlog::log(options.log_renderer ? spdlog::level::info : spdlog::level::debug,
               "GL context: {} | {} | {} (EGL {} {}, {})", info.vendor, info.renderer, info.version,
               info.egl_vendor, info.egl_version, info.platform);
@@ -167,6 +177,7 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
 }
 
 Context::~Context() {
+  staging_.reset();
   textures_.Clear();
   pending_.clear();  // (a ProgramBatch finishes before its context goes; this is a backstop)
   programs_.clear();

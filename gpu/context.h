@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "gpu/gl_handles.h"
 #include "gpu/internal/driver_threads.h"
+#include "gpu/staging.h"
 #include "gpu/texture_pool.h"
 
 namespace glimpse::gpu {
@@ -55,6 +56,10 @@ struct ContextOptions {
   // (gpu/texture_pool.h): enough for a few 4K RGB photos, so that images uploaded with each call
   // reuse mapped memory. 0 keeps none.
   size_t texture_pool_bytes = size_t{128} << 20;
+  // Staging memory host threads decode into and uploads read as it is (gpu/staging.h): 0 makes
+  // none (uploads then read ordinary host memory). Where the driver lacks GL_ARB_buffer_storage
+  // or refuses the buffer, the context has none and says so in the log.
+  size_t staging_bytes = 0;
 };
 
 struct DeviceLimits {
@@ -136,6 +141,8 @@ class Context {
 
   // Freed images' textures, for the next image of the same shape (gpu/image.cc).
   TexturePool& textures() { return textures_; }
+  // The staging memory (ContextOptions::staging_bytes), or null.
+  StagingBuffer* staging() { return staging_.get(); }
 
   // Waits until the GPU has finished all work submitted so far.
   void Finish() const { glFinish(); }
@@ -169,6 +176,7 @@ class Context {
   int batches_ = 0;  // ProgramBatches open
   std::vector<PendingProgram> pending_;
   TexturePool textures_;
+  std::unique_ptr<StagingBuffer> staging_;
 };
 
 // Builds the programs asked of Context::Program() while it is open side by side, where the driver

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "gpu/context.h"
 #include "gpu/gl_handles.h"
+#include "gpu/staging.h"
 
 namespace glimpse::gpu {
 
@@ -76,6 +77,28 @@ struct HostImage {
 // row padded with zeros to a whole texel.
 inline int PackedTexelsPerRow(const ImageDesc& desc) { return int((desc.row_bytes() + 15) / 16); }
 
+// How an image's rows sit in staging memory (gpu/staging.h) for the device's upload to take them as
+// they are: on devices with plain_uploads, the plain texture's rows (3 channels widened to 4, the
+// fourth never read), tightly packed; on CPU renderers, the packed form's rows (the image's own
+// samples, each row padded with zeros to whole 16-byte texels), so that the packed copy is made
+// where the pixels are written, in the same pass.
+struct StagedRows {
+  int channels = 0;       // samples per pixel in the rows
+  size_t row_stride = 0;  // bytes from one row to the next
+  size_t bytes(const ImageDesc& d) const { return row_stride * size_t(d.height); }
+  bool operator==(const StagedRows&) const = default;
+};
+StagedRows StagedRowsFor(const DeviceLimits& device, const ImageDesc& desc);
+// Writes `pixels` (desc's rows, ImageDesc layout) into `out` (at least layout.bytes(desc)) as
+// `layout` lays them out, padding included.
+void StageRows(const StagedRows& layout, const ImageDesc& desc, std::span<const uint8_t> pixels,
+               std::span<uint8_t> out);
+// Zeroes the bytes of each row past its samples (after a decoder wrote the samples alone).
+void ClearRowPadding(const StagedRows& layout, const ImageDesc& desc, std::span<uint8_t> rows);
+// The image's own rows (ImageDesc layout) read from rows laid out as `layout`.
+std::vector<uint8_t> UnstageRows(const StagedRows& layout, const ImageDesc& desc,
+                                 std::span<const uint8_t> staged);
+
 // A width x height RGBA32UI texture (a packed form, or a kernel's side image in that layout),
 // allocated with sides that are never a power of two where the texture limit allows, as every
 // texture of an Image is (gpu/image.cc says why). REQUIRES: ctx's thread.
@@ -119,6 +142,11 @@ class Image {
   static absl::StatusOr<Image> Upload(Context& ctx, const ImageDesc& desc,
                                       std::span<const uint8_t> pixels,
                                       std::span<const uint8_t> widened);
+  // The same from staging memory: `rows` holds desc's rows as StagedRowsFor(ctx.limits(), desc)
+  // lays them out, and comes from ctx.staging()'s arena. The device reads the block after this
+  // returns (a fence keeps its bytes from being handed out again before).
+  static absl::StatusOr<Image> Upload(Context& ctx, const ImageDesc& desc,
+                                      const StagingBlock& rows);
   // An image with undefined contents, to be written by a kernel (see CopyFromBuffer).
   static absl::StatusOr<Image> Allocate(Context& ctx, const ImageDesc& desc);
   // An image holding only its packed form, contents undefined until written with
@@ -167,6 +195,8 @@ class Image {
                                         int rows);
 
  private:
+  // An image of `desc` with no texture yet.
+  Image(Context& ctx, const ImageDesc& desc);
   absl::Status MakePacked(Context& ctx, std::span<const uint8_t> pixels) const;
   void MakePlainFromPacked() const;
   std::vector<uint8_t> ReadPackedRows(size_t row) const;
