@@ -47,6 +47,7 @@ struct FlagValues {
   int64_t max_connection_age_s = defaults.max_connection_age_s;
   int64_t shutdown_grace_s = 20;
   int64_t result_buffer_bytes = int64_t(defaults.worker.result_buffer_bytes);
+  int64_t staging_bytes = int64_t(defaults.worker.staging_bytes);
   std::string tls_cert, tls_key, tls_client_ca, tokens;
   int64_t tenant_store_bytes = int64_t(defaults.worker.tenant_store_bytes);
   std::string redis, redis_user = EnvOr("GLIMPSE_REDIS_USER", "");
@@ -101,6 +102,10 @@ void DefineFlags(glimpse::server::FlagSet& flags, FlagValues& v) {
                "host memory for results waiting for their readers; a stream takes at most an "
                "eighth at a time (larger integral tables are made in parts as they are read), "
                "and jobs whose results do not fit wait in the queue");
+  flags.AddInt("staging-bytes", &v.staging_bytes, 0, kBig,
+               "host memory the decoders write images of over 1 MiB into and the GPU uploads "
+               "from as it is (a persistently mapped buffer); an image that does not fit uses "
+               "ordinary memory (0 = none)");
   flags.AddInt("max-message-bytes", &v.max_message_bytes, 1024, INT32_MAX,
                "largest single gRPC message accepted (inline images must fit)");
   flags.AddInt("batch-in-flight", &v.batch_in_flight, 1, 4096,
@@ -173,6 +178,7 @@ absl::StatusOr<glimpse::server::ServerOptions> ToOptions(const FlagValues& v) {
   o.worker.tenant_store_bytes = uint64_t(v.tenant_store_bytes);
   o.worker.image_ttl = std::chrono::seconds(v.image_ttl_s);
   o.worker.result_buffer_bytes = uint64_t(v.result_buffer_bytes);
+  o.worker.staging_bytes = uint64_t(v.staging_bytes);
   o.worker.warm_up = v.warm_up != 0;
   o.worker.warm_up_threads = int(v.warm_up_threads);
   o.worker.pin_driver_threads = v.pin_driver_threads != 0;

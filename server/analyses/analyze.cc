@@ -42,7 +42,8 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
         service_(service),
         context_(context),
         deadline_(context->deadline()),
-        buffer_(service.limits, service.worker.device().limits, "header.upload") {
+        buffer_(service.limits, service.worker.device().limits, service.worker.staging(),
+                "header.upload") {
     if (absl::Status s = Admit(service, context, record); !s.ok()) {
       End(s);
       return;

@@ -31,7 +31,7 @@ class HistogramPacks::Job {
 };
 
 bool HistogramPacks::Packable(const Input& in) {
-  return in.host && !in.cache && in.desc.pixels() <= gpu::kMaxPackedImagePixels;
+  return in.host && !in.cache && !in.staged && in.desc.pixels() <= gpu::kMaxPackedImagePixels;
 }
 
 void HistogramPacks::Add(std::shared_ptr<const Input> in, uint64_t result_bytes,

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "common/str.h"
+#include "server/host_memory.h"
 
 // Functions private to this file: the client or a test may bring its own stb copy.
 #define STB_IMAGE_WRITE_STATIC
@@ -40,10 +41,13 @@ absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int 
   return std::move(decoded->host);
 }
 
+bool WorthStaging(size_t bytes) { return bytes > kOwnMappingBytes; }
+
 absl::StatusOr<DecodedImage> DecodeEncodedFor(const gpu::DeviceLimits& device,
                                               std::span<const uint8_t> file, int desired_channels,
                                               uint64_t max_pixels, std::string_view field,
-                                              ingest::ImageFormat* format) {
+                                              ingest::ImageFormat* format,
+                                              gpu::StagingArena* staging) {
   if (desired_channels < 0) return CheckDesiredChannels(UINT32_MAX, "desired_channels");
   if (absl::Status s = CheckDesiredChannels(uint32_t(desired_channels), "desired_channels");
       !s.ok()) {
@@ -62,6 +66,23 @@ absl::StatusOr<DecodedImage> DecodeEncodedFor(const gpu::DeviceLimits& device,
   out.host.desc = desc;
   if (desired_channels != 0) out.host.desc.channels = desired_channels;
   const gpu::ImageDesc& d = out.host.desc;
+  if (staging != nullptr) {
+    const gpu::StagedRows layout = gpu::StagedRowsFor(device, d);
+    if (WorthStaging(layout.bytes(d))) {
+      gpu::StagingBlock block = staging->Reserve(layout.bytes(d));
+      if (block) {
+        if (absl::Status s = ingest::DecodeInto(file, *probed, layout.channels, block.bytes(),
+                                                layout.row_stride, field);
+            !s.ok()) {
+          return s;
+        }
+        gpu::ClearRowPadding(layout, d, block.bytes());
+        out.staged = std::move(block);
+        out.staged_rows = layout;
+        return out;
+      }
+    }
+  }
   if (device.plain_uploads && d.channels == 3) {
     // Straight into the device's four-channel rows: a 3-channel decode's own channel conversion
     // to four (opaque alpha), with no 3-channel copy to widen afterwards.

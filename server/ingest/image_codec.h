@@ -42,15 +42,27 @@ absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int 
 // 3-channel images as rows widened to four channels (DeviceLimits::plain_uploads, see
 // gpu::WidenForUpload): an image of 3 channels is then decoded straight into such rows, held in
 // `widened` (the fourth lane opaque alpha, never read), and host.data stays empty. Elsewhere
-// `widened` stays empty.
+// `widened` stays empty. Given `staging`, an image worth staging (WorthStaging) is decoded
+// straight into a block of it, laid out as the device's upload takes it (`staged`, `staged_rows`:
+// gpu::StagedRowsFor), host.data and `widened` then empty; where no block is free, as without.
 struct DecodedImage {
   gpu::HostImage host;
   std::vector<uint8_t> widened;
+  gpu::StagingBlock staged;
+  gpu::StagedRows staged_rows;
 };
 absl::StatusOr<DecodedImage> DecodeEncodedFor(const gpu::DeviceLimits& device,
                                               std::span<const uint8_t> file, int desired_channels,
                                               uint64_t max_pixels, std::string_view field,
-                                              ingest::ImageFormat* format = nullptr);
+                                              ingest::ImageFormat* format = nullptr,
+                                              gpu::StagingArena* staging = nullptr);
+
+// Whether an image's rows of `bytes` go to staging memory when there is some: those of over
+// 1 MiB (kOwnMappingBytes, server/host_memory.h), which the host allocator would map afresh for
+// each image, every page faulted in and zeroed on first write. Smaller ones come from memory the
+// allocator keeps, and stay free to be packed several to a GPU job (AnalyzeBatch's histogram
+// packs take host rows only).
+bool WorthStaging(size_t bytes);
 
 // A PNG file of a uint8 image (1-4 channels); uint16 and float32 images are refused
 // (INVALID_ARGUMENT), since PNG output would lose their values.

@@ -103,19 +103,45 @@ std::shared_ptr<Input> HostInput(gpu::HostImage host, const gpu::DeviceLimits& d
   return in;
 }
 
+std::shared_ptr<Input> RawInput(const gpu::ImageDesc& desc, std::span<const uint8_t> pixels,
+                                const gpu::DeviceLimits& device, gpu::StagingArena* staging) {
+  if (staging != nullptr) {
+    const gpu::StagedRows layout = gpu::StagedRowsFor(device, desc);
+    if (WorthStaging(layout.bytes(desc))) {
+      if (gpu::StagingBlock block = staging->Reserve(layout.bytes(desc))) {
+        gpu::StageRows(layout, desc, pixels, block.bytes());
+        auto in = std::make_shared<Input>();
+        in->desc = desc;
+        in->host = gpu::HostImage{desc, {}};
+        in->staged = std::move(block);
+        in->staged_rows = layout;
+        return in;
+      }
+    }
+  }
+  return HostInput(gpu::HostImage{desc, std::vector<uint8_t>(pixels.begin(), pixels.end())},
+                   device);
+}
+
 absl::StatusOr<std::shared_ptr<Input>> DecodedInput(
     std::span<const uint8_t> file, int desired_channels, const ServiceLimits& limits,
-    const gpu::DeviceLimits& device, std::string_view field, std::string_view desc_field,
-    CallRecord& record) {
+    const gpu::DeviceLimits& device, gpu::StagingArena* staging, std::string_view field,
+    std::string_view desc_field, CallRecord& record) {
   const SteadyClock::time_point t0 = SteadyClock::now();
-  absl::StatusOr<DecodedImage> decoded =
-      DecodeEncodedFor(device, file, desired_channels, limits.max_image_pixels, field);
+  absl::StatusOr<DecodedImage> decoded = DecodeEncodedFor(
+      device, file, desired_channels, limits.max_image_pixels, field, nullptr, staging);
   if (!decoded.ok()) return decoded.status();
   const gpu::ImageDesc& desc = decoded->host.desc;
   if (absl::Status s = CheckDesc(desc, desc_field, device); !s.ok()) return s;
   record.set_image(gpu::DescribeImage(desc));
   std::shared_ptr<Input> in;
-  if (decoded->widened.empty()) {
+  if (decoded->staged) {
+    in = std::make_shared<Input>();
+    in->desc = desc;
+    in->host = std::move(decoded->host);
+    in->staged = std::move(decoded->staged);
+    in->staged_rows = decoded->staged_rows;
+  } else if (decoded->widened.empty()) {
     in = HostInput(std::move(decoded->host), device);
   } else {  // decoded straight into the device's widened rows
     in = std::make_shared<Input>();
@@ -131,12 +157,17 @@ std::shared_ptr<const gpu::HostImage> HostPixels(std::shared_ptr<const Input> in
   if (in->host->data.size() == in->desc.bytes()) {
     return std::shared_ptr<const gpu::HostImage>(in, &*in->host);
   }
+  if (in->staged) {
+    return std::make_shared<const gpu::HostImage>(
+        gpu::HostImage{in->desc, gpu::UnstageRows(in->staged_rows, in->desc, in->staged.bytes())});
+  }
   return std::make_shared<const gpu::HostImage>(
       gpu::HostImage{in->desc, gpu::NarrowFromUpload(in->desc, in->widened)});
 }
 
 absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& ref,
                                                           const gpu::DeviceLimits& device,
+                                                          gpu::StagingArena* staging,
                                                           const ServiceLimits& limits,
                                                           ImageStore& store, CallRecord& record) {
   switch (ref.source_case()) {
@@ -157,7 +188,7 @@ absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& re
       }
       const std::string& data = ref.encoded().data();
       return DecodedInput(std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()),
-                          int(ref.encoded().desired_channels()), limits, device,
+                          int(ref.encoded().desired_channels()), limits, device, staging,
                           "image.encoded.data", "image.encoded", record);
     }
     case v1::ImageRef::kRaw: {
@@ -171,13 +202,22 @@ absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& re
                    gpu::DescribeImage(*desc), ") needs ", desc->bytes()));
       }
       record.set_image(gpu::DescribeImage(*desc));
-      return HostInput(gpu::HostImage{*desc, std::vector<uint8_t>(data.begin(), data.end())},
-                       device);
+      return RawInput(*desc, std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()),
+                      device, staging);
     }
     case v1::ImageRef::SOURCE_NOT_SET:
       break;
   }
   return absl::InvalidArgumentError("image must be set: an image_id, encoded or raw");
+}
+
+absl::StatusOr<gpu::Image> UploadInput(GpuEnv& env, const Input& in, CallRecord& record) {
+  const SteadyClock::time_point t0 = SteadyClock::now();
+  absl::StatusOr<gpu::Image> image =
+      in.staged ? gpu::Image::Upload(env.ctx, in.host->desc, in.staged)
+                : gpu::Image::Upload(env.ctx, in.host->desc, in.host->data, in.widened);
+  if (image.ok()) record.set_upload_ns(NsSince(t0));
+  return image;
 }
 
 absl::StatusOr<std::unique_ptr<Acquired>> Acquire(GpuEnv& env, const Input& in,
@@ -187,20 +227,14 @@ absl::StatusOr<std::unique_ptr<Acquired>> Acquire(GpuEnv& env, const Input& in,
     if (absl::Status s = env.images.Reserve(in.host->desc.bytes(), in.cache->tenant); !s.ok()) {
       return s;
     }
-    const SteadyClock::time_point t0 = SteadyClock::now();
-    absl::StatusOr<gpu::Image> image =
-        gpu::Image::Upload(env.ctx, in.host->desc, in.host->data, in.widened);
+    absl::StatusOr<gpu::Image> image = UploadInput(env, in, record);
     if (!image.ok()) return image.status();
-    record.set_upload_ns(NsSince(t0));
     absl::StatusOr<StoredImageInfo> stored = env.images.PutAs(*std::move(image), *in.cache);
     if (!stored.ok()) return stored.status();
   }
   if (in.host && !in.cache) {
-    const SteadyClock::time_point t0 = SteadyClock::now();
-    absl::StatusOr<gpu::Image> image =
-        gpu::Image::Upload(env.ctx, in.host->desc, in.host->data, in.widened);
+    absl::StatusOr<gpu::Image> image = UploadInput(env, in, record);
     if (!image.ok()) return image.status();
-    record.set_upload_ns(NsSince(t0));
     out->owned = *std::move(image);
     out->image = &out->owned;
     FillInfo(out->owned.desc(), &out->info);

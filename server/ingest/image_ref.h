@@ -50,9 +50,13 @@ struct Input {
   // The id is a call's own copy of its image (Analyze), deleted when the call ends: responses
   // leave it out.
   bool anonymous = false;
-  // Host pixels (desc, and rows in ImageDesc layout unless decoded straight into `widened`: then
-  // host->data is empty).
+  // Host pixels (desc, and rows in ImageDesc layout unless decoded straight into `widened` or
+  // `staged`: then host->data is empty).
   std::optional<gpu::HostImage> host;
+  // With `host`: its rows in staging memory (gpu/staging.h), laid out as `staged_rows`, written
+  // there by the host thread that read them; uploaded from there as they are.
+  gpu::StagingBlock staged;
+  gpu::StagedRows staged_rows;
   // With `host`: its rows widened for the device's upload where it wants them so
   // (gpu::WidenForUpload), on the thread that read them rather than the GPU's.
   std::vector<uint8_t> widened;
@@ -65,22 +69,33 @@ struct Input {
 // device's upload where it wants them so (gpu::WidenForUpload): the one place that work is done,
 // so that the GPU's thread only copies.
 std::shared_ptr<Input> HostInput(gpu::HostImage host, const gpu::DeviceLimits& device);
+// Raw pixels of a request (ImageDesc layout) made an Input: copied straight into staging memory
+// in the upload's layout where `staging` has room and the image is worth it (WorthStaging), else
+// as HostInput.
+std::shared_ptr<Input> RawInput(const gpu::ImageDesc& desc, std::span<const uint8_t> pixels,
+                                const gpu::DeviceLimits& device, gpu::StagingArena* staging);
 // An encoded file decoded into an Input on a host thread (DecodeEncodedFor: a 3-channel image goes
 // straight into the device's widened rows where it takes them, host->data then empty), its
 // layout checked against the device (errors naming `desc_field`), the decode's time and the
-// image recorded. `field` names the bytes in the decoder's errors.
+// image recorded. `field` names the bytes in the decoder's errors. Large images go into `staging`
+// where it has room (DecodeEncodedFor).
 absl::StatusOr<std::shared_ptr<Input>> DecodedInput(
     std::span<const uint8_t> file, int desired_channels, const ServiceLimits& limits,
-    const gpu::DeviceLimits& device, std::string_view field, std::string_view desc_field,
-    CallRecord& record);
+    const gpu::DeviceLimits& device, gpu::StagingArena* staging, std::string_view field,
+    std::string_view desc_field, CallRecord& record);
 // The host pixels of an Input that has them, in ImageDesc layout: its own, or narrowed from the
 // widened rows it was decoded into (for the shared store, which keeps that layout).
 std::shared_ptr<const gpu::HostImage> HostPixels(std::shared_ptr<const Input> in);
 
 absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& ref,
                                                           const gpu::DeviceLimits& device,
+                                                          gpu::StagingArena* staging,
                                                           const ServiceLimits& limits,
                                                           ImageStore& store, CallRecord& record);
+
+// On the worker: the host pixels of `in` (REQUIRES in.host) uploaded, from staging memory where
+// they are there, else from its rows (widened where made); the time recorded as the upload's.
+absl::StatusOr<gpu::Image> UploadInput(GpuEnv& env, const Input& in, CallRecord& record);
 
 // On the worker: the GPU image to analyse, and its info for the response.
 struct Acquired {

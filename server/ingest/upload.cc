@@ -28,7 +28,8 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
         service_(service),
         context_(context),
         response_(response),
-        buffer_(service.limits, service.worker.device().limits, "header") {
+        buffer_(service.limits, service.worker.device().limits, service.worker.staging(),
+                "header") {
     if (absl::Status s = Admit(service, context, record); !s.ok()) {
       Answer(s);
       return;
@@ -120,8 +121,8 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
 }  // namespace
 
 UploadBuffer::UploadBuffer(const ServiceLimits& limits, const gpu::DeviceLimits& device,
-                           std::string field)
-    : limits_(limits), device_(device), field_(std::move(field)) {}
+                           gpu::StagingArena* staging, std::string field)
+    : limits_(limits), device_(device), staging_(staging), field_(std::move(field)) {}
 
 absl::Status UploadBuffer::SetHeader(const v1::UploadHeader& header, CallRecord& record) {
   header_ = header;
@@ -186,13 +187,14 @@ absl::StatusOr<std::shared_ptr<Input>> UploadBuffer::TakeImage(CallRecord& recor
                                                field_, ".raw (", gpu::DescribeImage(raw_desc_),
                                                ") needs ", raw_desc_.bytes()));
     }
-    in = HostInput(gpu::HostImage{raw_desc_, std::vector<uint8_t>(data_.begin(), data_.end())},
-                   device_);
+    in =
+        RawInput(raw_desc_, std::span(reinterpret_cast<const uint8_t*>(data_.data()), data_.size()),
+                 device_, staging_);
   } else {
     absl::StatusOr<std::shared_ptr<Input>> decoded =
         DecodedInput(std::span(reinterpret_cast<const uint8_t*>(data_.data()), data_.size()),
-                     int(header_.encoded().desired_channels()), limits_, device_, "uploaded file",
-                     "uploaded file", record);
+                     int(header_.encoded().desired_channels()), limits_, device_, staging_,
+                     "uploaded file", "uploaded file", record);
     if (!decoded.ok()) return decoded.status();
     in = *std::move(decoded);
   }
@@ -210,10 +212,8 @@ absl::StatusOr<StoredImageInfo> StoreHostImage(GpuEnv& env, const Input& in, Sto
   const gpu::HostImage& host = *in.host;
   meta.tenant = record.tenant();
   if (absl::Status s = env.images.Reserve(host.desc.bytes(), meta.tenant); !s.ok()) return s;
-  const SteadyClock::time_point t0 = SteadyClock::now();
-  absl::StatusOr<gpu::Image> image = gpu::Image::Upload(env.ctx, host.desc, host.data, in.widened);
+  absl::StatusOr<gpu::Image> image = UploadInput(env, in, record);
   if (!image.ok()) return image.status();
-  record.set_upload_ns(NsSince(t0));
   absl::StatusOr<StoredImageInfo> stored = env.images.PutAs(*std::move(image), std::move(meta));
   if (!stored.ok()) return stored.status();
   record.set_image(StrCat(stored->id.substr(0, 8), ":", gpu::DescribeImage(stored->desc)));

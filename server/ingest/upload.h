@@ -1,7 +1,7 @@
 // UploadImage: a client stream of an encoded file or raw pixels, stored on the GPU. The stream's
 // assembly and the storing are shared with Analyze, which takes an upload stream too.
 //
-//   UploadBuffer upload(limits, worker.device().limits, "header");
+//   UploadBuffer upload(limits, worker.device().limits, worker.staging(), "header");
 //   // The stream's first message, then every message's bytes:
 //   if (absl::Status s = upload.SetHeader(request.header(), record); !s.ok()) return s;
 //   if (absl::Status s = upload.Append(request.chunk()); !s.ok()) return s;
@@ -34,7 +34,9 @@ namespace glimpse::server {
 // the header in errors ("header", "header.upload").
 class UploadBuffer {
  public:
-  UploadBuffer(const ServiceLimits& limits, const gpu::DeviceLimits& device, std::string field);
+  // `staging` (may be null): where large images are decoded or copied to (DecodedInput, RawInput).
+  UploadBuffer(const ServiceLimits& limits, const gpu::DeviceLimits& device,
+               gpu::StagingArena* staging, std::string field);
 
   absl::Status SetHeader(const v1::UploadHeader& header, CallRecord& record);
   absl::Status Append(const std::string& chunk);
@@ -49,6 +51,7 @@ class UploadBuffer {
  private:
   const ServiceLimits& limits_;
   const gpu::DeviceLimits& device_;
+  gpu::StagingArena* const staging_;
   const std::string field_;
   v1::UploadHeader header_;
   gpu::ImageDesc raw_desc_;

@@ -16,13 +16,13 @@ void ResolveImageRef(ServiceEnv& service, const v1::ImageRef& ref, CallRecord& r
     // never on gRPC's threads. The request and the record outlive the task: the call is not
     // answered before `next` runs.
     return service.pool.Post([&service, &ref, &record, next = std::move(next)] {
-      next(ReadImageRef(ref, service.worker.device().limits, service.limits, service.worker.store(),
-                        record));
+      next(ReadImageRef(ref, service.worker.device().limits, service.worker.staging(),
+                        service.limits, service.worker.store(), record));
     });
   }
   if (service.redis == nullptr || ref.source_case() != v1::ImageRef::kImageId) {
-    return next(ReadImageRef(ref, service.worker.device().limits, service.limits,
-                             service.worker.store(), record));
+    return next(ReadImageRef(ref, service.worker.device().limits, service.worker.staging(),
+                             service.limits, service.worker.store(), record));
   }
   record.set_image(ref.image_id());
   service.redis->pool().Post(

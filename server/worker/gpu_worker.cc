@@ -18,8 +18,10 @@ using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 gpu::ContextOptions ContextOptionsFor(const WorkerOptions& o) {
-  return {
-      .device = o.device, .pin_driver_threads = o.pin_driver_threads, .auto_as_gpu = o.auto_as_gpu};
+  return {.device = o.device,
+          .pin_driver_threads = o.pin_driver_threads,
+          .auto_as_gpu = o.auto_as_gpu,
+          .staging_bytes = size_t(o.staging_bytes)};
 }
 }  // namespace
 
@@ -111,15 +113,24 @@ void GpuWorker::Stop(SteadyClock::time_point drain_deadline) {
 }
 
 WorkerStats GpuWorker::Stats() const {
-  std::lock_guard lock(mu_);
-  return {.queue_length = queue_.size(),
-          .jobs_run = jobs_run_,
-          .jobs_dropped = jobs_dropped_,
-          .jobs_rejected = jobs_rejected_,
-          .active_tenants = queue_.active_tenants(),
-          .jobs_waiting_for_results = waiting_for_results_,
-          .programs_built = programs_built_.load(std::memory_order_relaxed),
-          .warm_up = warm_up_};
+  WorkerStats stats;
+  {
+    std::lock_guard lock(mu_);
+    stats = {.queue_length = queue_.size(),
+             .jobs_run = jobs_run_,
+             .jobs_dropped = jobs_dropped_,
+             .jobs_rejected = jobs_rejected_,
+             .active_tenants = queue_.active_tenants(),
+             .jobs_waiting_for_results = waiting_for_results_,
+             .programs_built = programs_built_.load(std::memory_order_relaxed),
+             .warm_up = warm_up_};
+  }
+  if (staging_ != nullptr) {
+    stats.staging_bytes = staging_->capacity();
+    stats.staging_used_bytes = staging_->bytes_in_use();
+    stats.staging_full = staging_->refused();
+  }
+  return stats;
 }
 
 std::vector<JobClass> GpuWorker::Waiting() {
@@ -198,6 +209,7 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
     return;
   }
   device_ = (*ctx)->info();
+  if (gpu::StagingBuffer* staging = (*ctx)->staging()) staging_ = staging->arena();
   auto kernels = std::make_unique<Kernels>(**ctx);
   if (absl::Status s = kernels->Prepare(); !s.ok()) {
     kernels.reset();
@@ -277,6 +289,8 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
     }
     ran_since_trim = ran_since_trim || q.has_value() || !dropped.empty();
     programs_built_.store((*ctx)->programs_built(), std::memory_order_relaxed);
+    // Staging blocks whose uploads the device has read go back to the decoders.
+    if (gpu::StagingBuffer* staging = (*ctx)->staging()) staging->Reclaim();
     // Free what the job's call no longer needs (and what was erased meanwhile) on this thread.
     images.Collect();
   }

@@ -73,6 +73,9 @@ struct WorkerOptions {
   uint64_t tenant_store_bytes = 0;  // each tenant's share of store_bytes; 0 = no share
   std::chrono::seconds image_ttl{3600};
   uint64_t result_buffer_bytes = uint64_t{256} << 20;
+  // gpu::ContextOptions::staging_bytes: host memory the decoders write large images into and
+  // uploads read as it is. 0 = none.
+  uint64_t staging_bytes = uint64_t{128} << 20;
   // Before Start returns (so before the server reports SERVING), build and run once every
   // program `auto` can pick on this device: no call pays for a shader compile. Seconds with a
   // shader cache on disk; on llvmpipe without one, minutes.
@@ -91,6 +94,9 @@ struct WorkerStats {
   uint64_t jobs_waiting_for_results = 0;  // queued jobs whose result bytes are not free now
   uint64_t programs_built = 0;            // GPU programs built so far (warm-up included)
   std::chrono::nanoseconds warm_up{0};    // how long the start-up warm-up took (0: none)
+  uint64_t staging_bytes = 0;             // the staging memory's size (0: none)
+  uint64_t staging_used_bytes = 0;        // held by blocks now
+  uint64_t staging_full = 0;              // reservations refused for want of room
 };
 
 class GpuWorker {
@@ -124,12 +130,16 @@ class GpuWorker {
   std::vector<JobClass> Waiting();
   const gpu::DeviceInfo& device() const { return device_; }
   ImageStore& store() { return store_; }
+  // The staging memory's host side, for the decoders on host threads (gpu/staging.h); null when
+  // the worker has none. Set before Start returns.
+  gpu::StagingArena* staging() const { return staging_.get(); }
   ResultBuffer& results() { return results_; }
   int max_queue() const { return options_.max_queue; }
   int tenant_max_queued() const { return options_.tenant_max_queued; }
   SchedulerPolicy scheduler() const { return options_.scheduler; }
 
  private:
+  std::shared_ptr<gpu::StagingArena> staging_;
   struct Queued {
     Job job;
     std::chrono::steady_clock::time_point enqueued;

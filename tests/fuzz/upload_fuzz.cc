@@ -23,7 +23,7 @@ void Run(const UploadInput& in) {
   limits.max_image_pixels = std::clamp<uint64_t>(in.max_image_pixels(), 1, 1 << 18);
   if (in.messages().empty()) return;
   server::CallRecord record("UploadImage");
-  server::UploadBuffer buffer(limits, kDevice, "header");
+  server::UploadBuffer buffer(limits, kDevice, nullptr, "header");
   // The reactor's rule: the header comes in the first message only.
   if (!in.messages(0).has_header()) return;
   absl::Status s = buffer.SetHeader(in.messages(0).header(), record);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "gpu/reference/box_filter.h"
 #include "gpu/reference/compaction.h"
@@ -1018,6 +1019,98 @@ TEST_F(ServiceTest, BadAnalysisRequestsAreRefusedWithTheirReason) {
     *req.mutable_image() = InlineRaw(HostImage::Zeros({4, 4, 1, SampleType::kFloat32}));
     ExpectCode(ReadBox(stub(), req).status, grpc::StatusCode::INVALID_ARGUMENT, "PNG");
   }
+}
+
+// ---- staging memory ---------------------------------------------------------------------------
+
+v1::ServerInfo Info(v1::ImageAnalytics::Stub& stub) {
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  EXPECT_TRUE(stub.GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
+  return info;
+}
+
+// Images of over 1 MiB go through staging memory (--staging-bytes), here room for two 1921x1080
+// RGB images: raw inline, raw by upload stream and PNG files, inline and stored, with rows that
+// are not whole 16-byte texels. While the GPU is held, six calls' images wait in the queue, so that
+// some find the staging memory full and take ordinary memory. Every answer equals the CPU
+// reference, and once the calls are done the staging memory is all free again.
+TEST(StagingServiceTest, LargeImagesGoThroughStagingMemoryAndPastIt) {
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed());
+  server::ServerOptions o;
+  o.limits.max_message_bytes = 16 << 20;
+  o.worker.staging_bytes = 13 << 20;
+  std::unique_ptr<TestServer> ts = TestServer::Start(o);
+  GLIMPSE_REQUIRE_SERVER(ts);
+  v1::ImageAnalytics::Stub& stub = *ts->stub;
+  EXPECT_EQ(Info(stub).staging_bytes(), uint64_t{13} << 20);
+  const HostImage images[] = {RandomImage({1921, 1080, 3, SampleType::kUint8}, rng),
+                              RandomImage({1200, 901, 1, SampleType::kUint16}, rng),
+                              RandomImage({1000, 700, 4, SampleType::kUint8}, rng)};
+  const std::string png = PngFile(images[0]);
+  std::vector<gpu::HistogramResult> refs;
+  for (const HostImage& img : images) {
+    absl::StatusOr<gpu::HistogramResult> ref = reference::Histogram(img, {});
+    ASSERT_TRUE(ref.ok());
+    refs.push_back(*ref);
+  }
+  {
+    WorkerBlocker blocker(ts->server->worker());
+    std::vector<std::unique_ptr<AsyncHistogram>> calls;
+    for (int i = 0; i < 6; ++i) {
+      v1::ImageRef ref = InlineRaw(images[size_t(i) % 3]);
+      if (i == 3) ref.mutable_encoded()->set_data(png);
+      calls.push_back(std::make_unique<AsyncHistogram>(stub, ref));
+    }
+    // Every image decoded or copied and waiting: staging memory full, the rest in host memory.
+    v1::ServerInfo info;
+    for (int i = 0; i < 500; ++i) {
+      info = Info(stub);
+      if (info.queue_length() >= 6) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(info.queue_length(), 6u);
+    EXPECT_GT(info.staging_used_bytes(), uint64_t{6} << 20);
+    EXPECT_GT(info.staging_full(), 0u);
+    blocker.Release();
+    for (int i = 0; i < 6; ++i) {
+      SCOPED_TRACE(::testing::Message() << "call " << i);
+      const grpc::Status s = calls[size_t(i)]->status.get();
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      ExpectHistogramEquals(calls[size_t(i)]->resp, refs[size_t(i) % 3]);
+    }
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(gpu::DescribeImage(images[i].desc));
+    v1::UploadHeader header;
+    *header.mutable_raw() = Layout(images[i].desc);
+    v1::UploadImageResponse up;
+    ASSERT_TRUE(UploadRaw(stub, header, Bytes(images[i]), &up, 1 << 20).ok());
+    v1::HistogramRequest req;
+    *req.mutable_image() = ById(up.image().image_id());
+    v1::HistogramResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub.Histogram(&ctx, req, &resp).ok());
+    ExpectHistogramEquals(resp, refs[i]);
+  }
+  v1::UploadHeader header;
+  header.mutable_encoded();
+  v1::UploadImageResponse up;
+  ASSERT_TRUE(UploadRaw(stub, header, png, &up, 1 << 20).ok());
+  v1::HistogramRequest req;
+  *req.mutable_image() = ById(up.image().image_id());
+  v1::HistogramResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub.Histogram(&ctx, req, &resp).ok());
+  ExpectHistogramEquals(resp, refs[0]);
+  // The worker frees blocks the device has read between jobs, and at least every second.
+  uint64_t used = 1;
+  for (int i = 0; i < 300 && used != 0; ++i) {
+    used = Info(stub).staging_used_bytes();
+    if (used != 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(used, 0u) << "staging memory still held once every call was answered";
 }
 
 }  // namespace
