@@ -67,10 +67,15 @@ void ParseBenchArgs(int argc, char** argv, BenchArgs* args,
   }
 }
 
-std::unique_ptr<gpu::Context> OpenContextOrExit(const BenchArgs& args) {
-  auto ctx = gpu::Context::Create({.device = args.device, .debug_output = false});
+std::unique_ptr<gpu::Context> OpenContextOrExit(const BenchArgs& args, size_t staging_bytes) {
+  auto ctx = gpu::Context::Create(
+      {.device = args.device, .debug_output = false, .staging_bytes = staging_bytes});
   if (!ctx.ok()) {
     std::fprintf(stderr, "no GL context: %s\n", std::string(ctx.status().message()).c_str());
+    std::exit(1);
+  }
+  if (staging_bytes > 0 && (*ctx)->staging() == nullptr) {
+    std::fprintf(stderr, "no staging memory of %zu bytes on this device\n", staging_bytes);
     std::exit(1);
   }
   return std::move(*ctx);

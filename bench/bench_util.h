@@ -57,7 +57,8 @@ std::vector<Variant> ParseVariants(const std::string& value, Parse parse) {
 }
 
 // The context the benchmark runs in (debug output off); prints the reason and exits 1 without one.
-std::unique_ptr<gpu::Context> OpenContextOrExit(const BenchArgs& args);
+// With `staging_bytes` of staging memory (gpu/staging.h), exiting where the device has none.
+std::unique_ptr<gpu::Context> OpenContextOrExit(const BenchArgs& args, size_t staging_bytes = 0);
 
 // `host` on the GPU; prints the reason and exits 1 where the device refuses it.
 gpu::Image UploadOrExit(gpu::Context& ctx, const gpu::HostImage& host);

@@ -2,9 +2,11 @@
 // memcpy of the same bytes (on CPU renderers "device" memory is host memory, so one copy is the
 // least an upload can cost). For each size and channel count: gpu::Image::Upload whole (what a
 // call pays), and, for reading the numbers, its parts: the plain texture alone and the packed form
-// alone. Then the way back: the same bytes written into a device buffer by the GPU (a buffer
-// copy) and read back in 1 MiB pieces as the kernels read their results (Buffer::ReadPieces),
-// through a mapping and copied out by the driver, each against the same memcpy.
+// alone; the same from staging memory, and a decoder's write plus the upload, into fresh host
+// memory against into staging memory. Then the way back: the same bytes written into a device
+// buffer by the GPU (a buffer copy) and read back in 1 MiB pieces as the kernels read their results
+// (Buffer::ReadPieces), through a mapping and copied out by the driver, each against the same
+// memcpy.
 //   upload_bench [--runs N] [--warmup N] [--sizes 1920x1080,3840x2160] [--channels 1,3,4]
 //                [--json FILE] [--device auto|software|N]
 #include <algorithm>
@@ -37,7 +39,8 @@ int Main(int argc, char** argv) {
     channels = ParseInts(value);
     return true;
   });
-  std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args);
+  // Staging memory for the largest image asked of it (an 8K RGBA one is 127 MiB).
+  std::unique_ptr<gpu::Context> ctx = OpenContextOrExit(args, size_t{256} << 20);
   std::mt19937 rng(1);
   std::vector<Row> rows;
   for (const auto& [w, h] : args.sizes) {
@@ -69,6 +72,60 @@ int Main(int argc, char** argv) {
                                  return ms;
                                },
                                args.warmup, args.runs));
+      // From staging memory (gpu/staging.h): the rows written beforehand in the upload's layout,
+      // then the upload alone (what a call's upload_ns counts), and then what a decoder's output
+      // costs on its way in: written into fresh host memory (a new allocation per image, as
+      // without staging) and uploaded, against written into staging memory and uploaded. The
+      // write is a memcpy of the image's rows, standing for the decoder's.
+      gpu::StagingArena& arena = *ctx->staging()->arena();
+      const gpu::StagedRows layout = gpu::StagedRowsFor(ctx->limits(), desc);
+      {
+        gpu::StagingBlock block = arena.Reserve(layout.bytes(desc));
+        if (!block) {
+          std::fprintf(stderr, "no staging block of %zu bytes\n", layout.bytes(desc));
+          std::exit(1);
+        }
+        gpu::StageRows(layout, desc, host.data, block.bytes());
+        row("Image::Upload from staging", Measure(
+                                              [&] {
+                                                const auto t0 = std::chrono::steady_clock::now();
+                                                absl::StatusOr<gpu::Image> image =
+                                                    gpu::Image::Upload(*ctx, desc, block);
+                                                glFinish();
+                                                const double ms = Ms(t0);
+                                                if (!image.ok()) std::exit(1);
+                                                return ms;
+                                              },
+                                              args.warmup, args.runs));
+      }
+      ctx->staging()->Reclaim();
+      row("write + upload: fresh memory",
+          Measure(
+              [&] {
+                const auto t0 = std::chrono::steady_clock::now();
+                std::vector<uint8_t> fresh(host.data.size());
+                std::memcpy(fresh.data(), host.data.data(), fresh.size());
+                gpu::Image image = UploadOrExit(*ctx, {desc, std::move(fresh)});
+                glFinish();
+                return Ms(t0);
+              },
+              args.warmup, args.runs));
+      row("write + upload: staging",
+          Measure(
+              [&] {
+                const auto t0 = std::chrono::steady_clock::now();
+                gpu::StagingBlock block = arena.Reserve(layout.bytes(desc));
+                if (!block) std::exit(1);
+                gpu::StageRows(layout, desc, host.data, block.bytes());
+                absl::StatusOr<gpu::Image> image = gpu::Image::Upload(*ctx, desc, block);
+                glFinish();
+                block = gpu::StagingBlock();
+                ctx->staging()->Reclaim();
+                const double ms = Ms(t0);
+                if (!image.ok()) std::exit(1);
+                return ms;
+              },
+              args.warmup, args.runs));
       // The parts, for reading the numbers: the copy into a texture allocated once, of the
       // plain format and of the packed (RGBA32UI) form. (Image::Upload takes its textures from
       // the context's pool of freed ones: gpu/texture_pool.h.)
