@@ -10,7 +10,9 @@
 namespace glimpse::gpu {
 namespace {
 
-size_t RoundUp(size_t n) { return (n + kStagingAlignment - 1) / kStagingAlignment * kStagingAlignment; }
+size_t RoundUp(size_t n) {
+  return (n + kStagingAlignment - 1) / kStagingAlignment * kStagingAlignment;
+}
 
 }  // namespace
 
@@ -103,7 +105,8 @@ void StagingArena::Free(size_t offset, size_t size) {
 
 absl::StatusOr<std::unique_ptr<StagingBuffer>> StagingBuffer::Create(size_t bytes) {
   if (!GLAD_GL_ARB_buffer_storage) {
-    return absl::UnavailableError("staging memory needs GL_ARB_buffer_storage, which the driver lacks");
+    return absl::UnavailableError(
+        "staging memory needs GL_ARB_buffer_storage, which the driver lacks");
   }
   const size_t size = RoundUp(bytes);
   while (glGetError() != GL_NO_ERROR) {
@@ -113,8 +116,8 @@ absl::StatusOr<std::unique_ptr<StagingBuffer>> StagingBuffer::Create(size_t byte
   glBindBuffer(GL_PIXEL_UNPACK_BUFFER, buffer);
   // Read as well as written: a block's pixels are read back on the host now and then (to share an
   // image through the shared store), which write-combined device memory would make slow.
-  const GLbitfield access = GL_MAP_WRITE_BIT | GL_MAP_READ_BIT | GL_MAP_PERSISTENT_BIT |
-                            GL_MAP_COHERENT_BIT;
+  const GLbitfield access =
+      GL_MAP_WRITE_BIT | GL_MAP_READ_BIT | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
   glBufferStorage(GL_PIXEL_UNPACK_BUFFER, GLsizeiptr(size), nullptr,
                   access | GL_CLIENT_STORAGE_BIT);
   void* base = glGetError() == GL_NO_ERROR

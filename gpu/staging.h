@@ -106,8 +106,8 @@ class StagingArena : public std::enable_shared_from_this<StagingArena> {
   const size_t capacity_;
   mutable std::mutex mu_;
   bool closed_ = false;
-  std::map<size_t, size_t> free_;             // offset -> size, coalesced
-  std::map<size_t, Held> held_;               // blocks alive, by offset
+  std::map<size_t, size_t> free_;              // offset -> size, coalesced
+  std::map<size_t, Held> held_;                // blocks alive, by offset
   std::vector<std::pair<size_t, Held>> gone_;  // blocks destroyed, their fences not yet seen
   size_t in_use_ = 0;
   uint64_t refused_ = 0;

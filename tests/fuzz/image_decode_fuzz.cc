@@ -2,7 +2,8 @@
 // check before decoding, the decode (server/ingest: libjpeg-turbo, PNG's own chunk walk, libdeflate
 // inflate and unfiltering, libwebp, stb_image), the same decode into rows a stride apart in a
 // buffer that ends where the last row does, the decode for a GPU (3-channel images straight into
-// four-channel rows), and (for small uint8 results) a PNG round trip.
+// four-channel rows), the decode into staging memory's row layouts, and (for small uint8 results)
+// a PNG round trip.
 // Input: one byte whose value mod 5 is desired_channels, then the file.
 #include <cstddef>
 #include <cstdint>
@@ -72,6 +73,31 @@ void Run(const uint8_t* data, size_t size) {
   } else {
     Check(wide->widened.empty() && wide->host.data == image->data,
           StrCat("decode for a GPU of ", gpu::DescribeImage(d), " differs"));
+  }
+
+  // Into staging memory's layout for either kind of device (gpu::StagedRowsFor: 16-byte packed
+  // rows on CPU renderers, four-channel rows for 3-channel images on GPUs), as the server decodes
+  // large images: the same pixels read back, the rows' padding zeroed.
+  for (bool plain : {false, true}) {
+    gpu::DeviceLimits device;
+    device.plain_uploads = plain;
+    const gpu::StagedRows layout = gpu::StagedRowsFor(device, d);
+    std::vector<uint8_t> staged(layout.bytes(d), 0xA5);
+    const absl::Status st = server::ingest::DecodeInto(file, *probe, layout.channels, staged,
+                                                       layout.row_stride, "file");
+    Check(st.ok(), StrCat("DecodeInto staging rows: ", st.ToString()));
+    gpu::ClearRowPadding(layout, d, staged);
+    Check(
+        gpu::UnstageRows(layout, d, staged) == image->data,
+        StrCat("staged decode of ", gpu::DescribeImage(d), plain ? " for a GPU" : "", " differs"));
+    const size_t used =
+        size_t(d.width) * size_t(layout.channels) * size_t(gpu::BytesPerSample(d.type));
+    for (size_t y = 0; y < size_t(d.height); ++y) {
+      for (size_t i = used; i < layout.row_stride; ++i) {
+        Check(staged[y * layout.row_stride + i] == 0,
+              StrCat("staged row ", y, " padding not zero"));
+      }
+    }
   }
 
   if (d.type != gpu::SampleType::kUint8 || d.pixels() > 4096) return;

@@ -125,7 +125,8 @@ TEST(StagingTest, UploadsFromBlocksEqualUploadsFromHostRows) {
           BoxFilterKernel box(own);
           for (SampleType t : {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32}) {
             for (int c = 1; c <= 4; ++c) {
-              for (const auto& [w, h] : {std::pair{37, 5}, std::pair{1921, 3}, std::pair{256, 130}}) {
+              for (const auto& [w, h] :
+                   {std::pair{37, 5}, std::pair{1921, 3}, std::pair{256, 130}}) {
                 const ImageDesc d{w, h, c, t};
                 SCOPED_TRACE(::testing::Message()
                              << DescribeImage(d) << (plain ? ", plain uploads" : ""));
