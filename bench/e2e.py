@@ -29,6 +29,7 @@ Usually run through bench/e2e.sh (installs, builds the Release server, sets up t
 LP_NUM_THREADS=2); by hand, from the repository root, with the client package importable:
   LP_NUM_THREADS=2 e2e.py --server-binary build/server/glimpse-server [--seconds 3] [--runs 5]
       [--rows REGEX] [--peer-workers 8] [--markdown FILE] [--json FILE] [--seed 1]
+      [--server-arg=--staging-bytes=0 ...]
 """
 import argparse
 import dataclasses
@@ -630,6 +631,9 @@ def main():
     ap.add_argument("--peer-workers", type=int, default=8,
                     help="the peer's gRPC worker threads (default %(default)s)")
     ap.add_argument("--seed", type=int, default=1, help="test image seed (default 1)")
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="a flag passed on to glimpse-server, e.g. --server-arg=--staging-bytes=0 "
+                         "(repeatable)")
     ap.add_argument("--markdown", help="also write the table as markdown to this file")
     ap.add_argument("--json", help="also write the results as JSON to this file")
     args = ap.parse_args()
@@ -656,7 +660,7 @@ def main():
 
     env = dict(os.environ, LP_NUM_THREADS=str(threads))
     g = Service("glimpse", [args.server_binary, "--listen=127.0.0.1:0", "--log-level=info",
-                            f"--max-message-bytes={MAX_MESSAGE_BYTES}"], env=env)
+                            f"--max-message-bytes={MAX_MESSAGE_BYTES}", *args.server_arg], env=env)
     results = []
     try:
         p = Service("peer", [sys.executable, str(HERE / "e2e_peer.py"), "--listen=127.0.0.1:0",
@@ -674,6 +678,7 @@ def main():
                 f"{platform.python_version()}, numpy {np.__version__}.",
                 f"Run {utc(now)} at {git_commit()}; the server binary was built {utc(built)}, "
                 f"when the last commit was {git_commit(built)}. "
+                f"Server flags added: {' '.join(args.server_arg) or 'none'}. "
                 f"Images: seed {args.seed}. Per cell: {args.seconds:g} s, at least "
                 f"{args.runs} calls; throughput callers each on their own channel and "
                 f"connection.",
