@@ -287,6 +287,12 @@ int Info(const Options&, const Connection& c) {
       i.result_buffer_used_bytes() / 1048576.0, i.result_buffer_bytes() / 1048576.0,
       i.result_buffer_peak_bytes() / 1048576.0, i.jobs_waiting_for_results(), i.programs_built(),
       i.warm_up_ms() ? fmt::format("{:.1f} s", i.warm_up_ms() / 1000.0) : std::string("off"));
+  if (i.staging_bytes() > 0) {
+    fmt::print("staging    {:.1f} / {:.1f} MiB held by images read; {} images found it full\n",
+               i.staging_used_bytes() / 1048576.0, i.staging_bytes() / 1048576.0, i.staging_full());
+  } else {
+    fmt::print("staging    none: images are uploaded from ordinary host memory\n");
+  }
   if (!i.shared_store().empty()) {
     fmt::print("shared     {} ({}); the store above is this replica's cache\n", i.shared_store(),
                i.shared_store_reachable() ? "reachable" : "UNREACHABLE");

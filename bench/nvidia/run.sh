@@ -4,7 +4,8 @@
 # (default: all, in this order) within one time budget, each part within its own limit:
 #   tests     the gpu/ tests on the NVIDIA driver
 #   e2e       bench/e2e.py: glimpse-server against the grpcio + OpenCV peer on this machine's
-#             cores, photos sent inline, with the servers' CPU ms per call; then bench/batch.py:
+#             cores, photos sent inline, with the servers' CPU ms per call (the large photos'
+#             rows again with staging memory off); then bench/batch.py:
 #             1000 thumbnails' histograms in AnalyzeBatch calls, packed and unpacked
 #   kernels   every kernel benchmark, the auto check and the PyTorch peer table
 #   start-up  the start-up's benchmark with the driver's shader cache off, empty and filled
@@ -81,6 +82,12 @@ if want e2e; then
   step 170 e2e env PYTHONPATH="$PWD/.gpu/python" PYTHONUNBUFFERED=1 python3 bench/e2e.py \
     --server-binary .gpu/server/glimpse-server --seconds 1.2 --callers 4,16 \
     --markdown "$work/e2e_nvidia.md" --json "$work/e2e_nvidia.json"
+  # The large-photo rows again with staging memory off (--staging-bytes=0): decoders write into
+  # fresh host memory and the GL thread copies from it, as before staging memory existed.
+  step 60 e2e_no_staging env PYTHONPATH="$PWD/.gpu/python" PYTHONUNBUFFERED=1 python3 bench/e2e.py \
+    --server-binary .gpu/server/glimpse-server --seconds 1.2 --callers 4,16 \
+    --rows 'histogram (1080p JPEG|2160p|960x540)' --server-arg=--staging-bytes=0 \
+    --markdown "$work/e2e_nvidia_no_staging.md" --json "$work/e2e_nvidia_no_staging.json"
   # Many thumbnails per call: packs of images per GPU job against a job per image, the peer's
   # single calls and the decode-only floor on these cores.
   step 60 batch env PYTHONPATH="$PWD/.gpu/python" PYTHONUNBUFFERED=1 python3 bench/batch.py \
