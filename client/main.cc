@@ -288,8 +288,11 @@ int Info(const Options&, const Connection& c) {
       i.result_buffer_peak_bytes() / 1048576.0, i.jobs_waiting_for_results(), i.programs_built(),
       i.warm_up_ms() ? fmt::format("{:.1f} s", i.warm_up_ms() / 1000.0) : std::string("off"));
   if (i.staging_bytes() > 0) {
-    fmt::print("staging    {:.1f} / {:.1f} MiB held by images read; {} images found it full\n",
-               i.staging_used_bytes() / 1048576.0, i.staging_bytes() / 1048576.0, i.staging_full());
+    fmt::print(
+        "staging    {:.1f} / {:.1f} MiB held by images read ({:.1f} mapped); {} images found it "
+        "full\n",
+        i.staging_used_bytes() / 1048576.0, i.staging_bytes() / 1048576.0,
+        i.staging_mapped_bytes() / 1048576.0, i.staging_full());
   } else {
     fmt::print("staging    none: images are uploaded from ordinary host memory\n");
   }

@@ -56,9 +56,9 @@ struct ContextOptions {
   // (gpu/texture_pool.h): enough for a few 4K RGB photos, so that images uploaded with each call
   // reuse mapped memory. 0 keeps none.
   size_t texture_pool_bytes = size_t{128} << 20;
-  // Staging memory host threads decode into and uploads read as it is (gpu/staging.h): 0 makes
-  // none (uploads then read ordinary host memory). Where the driver lacks GL_ARB_buffer_storage
-  // or refuses the buffer, the context has none and says so in the log.
+  // The most staging memory host threads decode into and uploads read as it is (gpu/staging.h),
+  // mapped as large images arrive: 0 makes none (uploads then read ordinary host memory). Where
+  // the driver lacks GL_ARB_buffer_storage the context has none and says so in the log.
   size_t staging_bytes = 0;
 };
 

@@ -340,7 +340,7 @@ absl::StatusOr<Image> Image::Upload(Context& ctx, const ImageDesc& desc, const S
   (void)ctx.CheckGlError("before uploading an image");
   Image image(ctx, desc);
   const auto* offset = reinterpret_cast<const void*>(rows.offset());
-  glBindBuffer(GL_PIXEL_UNPACK_BUFFER, staging->buffer());
+  glBindBuffer(GL_PIXEL_UNPACK_BUFFER, staging->buffer(rows));
   if (!ctx.limits().plain_uploads) {
     // The packed form's rows, padding included, exactly as its texels lie (see Upload above).
     image.packed_ = NewPackedTexture(ctx, desc);

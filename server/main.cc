@@ -103,9 +103,10 @@ void DefineFlags(glimpse::server::FlagSet& flags, FlagValues& v) {
                "eighth at a time (larger integral tables are made in parts as they are read), "
                "and jobs whose results do not fit wait in the queue");
   flags.AddInt("staging-bytes", &v.staging_bytes, 0, kBig,
-               "host memory the decoders write images of over 1 MiB into and the GPU uploads "
-               "from as it is (a persistently mapped buffer); an image that does not fit uses "
-               "ordinary memory (0 = none)");
+               "the most host memory the decoders write images of over 1 MiB into and the GPU "
+               "uploads from as it is (persistently mapped buffers, mapped 32 MiB at a time as "
+               "large images arrive); an image that finds no room uses ordinary memory (0 = "
+               "none)");
   flags.AddInt("max-message-bytes", &v.max_message_bytes, 1024, INT32_MAX,
                "largest single gRPC message accepted (inline images must fit)");
   flags.AddInt("batch-in-flight", &v.batch_in_flight, 1, 4096,

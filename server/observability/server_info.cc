@@ -62,6 +62,7 @@ void FillServerInfo(GpuWorker& worker, const ServiceLimits& limits, RedisStore* 
   response->set_staging_bytes(stats.staging_bytes);
   response->set_staging_used_bytes(stats.staging_used_bytes);
   response->set_staging_full(stats.staging_full);
+  response->set_staging_mapped_bytes(stats.staging_mapped_bytes);
   response->set_programs_built(uint32_t(stats.programs_built));
   response->set_warm_up_ms(
       uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(stats.warm_up).count()));

@@ -126,7 +126,8 @@ WorkerStats GpuWorker::Stats() const {
              .warm_up = warm_up_};
   }
   if (staging_ != nullptr) {
-    stats.staging_bytes = staging_->capacity();
+    stats.staging_bytes = staging_->limit();
+    stats.staging_mapped_bytes = staging_->mapped();
     stats.staging_used_bytes = staging_->bytes_in_use();
     stats.staging_full = staging_->refused();
   }

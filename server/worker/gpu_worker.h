@@ -73,8 +73,8 @@ struct WorkerOptions {
   uint64_t tenant_store_bytes = 0;  // each tenant's share of store_bytes; 0 = no share
   std::chrono::seconds image_ttl{3600};
   uint64_t result_buffer_bytes = uint64_t{256} << 20;
-  // gpu::ContextOptions::staging_bytes: host memory the decoders write large images into and
-  // uploads read as it is. 0 = none.
+  // gpu::ContextOptions::staging_bytes: the most host memory the decoders write large images into
+  // and uploads read as it is. 0 = none.
   uint64_t staging_bytes = uint64_t{128} << 20;
   // Before Start returns (so before the server reports SERVING), build and run once every
   // program `auto` can pick on this device: no call pays for a shader compile. Seconds with a
@@ -94,7 +94,8 @@ struct WorkerStats {
   uint64_t jobs_waiting_for_results = 0;  // queued jobs whose result bytes are not free now
   uint64_t programs_built = 0;            // GPU programs built so far (warm-up included)
   std::chrono::nanoseconds warm_up{0};    // how long the start-up warm-up took (0: none)
-  uint64_t staging_bytes = 0;             // the staging memory's size (0: none)
+  uint64_t staging_bytes = 0;             // the most staging memory mapped (0: none)
+  uint64_t staging_mapped_bytes = 0;      // what is mapped so far
   uint64_t staging_used_bytes = 0;        // held by blocks now
   uint64_t staging_full = 0;              // reservations refused for want of room
 };

@@ -24,13 +24,23 @@
 namespace glimpse::gpu {
 namespace {
 
-// An arena over plain host memory: its bookkeeping makes no GL call.
+// An arena over plain host memory, one slab of it: its bookkeeping makes no GL call.
 struct HostArena {
-  explicit HostArena(size_t bytes)
-      : memory(bytes), arena(std::make_shared<StagingArena>(memory.data(), bytes)) {}
+  explicit HostArena(size_t bytes) : memory(bytes), arena(std::make_shared<StagingArena>(bytes)) {
+    EXPECT_TRUE(arena->AddSlab(memory.data(), bytes));
+  }
   std::vector<uint8_t> memory;
   std::shared_ptr<StagingArena> arena;
 };
+
+// A block of `bytes` from the context's staging memory, mapping more (as the worker does between
+// jobs) when none is free.
+StagingBlock ReserveOrMap(Context& ctx, size_t bytes) {
+  StagingBlock block = ctx.staging()->arena()->Reserve(bytes);
+  if (block) return block;
+  ctx.staging()->Reclaim();
+  return ctx.staging()->arena()->Reserve(bytes);
+}
 
 TEST(StagingTest, BlocksAreDisjointAlignedAndComeBackWhole) {
   GLIMPSE_SEED_TRACE();
@@ -108,6 +118,77 @@ TEST(StagingTest, ThreadsWriteTheirOwnBlocksOnly) {
   EXPECT_EQ(host.arena->bytes_in_use(), 0u);
 }
 
+TEST(StagingTest, BlocksNeverSpanSlabs) {
+  std::vector<uint8_t> a(4096), b(4096);
+  auto arena = std::make_shared<StagingArena>(8192);
+  ASSERT_TRUE(arena->AddSlab(a.data(), a.size()));
+  ASSERT_TRUE(arena->AddSlab(b.data(), b.size()));
+  EXPECT_FALSE(arena->AddSlab(b.data(), 64)) << "a slab past the limit was added";
+  EXPECT_EQ(arena->mapped(), 8192u);
+  StagingBlock first = arena->Reserve(3072), second = arena->Reserve(3072);
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first.slab(), 0u);
+  EXPECT_EQ(second.slab(), 1u);
+  EXPECT_EQ(second.bytes().data(), b.data());
+  // 1024 bytes free at the end of each slab: 2048 in all, but no run of 2048.
+  EXPECT_FALSE(arena->Reserve(2048));
+  EXPECT_TRUE(arena->Reserve(1024));
+  first = StagingBlock();
+  second = StagingBlock();
+  EXPECT_FALSE(arena->Reserve(4097)) << "a block spans two slabs";
+  StagingBlock whole = arena->Reserve(4096);
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole.bytes().data(), a.data());
+}
+
+// Nothing is mapped until a reservation finds no room; Reclaim then maps a slab of
+// kStagingSlabBytes (or the refused size, if larger), and at the end what the limit has left.
+TEST(StagingTest, SlabsAreMappedAsReservationsFindNoRoomUpToTheLimit) {
+  GLIMPSE_REQUIRE_DEVICE();
+  constexpr size_t kMiB = size_t{1} << 20;
+  testing::OnOwnContext({.staging_bytes = 80 * kMiB}, [&](Context& own) {
+    ASSERT_NE(own.staging(), nullptr);
+    StagingArena& arena = *own.staging()->arena();
+    EXPECT_EQ(arena.limit(), 80 * kMiB);
+    EXPECT_EQ(arena.mapped(), 0u);
+    EXPECT_FALSE(arena.Reserve(10 * kMiB));
+    own.staging()->Reclaim();
+    EXPECT_EQ(arena.mapped(), kStagingSlabBytes);
+    std::vector<StagingBlock> blocks;
+    for (int i = 0; i < 3; ++i) {
+      blocks.push_back(arena.Reserve(10 * kMiB));
+      ASSERT_TRUE(blocks.back());
+      std::memset(blocks.back().bytes().data(), i, blocks.back().bytes().size());
+    }
+    EXPECT_FALSE(arena.Reserve(10 * kMiB));
+    own.staging()->Reclaim();
+    EXPECT_EQ(arena.mapped(), 2 * kStagingSlabBytes);
+    blocks.push_back(arena.Reserve(10 * kMiB));
+    ASSERT_TRUE(blocks.back());
+    EXPECT_EQ(blocks.back().slab(), 1u);
+    // 16 MiB of the limit left: a refused 40 MiB maps the rest, for smaller images; it stays
+    // refused.
+    EXPECT_FALSE(arena.Reserve(40 * kMiB));
+    own.staging()->Reclaim();
+    EXPECT_EQ(arena.mapped(), 80 * kMiB);
+    EXPECT_FALSE(arena.Reserve(40 * kMiB));
+    own.staging()->Reclaim();
+    EXPECT_EQ(arena.mapped(), 80 * kMiB);
+    StagingBlock in_second = arena.Reserve(16 * kMiB), last = arena.Reserve(16 * kMiB);
+    ASSERT_TRUE(in_second && last);
+    EXPECT_EQ(in_second.slab(), 1u);  // 22 MiB were free there
+    EXPECT_EQ(last.slab(), 2u);
+    EXPECT_FALSE(arena.Reserve(7 * kMiB)) << "blocks overlap or outgrow their slabs";
+    EXPECT_EQ(arena.refused(), 5u);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(std::count(blocks[size_t(i)].bytes().begin(), blocks[size_t(i)].bytes().end(),
+                           uint8_t(i)),
+                std::ptrdiff_t(blocks[size_t(i)].bytes().size()))
+          << "block " << i << " was written by another";
+    }
+  });
+}
+
 // Uploads from staging memory against uploads from host rows: the same pixels back, the same
 // histogram and box filter (equal to the CPU references), on the device's own upload path and on
 // the GPU renderers' (plain uploads), for every sample type and channel count, rows that are and
@@ -137,7 +218,7 @@ TEST(StagingTest, UploadsFromBlocksEqualUploadsFromHostRows) {
                 if (!plain) {
                   EXPECT_EQ(layout.row_stride % 16, 0u);
                 }
-                StagingBlock block = arena.Reserve(layout.bytes(d));
+                StagingBlock block = ReserveOrMap(own, layout.bytes(d));
                 ASSERT_TRUE(block);
                 std::memset(block.bytes().data(), 0xA5, block.bytes().size());
                 StageRows(layout, d, host.data, block.bytes());
@@ -185,12 +266,13 @@ TEST(StagingTest, ReadBlocksComeBackThroughReclaimOnly) {
     ASSERT_NE(own.staging(), nullptr);
     StagingBuffer& staging = *own.staging();
     StagingArena& arena = *staging.arena();
-    const size_t all = arena.capacity();
+    const size_t all = arena.limit();
     const ImageDesc d{512, 512, 4, SampleType::kUint8};  // 1 MiB: the whole arena
     ASSERT_EQ(StagedRowsFor(own.limits(), d).bytes(d), all);
     {
-      StagingBlock unread = arena.Reserve(all);
+      StagingBlock unread = ReserveOrMap(own, all);
       ASSERT_TRUE(unread);
+      EXPECT_EQ(arena.mapped(), all);
     }
     StagingBlock block = arena.Reserve(all);
     ASSERT_TRUE(block) << "a block never read did not come back at once";

@@ -20,7 +20,7 @@ grep -q "renderer\|device" info.txt || fail "info printed no device"
 # llvmpipe has ballots (Mesa 22's GL has no GL_KHR_shader_subgroup); a GPU's line says its own.
 grep -q "^subgroups  ballots \(yes\|no\); GL_KHR_shader_subgroup " info.txt ||
   fail "info printed no subgroup line: $(cat info.txt)"
-grep -q "^staging    [0-9.]* / 128.0 MiB held by images read; [0-9]* images found it full" info.txt ||
+grep -q "^staging    [0-9.]* / 128.0 MiB held by images read ([0-9.]* mapped); [0-9]* images found it full" info.txt ||
   fail "info printed no staging line: $(cat info.txt)"
 
 # upload, list
