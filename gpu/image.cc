@@ -293,9 +293,8 @@ size_t WidenedBytes(const ImageDesc& desc) {
 }
 
 std::vector<uint8_t> NarrowFromUpload(const ImageDesc& desc, std::span<const uint8_t> widened) {
-  std::vector<uint8_t> rows(widened.begin(), widened.end());
-  NarrowRows(desc, desc.height, rows);
-  return rows;
+  return UnstageRows({PlainChannels(desc.channels), size_t(desc.width) * PlainTexelBytes(desc)},
+                     desc, widened);
 }
 
 absl::StatusOr<Image> Image::Upload(Context& ctx, const ImageDesc& desc,
@@ -336,7 +335,6 @@ absl::StatusOr<Image> Image::Upload(Context& ctx, const ImageDesc& desc, const S
                                       layout.bytes(desc), " a ", DescribeImage(desc),
                                       " image needs"));
   }
-  staging->Reclaim();
   (void)ctx.CheckGlError("before uploading an image");
   Image image(ctx, desc);
   const auto* offset = reinterpret_cast<const void*>(rows.offset());

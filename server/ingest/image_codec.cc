@@ -43,6 +43,13 @@ absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int 
 
 bool WorthStaging(size_t bytes) { return bytes > kOwnMappingBytes; }
 
+gpu::StagingBlock ReserveStaged(gpu::StagingArena* staging, const gpu::DeviceLimits& device,
+                                const gpu::ImageDesc& desc, gpu::StagedRows* rows) {
+  *rows = gpu::StagedRowsFor(device, desc);
+  if (staging == nullptr || !WorthStaging(rows->bytes(desc))) return {};
+  return staging->Reserve(rows->bytes(desc));
+}
+
 absl::StatusOr<DecodedImage> DecodeEncodedFor(const gpu::DeviceLimits& device,
                                               std::span<const uint8_t> file, int desired_channels,
                                               uint64_t max_pixels, std::string_view field,
@@ -66,22 +73,16 @@ absl::StatusOr<DecodedImage> DecodeEncodedFor(const gpu::DeviceLimits& device,
   out.host.desc = desc;
   if (desired_channels != 0) out.host.desc.channels = desired_channels;
   const gpu::ImageDesc& d = out.host.desc;
-  if (staging != nullptr) {
-    const gpu::StagedRows layout = gpu::StagedRowsFor(device, d);
-    if (WorthStaging(layout.bytes(d))) {
-      gpu::StagingBlock block = staging->Reserve(layout.bytes(d));
-      if (block) {
-        if (absl::Status s = ingest::DecodeInto(file, *probed, layout.channels, block.bytes(),
-                                                layout.row_stride, field);
-            !s.ok()) {
-          return s;
-        }
-        gpu::ClearRowPadding(layout, d, block.bytes());
-        out.staged = std::move(block);
-        out.staged_rows = layout;
-        return out;
-      }
+  if (gpu::StagingBlock block = ReserveStaged(staging, device, d, &out.staged_rows)) {
+    const gpu::StagedRows& layout = out.staged_rows;
+    if (absl::Status s = ingest::DecodeInto(file, *probed, layout.channels, block.bytes(),
+                                            layout.row_stride, field);
+        !s.ok()) {
+      return s;
     }
+    gpu::ClearRowPadding(layout, d, block.bytes());
+    out.staged = std::move(block);
+    return out;
   }
   if (device.plain_uploads && d.channels == 3) {
     // Straight into the device's four-channel rows: a 3-channel decode's own channel conversion

@@ -63,6 +63,10 @@ absl::StatusOr<DecodedImage> DecodeEncodedFor(const gpu::DeviceLimits& device,
 // allocator keeps, and stay free to be packed several to a GPU job (AnalyzeBatch's histogram
 // packs take host rows only).
 bool WorthStaging(size_t bytes);
+// A block of `staging` (may be null) for `desc`'s rows laid out for `device` (gpu::StagedRowsFor,
+// set in `*rows`), where they are worth staging and a block is free; else an empty block.
+gpu::StagingBlock ReserveStaged(gpu::StagingArena* staging, const gpu::DeviceLimits& device,
+                                const gpu::ImageDesc& desc, gpu::StagedRows* rows);
 
 // A PNG file of a uint8 image (1-4 channels); uint16 and float32 images are refused
 // (INVALID_ARGUMENT), since PNG output would lose their values.

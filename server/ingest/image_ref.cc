@@ -103,21 +103,27 @@ std::shared_ptr<Input> HostInput(gpu::HostImage host, const gpu::DeviceLimits& d
   return in;
 }
 
+namespace {
+
+// An Input whose rows are in staging memory (host.data empty).
+std::shared_ptr<Input> StagedInput(gpu::HostImage host, gpu::StagingBlock block,
+                                   const gpu::StagedRows& rows) {
+  auto in = std::make_shared<Input>();
+  in->desc = host.desc;
+  in->host = std::move(host);
+  in->staged = std::move(block);
+  in->staged_rows = rows;
+  return in;
+}
+
+}  // namespace
+
 std::shared_ptr<Input> RawInput(const gpu::ImageDesc& desc, std::span<const uint8_t> pixels,
                                 const gpu::DeviceLimits& device, gpu::StagingArena* staging) {
-  if (staging != nullptr) {
-    const gpu::StagedRows layout = gpu::StagedRowsFor(device, desc);
-    if (WorthStaging(layout.bytes(desc))) {
-      if (gpu::StagingBlock block = staging->Reserve(layout.bytes(desc))) {
-        gpu::StageRows(layout, desc, pixels, block.bytes());
-        auto in = std::make_shared<Input>();
-        in->desc = desc;
-        in->host = gpu::HostImage{desc, {}};
-        in->staged = std::move(block);
-        in->staged_rows = layout;
-        return in;
-      }
-    }
+  gpu::StagedRows rows;
+  if (gpu::StagingBlock block = ReserveStaged(staging, device, desc, &rows)) {
+    gpu::StageRows(rows, desc, pixels, block.bytes());
+    return StagedInput(gpu::HostImage{desc, {}}, std::move(block), rows);
   }
   return HostInput(gpu::HostImage{desc, std::vector<uint8_t>(pixels.begin(), pixels.end())},
                    device);
@@ -136,11 +142,7 @@ absl::StatusOr<std::shared_ptr<Input>> DecodedInput(
   record.set_image(gpu::DescribeImage(desc));
   std::shared_ptr<Input> in;
   if (decoded->staged) {
-    in = std::make_shared<Input>();
-    in->desc = desc;
-    in->host = std::move(decoded->host);
-    in->staged = std::move(decoded->staged);
-    in->staged_rows = decoded->staged_rows;
+    in = StagedInput(std::move(decoded->host), std::move(decoded->staged), decoded->staged_rows);
   } else if (decoded->widened.empty()) {
     in = HostInput(std::move(decoded->host), device);
   } else {  // decoded straight into the device's widened rows
