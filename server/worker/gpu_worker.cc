@@ -1,5 +1,6 @@
 #include "server/worker/gpu_worker.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -202,6 +203,8 @@ std::optional<GpuWorker::Queue::Entry> GpuWorker::TakeRunnableLocked(
 }
 
 void GpuWorker::Loop(std::promise<absl::Status>* started) {
+  // Named for top -H and profilers; llvmpipe names its own threads.
+  pthread_setname_np(pthread_self(), "glimpse-gpu");
   absl::StatusOr<std::unique_ptr<gpu::Context>> ctx =
       gpu::Context::Create(ContextOptionsFor(options_));
   if (!ctx.ok()) {

@@ -1,5 +1,6 @@
 #include "server/worker/host_pool.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -29,7 +30,12 @@ int UsableCpus() {
 }
 
 HostPool::HostPool(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "glimpse-host");  // for top -H and profilers
+      Loop();
+    });
+  }
 }
 
 HostPool::~HostPool() {
