@@ -39,6 +39,7 @@ import os
 import pathlib
 import platform
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -437,6 +438,66 @@ def throughput(caller, address, callers, seconds, pid):
     return sum(counts) / elapsed, cpu * 1e3 / max(sum(counts), 1), errors
 
 
+class Profile:
+    """`perf record -a` over the throughput cells of one caller count (--profile), so that a row
+    under its bar shows where the machine's CPUs went: per process (the service, this client,
+    the rest) and, inside each, per thread name and shared object. Needs perf and the right to
+    profile every CPU (root, or kernel.perf_event_paranoid <= -1)."""
+
+    def __init__(self, out_dir, callers, frequency):
+        self.dir = pathlib.Path(out_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.callers, self.frequency = callers, frequency
+
+    def record(self, name, cell):
+        """Runs cell() under perf; returns its result and the profile's breakdown."""
+        data = self.dir / f"{name}.data"
+        perf = subprocess.Popen(["perf", "record", "-a", "-g", "-F", str(self.frequency), "-o",
+                                 str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(0.5)  # perf's own start-up, outside the cell
+        if perf.poll() is not None:
+            sys.exit(f"perf record failed: {perf.stderr.read().decode().strip()}")
+        try:
+            result = cell()
+        finally:
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
+        return result, data
+
+    def breakdown(self, data, pids, calls):
+        """{process: {"ms": CPU ms per call, "top": [(thread, object, ms per call), ...]}} for
+        each of `pids` (name -> pid) and "other" (every other process, idle excluded)."""
+        # perf report's --pid filter misattributes threads that started before the recording;
+        # each sample's own pid is exact.
+        out = subprocess.run(["perf", "script", "-i", str(data), "-F", "pid,comm,ip,dso", "-G"],
+                             capture_output=True, text=True).stdout
+        counts = {}
+        for line in out.splitlines():
+            m = re.match(r"\s*(.+?)\s+(\d+)\s+[0-9a-f]+\s+\((.*)\)\s*$", line)
+            if not m:
+                continue
+            comm, pid, dso = m.group(1), int(m.group(2)), m.group(3)
+            dso = re.sub(r"^.*/", "", re.sub(r"\.so\.[0-9.]+$", ".so", dso))
+            # Code generated at run time: llvmpipe's compiled shaders.
+            dso = re.sub(r"^(\[JIT\] tid \d+|perf-\d+\.map)$", "[JIT]", dso)
+            counts[pid, comm, dso] = counts.get((pid, comm, dso), 0) + 1
+
+        def samples(pid):
+            return sorted(((n, c, d) for (p, c, d), n in counts.items() if p == pid),
+                          reverse=True)
+
+        per_call = 1e3 / self.frequency / max(calls, 1)
+        result, accounted = {}, set()
+        for name, pid in pids.items():
+            rows = samples(pid)
+            accounted.add(pid)
+            result[name] = dict(ms=sum(n for n, _, _ in rows) * per_call,
+                                top=[(c, d, n * per_call) for n, c, d in rows[:12]])
+        other = sum(n for (p, _, _), n in counts.items() if p not in accounted and p != 0)
+        result["other"] = dict(ms=other * per_call, top=[])
+        return result
+
+
 def percentile(values, q):
     return float(np.percentile(values, q, method="higher"))
 
@@ -501,7 +562,15 @@ def run_row(row, inp, glimpse_svc, peer_svc, args):
                       client_wire=percentile(ms, 50) - med["server_ns"])
     for n in args.callers:
         for key, svc in services:
-            rate, cpu_ms, errors = throughput(caller, svc.address, n, args.seconds, svc.proc.pid)
+            def cell():
+                return throughput(caller, svc.address, n, args.seconds, svc.proc.pid)
+            if args.profile and n == args.profile.callers:
+                name = re.sub(r"[^a-z0-9]+", "-", f"{row.name} {key}".lower())
+                (rate, cpu_ms, errors), data = args.profile.record(name, cell)
+                r[key]["profile"] = args.profile.breakdown(
+                    data, {key: svc.proc.pid, "client": os.getpid()}, rate * args.seconds)
+            else:
+                rate, cpu_ms, errors = cell()
             r[key][f"rps{n}"] = rate
             r[key][f"cpu_ms{n}"] = cpu_ms
             if errors:
@@ -561,6 +630,32 @@ def markdown(rows, header, command, callers):
     load = (f"Load average (1 min) of the machine as each row started: {min(loads):.1f} to "
             f"{max(loads):.1f} on {os.cpu_count()} CPUs (this run's processes included).")
     return "\n".join([*header, load, "", f"`{command}`", "", *out, "", *NOTES, ""])
+
+
+def profile_markdown(rows, callers):
+    """Per profiled row and service: CPU ms per call of the service, the client and the rest of
+    the machine, then the service's and the client's largest (thread, shared object) shares."""
+    out = [f"CPU ms per call over the throughput cell with {callers} callers (perf record -a: "
+           "every CPU, idle left out). Thread names as the kernel reports them: gl-driver, "
+           "llvmpipe's threads, running [JIT] (the shaders it compiled); glimpse-gpu, the thread "
+           "that owns the GL context; glimpse-host, the decoders; nexting_thread and "
+           "default-executo, gRPC's threads (reading requests, writing answers); python, the "
+           "client's and the peer's threads.", "",
+           "| row | service | service ms | client ms | other ms | the service's largest "
+           "shares: thread / object ms | the client's largest shares |",
+           "|---|---|---:|---:|---:|---|---|"]
+
+    def top(entries, n):
+        return "; ".join(f"{c} / {d} {ms:.2f}" for c, d, ms in entries[:n])
+    for r in rows:
+        for key in ("glimpse", "peer"):
+            prof = r[key].get("profile")
+            if not prof:
+                continue
+            out.append(f"| {r['row']} | {key} | {prof[key]['ms']:.2f} | "
+                       f"{prof['client']['ms']:.2f} | {prof['other']['ms']:.2f} | "
+                       f"{top(prof[key]['top'], 8)} | {top(prof['client']['top'], 4)} |")
+    return "\n".join(out) + "\n"
 
 
 NOTES = [
@@ -634,6 +729,13 @@ def main():
     ap.add_argument("--server-arg", action="append", default=[],
                     help="a flag passed on to glimpse-server, e.g. --server-arg=--staging-bytes=0 "
                          "(repeatable)")
+    ap.add_argument("--profile", metavar="DIR",
+                    help="profile the machine (perf record -a -g) over the throughput cells of "
+                         "--profile-callers callers; perf data and a table per row go to DIR")
+    ap.add_argument("--profile-callers", type=int, default=4,
+                    help="the throughput column to profile (default %(default)s)")
+    ap.add_argument("--profile-frequency", type=int, default=997,
+                    help="perf samples per second per CPU (default %(default)s)")
     ap.add_argument("--markdown", help="also write the table as markdown to this file")
     ap.add_argument("--json", help="also write the results as JSON to this file")
     args = ap.parse_args()
@@ -649,6 +751,11 @@ def main():
         ap.error(f"--callers takes positive integers N,M,..., got {args.callers!r}")
     if not 1 <= args.peer_workers <= 256:
         ap.error(f"--peer-workers must be in [1, 256], got {args.peer_workers}")
+    if args.profile:
+        if args.profile_callers not in args.callers:
+            ap.error(f"--profile-callers {args.profile_callers} is not one of --callers "
+                     f"{args.callers}")
+        args.profile = Profile(args.profile, args.profile_callers, args.profile_frequency)
     rows = [r for r in ROWS if re.search(args.rows, r.name)]
     if not rows:
         ap.error(f"--rows {args.rows!r} matches none of: {', '.join(r.name for r in ROWS)}")
@@ -701,6 +808,10 @@ def main():
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(markdown(results, header, command, args.callers))
+    if args.profile:
+        table = profile_markdown(results, args.profile.callers)
+        (args.profile.dir / "profile.md").write_text(table)
+        print(table, flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(header=header, command=command, rows=results), f, indent=1)
