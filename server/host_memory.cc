@@ -4,9 +4,11 @@
 
 namespace glimpse::server {
 
-bool KeepLargeBlocksOutOfArenas() {
+bool KeepLargeBlocksOutOfArenas(size_t arena_keep_bytes) {
 #if defined(__GLIBC__)
-  return mallopt(M_MMAP_THRESHOLD, int(kOwnMappingBytes)) == 1;
+  return mallopt(M_MMAP_THRESHOLD, int(kOwnMappingBytes)) == 1 &&
+         arena_keep_bytes <= size_t{1} << 30 &&
+         mallopt(M_TRIM_THRESHOLD, int(arena_keep_bytes)) == 1;
 #else
   return false;
 #endif

@@ -7,7 +7,7 @@
 //
 //   int main(int argc, char** argv) {
 //     // First, before any other thread starts:
-//     if (!glimpse::server::KeepLargeBlocksOutOfArenas()) {
+//     if (!glimpse::server::KeepLargeBlocksOutOfArenas(flags.arena_keep_bytes)) {
 //       spdlog::warn("the allocator refused a fixed mmap threshold");
 //     }
 //     // ... then the server's threads.
@@ -24,9 +24,20 @@ namespace glimpse::server {
 // Blocks of at least this many bytes are mapped on their own and unmapped when freed.
 inline constexpr size_t kOwnMappingBytes = size_t{1} << 20;
 
-// Fixes glibc's mmap threshold at kOwnMappingBytes (turning off its dynamic rise). Call once at
-// start-up, before other threads start. False if the allocator refused (not glibc).
-bool KeepLargeBlocksOutOfArenas();
+// The free memory each allocator arena keeps at its top instead of handing it back at once
+// (glibc's trim threshold; --arena-keep-bytes). Blocks under kOwnMappingBytes that come and go
+// with every call (streamed result messages and the serialized copies gRPC makes of them) then
+// reuse pages already faulted in: handed back, they cost a page fault per 4 KiB afresh on
+// every call, on the GL thread among others (bench/results/e2e_llvmpipe.md). glibc keeps it
+// while the process lives: malloc_trim does not shrink the top of a thread's arena, so a server
+// holds up to this much more per arena its large results have passed through (about 100 MB
+// over 8 soak clients, bench/results/soak_llvmpipe.md). 0 hands freed memory back at once.
+inline constexpr size_t kArenaKeepBytes = size_t{32} << 20;
+
+// Fixes glibc's mmap threshold at kOwnMappingBytes (turning off its dynamic rise) and its trim
+// threshold at `arena_keep_bytes` (at most 1 GiB). Call once at start-up, before other threads
+// start. False if the allocator refused (not glibc).
+bool KeepLargeBlocksOutOfArenas(size_t arena_keep_bytes = kArenaKeepBytes);
 
 // Hands the free pages inside the allocator's arenas back to the system (glibc malloc_trim).
 // Costs a walk over the free lists: call when idle, not per call.

@@ -48,6 +48,7 @@ struct FlagValues {
   int64_t shutdown_grace_s = 20;
   int64_t result_buffer_bytes = int64_t(defaults.worker.result_buffer_bytes);
   int64_t staging_bytes = int64_t(defaults.worker.staging_bytes);
+  int64_t arena_keep_bytes = int64_t(glimpse::server::kArenaKeepBytes);
   std::string tls_cert, tls_key, tls_client_ca, tokens;
   int64_t tenant_store_bytes = int64_t(defaults.worker.tenant_store_bytes);
   std::string redis, redis_user = EnvOr("GLIMPSE_REDIS_USER", "");
@@ -107,6 +108,10 @@ void DefineFlags(glimpse::server::FlagSet& flags, FlagValues& v) {
                "uploads from as it is (persistently mapped buffers, mapped 32 MiB at a time as "
                "large images arrive); an image that finds no room uses ordinary memory (0 = "
                "none)");
+  flags.AddInt("arena-keep-bytes", &v.arena_keep_bytes, 0, int64_t{1} << 30,
+               "free memory each of the allocator's thread arenas keeps for the next call's "
+               "result messages instead of handing it back (glibc's trim threshold): kept, it "
+               "spares every large result a page fault per 4 KiB; 0 hands it back at once");
   flags.AddInt("max-message-bytes", &v.max_message_bytes, 1024, INT32_MAX,
                "largest single gRPC message accepted (inline images must fit)");
   flags.AddInt("batch-in-flight", &v.batch_in_flight, 1, 4096,
@@ -252,8 +257,10 @@ int main(int argc, char** argv) {
   const std::string& tokens = v.tokens;
   const int64_t shutdown_grace_s = v.shutdown_grace_s;
   // Before any other thread: see server/host_memory.h.
-  if (!glimpse::server::KeepLargeBlocksOutOfArenas()) {
-    spdlog::warn("the allocator refused a fixed mmap threshold: freed buffers may stay resident");
+  if (!glimpse::server::KeepLargeBlocksOutOfArenas(size_t(v.arena_keep_bytes))) {
+    spdlog::warn(
+        "the allocator refused a fixed mmap or trim threshold: freed buffers may stay "
+        "resident, or be faulted in afresh");
   }
 
   // Threads started from here on inherit the blocked signals; this thread waits for them, so a

@@ -9,14 +9,17 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "server/host_memory.h"
+
 namespace glimpse::server {
 
 struct ServiceLimits {
   uint64_t max_image_pixels = uint64_t{1} << 28;
   uint64_t max_upload_bytes = uint64_t{1} << 30;
   uint64_t max_message_bytes = uint64_t{4} << 20;
-  // Size of the data in one streamed result message.
-  size_t chunk_bytes = size_t{1} << 20;
+  // Size of the data in one streamed result message: under the size the allocator maps on its
+  // own, so that each chunk and gRPC's serialized copy of it come from memory already in use.
+  size_t chunk_bytes = kOwnMappingBytes / 2;
   // AnalyzeBatch: images one call may have in flight (read, decoding, queued, running, or answered
   // and not yet sent). Twice the host threads of a 8-CPU machine: decoding keeps every thread busy
   // while the GPU works, and one call's unsent answers stay a few images' worth.

@@ -16,6 +16,7 @@
 #include "gpu/reference/histogram.h"
 #include "gpu/reference/integral_image.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "server/rpc/limits.h"
 #include "tests/service/service_test_util.h"
 
 #define STB_IMAGE_WRITE_STATIC
@@ -658,9 +659,9 @@ TEST_F(ServiceTest, CompactMatchesReference) {
     EXPECT_EQ(got.header.value_channels(), uint32_t(c.desc.channels));
     EXPECT_TRUE(got.xy == AsBytes(ref->xy));
     EXPECT_TRUE(got.values == AsBytes(ref->values));
-    // Messages of as many entries as fit the service's 1 MiB chunk, the last one the rest.
+    // Messages of as many entries as fit the service's chunk, the last one the rest.
     const size_t per_chunk =
-        (size_t{1} << 20) / (8 + c.desc.channels * BytesPerSample(c.desc.type));
+        server::ServiceLimits{}.chunk_bytes / (8 + c.desc.channels * BytesPerSample(c.desc.type));
     for (size_t i = 0; i + 1 < got.chunks.size(); ++i) EXPECT_EQ(got.chunks[i], per_chunk);
     EXPECT_EQ(got.chunks.size(), (ref->xy.size() / 2 + per_chunk - 1) / per_chunk);
   }
@@ -757,8 +758,9 @@ TEST_F(ServiceTest, BoxFilterMatchesReference) {
     EXPECT_EQ(got.header.data_bytes(), got.data.size());
     EXPECT_TRUE(got.header.result().image_id().empty());
     // Chunks of the service's chunk size, the last one the rest.
-    for (size_t i = 0; i + 1 < got.chunks.size(); ++i) EXPECT_EQ(got.chunks[i], size_t{1} << 20);
-    EXPECT_EQ(got.chunks.size(), (got.data.size() + (size_t{1} << 20) - 1) >> 20);
+    const size_t chunk = server::ServiceLimits{}.chunk_bytes;
+    for (size_t i = 0; i + 1 < got.chunks.size(); ++i) EXPECT_EQ(got.chunks[i], chunk);
+    EXPECT_EQ(got.chunks.size(), (got.data.size() + chunk - 1) / chunk);
     if (c.desc.type != SampleType::kFloat32) {
       EXPECT_TRUE(got.data == Bytes(*ref));
       continue;

@@ -1,0 +1,102 @@
+// The allocator's settings (server/host_memory.h), checked by the page faults a thread takes
+// when it allocates, fills and frees the same blocks twice: blocks under kOwnMappingBytes reuse
+// pages already faulted in while the arenas keep freed memory, and are faulted in afresh when
+// they hand it back at once; blocks of kOwnMappingBytes and more are always mapped afresh.
+#include "server/host_memory.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace glimpse::testing {
+namespace {
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define GLIMPSE_SANITIZER_ALLOCATOR 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GLIMPSE_SANITIZER_ALLOCATOR 1
+#endif
+
+// The minor page faults of the second of two rounds, on a new thread, each round allocating
+// `blocks` blocks of `bytes`, writing every byte, then freeing them all.
+long SecondRoundFaults(size_t bytes, int blocks) {
+  long faults = -1;
+  std::thread t([&] {
+    auto round = [&] {
+      std::vector<char*> held;
+      for (int i = 0; i < blocks; ++i) {
+        char* p = static_cast<char*>(std::malloc(bytes));
+        if (p == nullptr) std::abort();
+        std::memset(p, i + 1, bytes);
+        asm volatile("" : : "r"(p) : "memory");  // the writes happen
+        held.push_back(p);
+      }
+      for (char* p : held) std::free(p);
+    };
+    round();
+    rusage before{}, after{};
+    getrusage(RUSAGE_THREAD, &before);
+    round();
+    getrusage(RUSAGE_THREAD, &after);
+    faults = after.ru_minflt - before.ru_minflt;
+  });
+  t.join();
+  return faults;
+}
+
+class HostMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifdef GLIMPSE_SANITIZER_ALLOCATOR
+    GTEST_SKIP() << "a sanitizer's allocator replaces glibc's, whose settings this checks";
+#endif
+  }
+  // Pages in `blocks` blocks of `bytes`.
+  static long Pages(size_t bytes, int blocks) {
+    return long(bytes / size_t(sysconf(_SC_PAGESIZE))) * blocks;
+  }
+};
+
+TEST_F(HostMemoryTest, KeptArenaMemoryIsReusedWithoutFaults) {
+  ASSERT_TRUE(server::KeepLargeBlocksOutOfArenas());
+  // A 1080p RGB image's worth of result messages (server/rpc/limits.h).
+  const size_t bytes = server::kOwnMappingBytes / 2;
+  const int blocks = 12;
+  const long faults = SecondRoundFaults(bytes, blocks);
+  EXPECT_LT(faults, Pages(bytes, blocks) / 50) << "of " << Pages(bytes, blocks) << " pages";
+}
+
+TEST_F(HostMemoryTest, NothingKeptFaultsEveryRoundAfresh) {
+  ASSERT_TRUE(server::KeepLargeBlocksOutOfArenas(0));
+  const size_t bytes = server::kOwnMappingBytes / 2;
+  const int blocks = 12;
+  const long faults = SecondRoundFaults(bytes, blocks);
+  // glibc hands back what coalesces into the top of the arena (here 352 of the 1536 pages).
+  EXPECT_GT(faults, Pages(bytes, blocks) / 8) << "of " << Pages(bytes, blocks) << " pages";
+  ASSERT_TRUE(server::KeepLargeBlocksOutOfArenas());
+}
+
+TEST_F(HostMemoryTest, LargeBlocksAreMappedAfreshEveryTime) {
+  ASSERT_TRUE(server::KeepLargeBlocksOutOfArenas());
+  const size_t bytes = server::kOwnMappingBytes;
+  const int blocks = 4;
+  const long faults = SecondRoundFaults(bytes, blocks);
+  EXPECT_GT(faults, Pages(bytes, blocks) * 9 / 10) << "of " << Pages(bytes, blocks) << " pages";
+}
+
+TEST_F(HostMemoryTest, RefusesToKeepMoreThanAGibibyte) {
+  EXPECT_FALSE(server::KeepLargeBlocksOutOfArenas((size_t{1} << 30) + 1));
+  ASSERT_TRUE(server::KeepLargeBlocksOutOfArenas());
+}
+
+}  // namespace
+}  // namespace glimpse::testing
