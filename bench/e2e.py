@@ -29,7 +29,10 @@ Usually run through bench/e2e.sh (installs, builds the Release server, sets up t
 LP_NUM_THREADS=2); by hand, from the repository root, with the client package importable:
   LP_NUM_THREADS=2 e2e.py --server-binary build/server/glimpse-server [--seconds 3] [--runs 5]
       [--rows REGEX] [--peer-workers 8] [--markdown FILE] [--json FILE] [--seed 1]
-      [--server-arg=--staging-bytes=0 ...]
+      [--server-arg=--staging-bytes=0 ...] [--profile DIR [--profile-callers 4]]
+--profile (needs perf, as root) also records every CPU over each service's throughput cell and
+writes where the CPU time went: per process, per thread and shared object, and per purpose
+(llvmpipe's kernels, decode, the GL thread, gRPC; the peer's OpenCV, decoders, numpy, Python).
 """
 import argparse
 import dataclasses
@@ -465,8 +468,9 @@ class Profile:
         return result, data
 
     def breakdown(self, data, pids, calls):
-        """{process: {"ms": CPU ms per call, "top": [(thread, object, ms per call), ...]}} for
-        each of `pids` (name -> pid) and "other" (every other process, idle excluded)."""
+        """{process: {"ms": CPU ms per call, "split": {what for: ms per call}, "top": [(thread,
+        object, ms per call), ...12 largest]}} for each of `pids` (name -> pid: "glimpse",
+        "peer", "client") and "other" (every other process, idle excluded)."""
         # perf report's --pid filter misattributes threads that started before the recording;
         # each sample's own pid is exact.
         out = subprocess.run(["perf", "script", "-i", str(data), "-F", "pid,comm,ip,dso", "-G"],
@@ -491,7 +495,11 @@ class Profile:
         for name, pid in pids.items():
             rows = samples(pid)
             accounted.add(pid)
-            result[name] = dict(ms=sum(n for n, _, _ in rows) * per_call,
+            split = {}
+            for n, c, d in rows:
+                what = category(name, c, d)
+                split[what] = split.get(what, 0) + n * per_call
+            result[name] = dict(ms=sum(n for n, _, _ in rows) * per_call, split=split,
                                 top=[(c, d, n * per_call) for n, c, d in rows[:12]])
         other = sum(n for (p, _, _), n in counts.items() if p not in accounted and p != 0)
         result["other"] = dict(ms=other * per_call, top=[])
@@ -632,6 +640,27 @@ def markdown(rows, header, command, callers):
     return "\n".join([*header, load, "", f"`{command}`", "", *out, "", *NOTES, ""])
 
 
+GRPC_THREADS = ("nexting_thread", "default-executo", "grpc_global_tim", "grpcpp_sync_ser",
+                "resolver-execu", "event_engine")
+
+
+def category(service, thread, obj):
+    """What a (thread, shared object) share of a service's CPU time was for."""
+    if service == "glimpse":
+        return {"gl-driver": "kernels (llvmpipe)", "glimpse-host": "decode",
+                "glimpse-gpu": "GL thread (upload, read-back, dispatch)"}.get(
+            thread, "gRPC" if thread.startswith(GRPC_THREADS) else "other")
+    if re.match(r"libopencv_(imgproc|core)", obj):
+        return "analysis (OpenCV)"
+    if re.match(r"lib(jpeg|png|z|webp|opencv_imgcodecs)", obj):
+        return "decode"
+    if obj.startswith("_multiarray_umath"):
+        return "numpy"
+    if obj == "[kernel.kallsyms]":
+        return "kernel (page faults, sockets)"
+    return "Python, gRPC, other"
+
+
 def profile_markdown(rows, callers):
     """Per profiled row and service: CPU ms per call of the service, the client and the rest of
     the machine, then the service's and the client's largest (thread, shared object) shares."""
@@ -641,9 +670,9 @@ def profile_markdown(rows, callers):
            "that owns the GL context; glimpse-host, the decoders; nexting_thread and "
            "default-executo, gRPC's threads (reading requests, writing answers); python, the "
            "client's and the peer's threads.", "",
-           "| row | service | service ms | client ms | other ms | the service's largest "
-           "shares: thread / object ms | the client's largest shares |",
-           "|---|---|---:|---:|---:|---|---|"]
+           "| row | service | service ms | what for, ms | client ms | other ms | the service's "
+           "largest shares: thread / object ms | the client's largest shares |",
+           "|---|---|---:|---|---:|---:|---|---|"]
 
     def top(entries, n):
         return "; ".join(f"{c} / {d} {ms:.2f}" for c, d, ms in entries[:n])
@@ -652,9 +681,11 @@ def profile_markdown(rows, callers):
             prof = r[key].get("profile")
             if not prof:
                 continue
-            out.append(f"| {r['row']} | {key} | {prof[key]['ms']:.2f} | "
+            split = "; ".join(f"{k} {v:.2f}" for k, v in
+                              sorted(prof[key]["split"].items(), key=lambda kv: -kv[1]))
+            out.append(f"| {r['row']} | {key} | {prof[key]['ms']:.2f} | {split} | "
                        f"{prof['client']['ms']:.2f} | {prof['other']['ms']:.2f} | "
-                       f"{top(prof[key]['top'], 8)} | {top(prof['client']['top'], 4)} |")
+                       f"{top(prof[key]['top'], 6)} | {top(prof['client']['top'], 3)} |")
     return "\n".join(out) + "\n"
 
 
