@@ -148,6 +148,7 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
     return absl::UnavailableError(
         StrCat("cannot listen on ", options.listen, " (--listen): address in use or invalid?"));
   }
+  s->waker_ = std::make_unique<CallbackWaker>();
   grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus(kServiceName, true);
@@ -186,6 +187,7 @@ void GlimpseServer::Shutdown(std::chrono::seconds grace) {
     server_->Shutdown(deadline);
     server_->Wait();
   }
+  waker_.reset();
   if (worker_ != nullptr) worker_->Stop(std::chrono::steady_clock::now());
   // The store's health thread calls into the health service: it stops before the server goes.
   if (redis_ != nullptr) redis_->SetOnHealth([](bool) {});

@@ -22,6 +22,7 @@
 #include "server/access/access.h"
 #include "server/access/rate_limit.h"
 #include "server/observability/metrics.h"
+#include "server/rpc/callback_waker.h"
 #include "server/service.h"
 #include "server/store/redis_store.h"
 #include "server/worker/gpu_worker.h"
@@ -78,6 +79,7 @@ class GlimpseServer {
   std::unique_ptr<ImageAnalyticsService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsEndpoint> metrics_;  // reads worker_: stopped before it goes
+  std::unique_ptr<CallbackWaker> waker_;      // while the server takes calls
   int port_ = 0;
   bool shut_down_ = false;
 };
