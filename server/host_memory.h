@@ -30,8 +30,8 @@ inline constexpr size_t kOwnMappingBytes = size_t{1} << 20;
 // reuse pages already faulted in: handed back, they cost a page fault per 4 KiB afresh on
 // every call, on the GL thread among others (bench/results/e2e_llvmpipe.md). glibc keeps it
 // while the process lives: malloc_trim does not shrink the top of a thread's arena, so a server
-// holds up to this much more per arena its large results have passed through (about 100 MB
-// over 8 soak clients, bench/results/soak_llvmpipe.md). 0 hands freed memory back at once.
+// holds up to this much more per arena its large results have passed through (about 90 MB over
+// 8 soak clients, bench/results/soak_llvmpipe.md). 0 hands freed memory back at once.
 inline constexpr size_t kArenaKeepBytes = size_t{32} << 20;
 
 // Fixes glibc's mmap threshold at kOwnMappingBytes (turning off its dynamic rise) and its trim

@@ -3,7 +3,6 @@
 #include <pthread.h>
 
 #include <string>
-#include <utility>
 
 namespace glimpse::server {
 namespace {

@@ -5,9 +5,9 @@
 // wait for the next event for at most a second and, when none came, sleep 100 ms before waiting
 // again (src/cpp/common/completion_queue_cc.cc). A call that arrives while all of them sleep waits
 // for the sleep to end before the server sees it: calls sent 1.0 s after the previous answer took
-// 104 ms instead of 6 (bench/results/idle_gaps_llvmpipe.md). A CallbackWaker puts an event on that
-// queue every `period`: a call on a channel with no address, failed at once by gRPC, whose
-// callback runs on one of those threads, so the thread that ran the latest one is always
+// about 100 ms more than others (bench/results/idle_gaps_llvmpipe.md). A CallbackWaker puts an
+// event on that queue every `period`: a call on a channel with no address, failed at once by gRPC,
+// whose callback runs on one of those threads, so the thread that ran the latest one is always
 // waiting.
 //
 //   CallbackWaker waker;  // from start-up to shutdown
