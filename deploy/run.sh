@@ -30,7 +30,7 @@ trap stop_server EXIT
 echo "== starting glimpse-server on 127.0.0.1:$port (log: $out/server.log)"
 # With the start-up warm-up, as deployed: the GPU times the calls below report are the kernels'
 # own, with no shader compile in them. On llvmpipe with an empty shader cache (a fresh machine)
-# the warm-up takes about 40 s on 2 CPUs; the next runs find the programs in the cache.
+# the warm-up takes about 50 s on 2 CPUs; the next runs find the programs in the cache.
 "$build/server/glimpse-server" --listen="127.0.0.1:$port" --device="${GLIMPSE_DEVICE:-auto}" \
   >"$out/server.log" 2>&1 &
 server_pid=$!
