@@ -44,7 +44,7 @@ if [ -z "$engine" ]; then
   elif command -v podman >/dev/null; then
     engine=podman
   else
-    fail "no container engine: install podman (apt-get install podman runc podman-compose" \
+    fail "no container engine: install podman (apt-get install podman runc netavark aardvark-dns podman-compose" \
       "debootstrap) or docker"
   fi
 fi
@@ -55,6 +55,13 @@ if [ "$engine" = podman ] && [ -z "${CONTAINERS_CONF:-}" ]; then
   {
     echo "[containers]"
     echo "default_ulimits = []"
+    # Compose's services find each other by name: netavark's aardvark-dns answers for them, the
+    # CNI backend only with a dnsname plugin that Debian 12 does not ship. Podman keeps the
+    # backend it first used on a host (CNI, if netavark came later), so it is named here.
+    if [ -x /usr/lib/podman/netavark ]; then
+      echo "[network]"
+      echo 'network_backend = "netavark"'
+    fi
     if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
       echo "[engine]"
       echo 'cgroup_manager = "cgroupfs"'
