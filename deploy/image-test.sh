@@ -44,8 +44,8 @@ if [ -z "$engine" ]; then
   elif command -v podman >/dev/null; then
     engine=podman
   else
-    fail "no container engine: install podman (apt-get install podman runc netavark aardvark-dns podman-compose" \
-      "debootstrap) or docker"
+    fail "no container engine: install podman (apt-get install podman runc netavark" \
+      "aardvark-dns podman-compose debootstrap) or docker"
   fi
 fi
 if [ "$engine" = podman ] && [ -z "${CONTAINERS_CONF:-}" ]; then
