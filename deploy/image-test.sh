@@ -55,13 +55,6 @@ if [ "$engine" = podman ] && [ -z "${CONTAINERS_CONF:-}" ]; then
   {
     echo "[containers]"
     echo "default_ulimits = []"
-    # Compose's services find each other by name: netavark's aardvark-dns answers for them, the
-    # CNI backend only with a dnsname plugin that Debian 12 does not ship. Podman keeps the
-    # backend it first used on a host (CNI, if netavark came later), so it is named here.
-    if [ -x /usr/lib/podman/netavark ]; then
-      echo "[network]"
-      echo 'network_backend = "netavark"'
-    fi
     if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
       echo "[engine]"
       echo 'cgroup_manager = "cgroupfs"'
@@ -69,6 +62,16 @@ if [ "$engine" = podman ] && [ -z "${CONTAINERS_CONF:-}" ]; then
     fi
   } >"$work/containers.conf"
   export CONTAINERS_CONF="$work/containers.conf"
+  # Compose's services find each other by name: netavark's aardvark-dns answers for them, the
+  # CNI backend only with a dnsname plugin that Debian 12 does not ship, and podman keeps the
+  # backend it first used on a host (CNI, if netavark came later). The compose step names
+  # netavark; the builds and the single container keep the host's backend, through which
+  # their RUN steps reach the package mirror (netavark's bridge did not, on a host that chose
+  # CNI first).
+  if [ -x /usr/lib/podman/netavark ]; then
+    { cat "$work/containers.conf"; echo "[network]"; echo 'network_backend = "netavark"'; } \
+      >"$work/containers-compose.conf"
+  fi
 fi
 e() { "$engine" "$@"; }
 
@@ -265,6 +268,7 @@ else
   command -v podman-compose >/dev/null || fail "podman-compose is not installed"
   compose_up="podman-compose -p $tag -f $work/compose.yaml"
 fi
+[ -f "$work/containers-compose.conf" ] && export CONTAINERS_CONF="$work/containers-compose.conf"
 say "compose up: redis, server, server2"
 t0=$SECONDS
 (cd "$work" && $compose_up up -d >"$work/compose.log" 2>&1) ||
