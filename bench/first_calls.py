@@ -90,7 +90,7 @@ def one_start(args, shapes, rng, cache_dir):
                         first = (time.perf_counter() - t) * 1e3
                         rows.append(dict(shape=f"{w}x{h}x{c}, new connection {k + 1}",
                                          analysis=name, first=first, median=medians[name],
-                                         slowest=float("nan")))
+                                         slowest=None))
     finally:
         server.stop()
     return started, rows
@@ -140,7 +140,7 @@ def main():
         cells = []
         for rows in starts:
             r = rows[k]
-            slowest = "-" if r["slowest"] != r["slowest"] else f"{r['slowest']:.2f}"
+            slowest = "-" if r["slowest"] is None else f"{r['slowest']:.2f}"
             cells.append(f"{r['first']:.2f} / {r['median']:.2f} / {slowest}, "
                          f"**{r['first'] / r['median']:.2f}x**")
         print(f"| {r0['shape']} | {r0['analysis']} | " + " | ".join(cells) + " |")
