@@ -1,6 +1,5 @@
 #include "server/ingest/upload.h"
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <span>
@@ -43,7 +42,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
 
   // For the runner.
   CallRecord record;
-  bool cancelled() const { return cancelled_.load(); }
+  bool cancelled() const { return cancelled_.get(); }
   void Answer(const absl::Status& status) {
     *response_->mutable_timing() = record.Timing();
     const grpc::Status g = ToGrpcStatus(status);
@@ -106,7 +105,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
            });
   }
 
-  void OnCancel() override { cancelled_ = true; }
+  void OnCancel() override { cancelled_.Set(); }
   void OnDone() override { delete this; }
 
   ServiceEnv& service_;
@@ -115,7 +114,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
   v1::UploadImageRequest request_;
   UploadBuffer buffer_;
   int64_t messages_ = 0;
-  std::atomic<bool> cancelled_{false};
+  CancelFlag cancelled_;
 };
 
 }  // namespace
