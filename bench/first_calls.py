@@ -6,17 +6,26 @@ Per start: a fresh glimpse-server (its start-up warm-up included, as deployed) w
 Mesa shader cache directory (a new pod, a fresh CI job) or the cache disabled (--cache disabled);
 then, for each shape and analysis in turn, one first call and --runs warm calls with the same
 request, timed in this process with glimpse.Client (raw arrays inline, answers read into numpy).
-Prints a Markdown table: first call ms, the warm calls' median and slowest, first / median.
+Prints a Markdown table: first call ms, the warm calls' median and slowest, first / median, and
+in brackets the server's own time (Timing.server_ns) of the first call and the warm calls' median.
 
 Run from the repository root with the client importable (bench/e2e.sh sets that up):
   LP_NUM_THREADS=2 bench/first_calls.py --server-binary build/server/glimpse-server \\
       [--starts 3] [--runs 20] [--shapes 640x480x1,640x480x3] [--cache empty|disabled] [--seed N]
-      [--new-connections N]
+      [--new-connections N] [--client-processes N]
+
+--client-processes N: then, per start, N fresh client processes (Python started anew, each its
+own connection) against the warm server, each timing its first call of every analysis on the
+last shape and the server's own time of it (Timing.server_ns), against ten warm calls after it:
+what a new client pays, apart from what a new server does. Each is followed by a fresh process
+that makes the histogram call through grpcio's generated stub alone (no glimpse.Client).
 """
 import argparse
+import json
 import os
 import pathlib
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,6 +57,51 @@ def parse_shapes(text):
     return shapes
 
 
+def client_process(address, shape, seed):
+    """One fresh client's first and warm calls of every analysis (run in a child process)."""
+    w, h, c = shape
+    image = np.random.default_rng(seed).integers(0, 256, size=(h, w, c), dtype=np.uint8)
+    out = []
+    with glimpse.Client(address, timeout=600) as client:
+        client.health()
+        for name, call in ANALYSES:
+            walls, servers = [], []
+            for _ in range(11):
+                t = time.perf_counter()
+                result = call(client, image)
+                walls.append((time.perf_counter() - t) * 1e3)
+                servers.append(result.timing.server_ms)
+            out.append(dict(analysis=name, first=walls[0], median=statistics.median(walls[1:]),
+                            server_first=servers[0],
+                            server_median=statistics.median(servers[1:])))
+    return out
+
+
+def raw_client_process(address, shape, seed):
+    """The same for the histogram alone through grpcio's generated stub, no glimpse.Client: what
+    grpcio itself pays on a new process's first call (run in a child process)."""
+    import grpc
+    from glimpse.v1 import image_analytics_pb2 as pb
+    from glimpse.v1 import image_analytics_pb2_grpc as pb_grpc
+    w, h, c = shape
+    image = np.random.default_rng(seed).integers(0, 256, size=(h, w, c), dtype=np.uint8)
+    request = pb.HistogramRequest(image=pb.ImageRef(raw=pb.RawImage(
+        layout=pb.ImageLayout(width=w, height=h, channels=c, format=pb.SAMPLE_FORMAT_UINT8),
+        data=image.tobytes())))
+    with grpc.insecure_channel(address) as channel:
+        stub = pb_grpc.ImageAnalyticsStub(channel)
+        stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=600)
+        walls, servers = [], []
+        for _ in range(11):
+            t = time.perf_counter()
+            response = stub.Histogram(request, timeout=600)
+            walls.append((time.perf_counter() - t) * 1e3)
+            servers.append(response.timing.server_ns * 1e-6)
+    return [dict(analysis="histogram (grpcio stub alone)", first=walls[0],
+                 median=statistics.median(walls[1:]), server_first=servers[0],
+                 server_median=statistics.median(servers[1:]))]
+
+
 def one_start(args, shapes, rng, cache_dir):
     env = dict(os.environ)
     if args.cache == "disabled":
@@ -66,15 +120,16 @@ def one_start(args, shapes, rng, cache_dir):
                 image = rng.integers(0, 256, size=(h, w, c), dtype=np.uint8)
                 for name, call in ANALYSES:
                     t = time.perf_counter()
-                    call(client, image)
+                    server_first = call(client, image).timing.server_ms
                     first = (time.perf_counter() - t) * 1e3
-                    warm = []
+                    warm, server_warm = [], []
                     for _ in range(args.runs):
                         t = time.perf_counter()
-                        call(client, image)
+                        server_warm.append(call(client, image).timing.server_ms)
                         warm.append((time.perf_counter() - t) * 1e3)
                     rows.append(dict(shape=f"{w}x{h}x{c}", analysis=name, first=first,
-                                     median=statistics.median(warm), slowest=max(warm)))
+                                     median=statistics.median(warm), slowest=max(warm),
+                                     server=(server_first, statistics.median(server_warm))))
             # The same server, now warm, through new connections: each client's own (a local
             # subchannel pool; channels with equal arguments otherwise share one connection).
             # Each analysis's first call on the connection, on the last shape, against that
@@ -91,12 +146,28 @@ def one_start(args, shapes, rng, cache_dir):
                         rows.append(dict(shape=f"{w}x{h}x{c}, new connection {k + 1}",
                                          analysis=name, first=first, median=medians[name],
                                          slowest=None))
+            w, h, c = shapes[-1]
+            for k in range(args.client_processes):
+                child = [
+                    subprocess.run([sys.executable, __file__, mode, server.address,
+                                    f"{w}x{h}x{c}", str(int(rng.integers(1 << 31)))],
+                                   check=True, capture_output=True, text=True)
+                    for mode in ("--client-process", "--raw-client-process")]
+                for r in json.loads(child[0].stdout) + json.loads(child[1].stdout):
+                    rows.append(dict(shape=f"{w}x{h}x{c}, client process {k + 1}",
+                                     analysis=r["analysis"], first=r["first"],
+                                     median=r["median"], slowest=None,
+                                     server=(r["server_first"], r["server_median"])))
     finally:
         server.stop()
     return started, rows
 
 
 def main():
+    if len(sys.argv) == 5 and sys.argv[1] in ("--client-process", "--raw-client-process"):
+        child = client_process if sys.argv[1] == "--client-process" else raw_client_process
+        print(json.dumps(child(sys.argv[2], parse_shapes(sys.argv[3])[0], int(sys.argv[4]))))
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--server-binary", required=True)
     ap.add_argument("--starts", type=int, default=3, help="fresh servers (default %(default)s)")
@@ -112,10 +183,15 @@ def main():
                     help="then, per start, this many new connections to the warm server, each "
                          "one's first call of every analysis on the last shape (default "
                          "%(default)s)")
+    ap.add_argument("--client-processes", type=int, default=0,
+                    help="then, per start, this many fresh client processes, each one's first "
+                         "call of every analysis on the last shape against its ten warm calls "
+                         "(default %(default)s)")
     args = ap.parse_args()
-    if args.starts < 1 or args.runs < 1 or args.new_connections < 0:
-        ap.error(f"--starts and --runs must be at least 1 and --new-connections at least 0, got "
-                 f"{args.starts}, {args.runs}, {args.new_connections}")
+    if args.starts < 1 or args.runs < 1 or args.new_connections < 0 or args.client_processes < 0:
+        ap.error(f"--starts and --runs must be at least 1, --new-connections and "
+                 f"--client-processes at least 0, got {args.starts}, {args.runs}, "
+                 f"{args.new_connections}, {args.client_processes}")
     try:
         shapes = parse_shapes(args.shapes)
     except ValueError as e:
@@ -131,7 +207,8 @@ def main():
         print(f"start {i + 1}: serving after {started:.1f} s", flush=True)
         starts.append(rows)
     head = "| shape | analysis | " + " | ".join(
-        f"start {i + 1}: first / median / slowest warm ms, first / median"
+        f"start {i + 1}: first / median / slowest warm ms, first / median "
+        f"(server: first / median ms)"
         for i in range(len(starts))) + " |"
     print()
     print(head)
@@ -141,8 +218,10 @@ def main():
         for rows in starts:
             r = rows[k]
             slowest = "-" if r["slowest"] is None else f"{r['slowest']:.2f}"
+            server = ("" if "server" not in r else
+                      f" (server {r['server'][0]:.2f} / {r['server'][1]:.2f})")
             cells.append(f"{r['first']:.2f} / {r['median']:.2f} / {slowest}, "
-                         f"**{r['first'] / r['median']:.2f}x**")
+                         f"**{r['first'] / r['median']:.2f}x**{server}")
         print(f"| {r0['shape']} | {r0['analysis']} | " + " | ".join(cells) + " |")
 
 
