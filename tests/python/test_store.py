@@ -13,6 +13,33 @@ SAMPLE = REPO / "samples" / "glimpse-sample.png"
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("channels", [1, 2, 3, 4])
+def test_inline_image_bytes_parse_as_the_message_they_stand_for(rng, dtype, channels):
+    """The client writes an analysis request with its image inline itself, the pixels copied
+    once; protobuf must read it back as the message built field by field."""
+    from glimpse import _calls
+    from glimpse._types import raw_pixels
+    from glimpse.v1 import image_analytics_pb2 as pb
+    h, w = (int(v) for v in rng.integers(1, 300, 2))
+    a = random_image(rng, h, w, channels, dtype)
+    layout, pixels = raw_pixels(a)
+    encoded = rng.integers(0, 256, int(rng.integers(0, 40000)), dtype=np.uint8).tobytes()
+    requests = [pb.HistogramRequest(variant="private_array"),
+                pb.IntegralImageRequest(options=pb.IntegralImageOptions(squared=True)),
+                pb.CompactRequest(), pb.BoxFilterRequest(options=pb.BoxFilterOptions(rx=3))]
+    for request in requests:
+        for kind, head, data in (("raw", pb.RawImage(layout=layout), pixels),
+                                 ("encoded", pb.EncodedImage(), encoded)):
+            wire = _calls.with_image_data(request, kind, head, data)
+            expected = type(request)()
+            expected.CopyFrom(request)
+            getattr(expected.image, kind).CopyFrom(head)
+            getattr(expected.image, kind).data = bytes(memoryview(data).cast("B"))
+            assert type(request).FromString(wire) == expected, (type(request).__name__, kind)
+            assert len(wire) == len(expected.SerializeToString())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
 def test_upload_array_round_trip(client, rng, dtype, channels):
     h, w = rng.integers(1, 70, 2)
     a = random_image(rng, h, w, channels, dtype)

@@ -83,8 +83,8 @@ def _reader(body_function):
 @dataclasses.dataclass
 class Rpc:
     """One RPC for a client to run. `name`: an ImageAnalytics method, or HEALTH_CHECK (the keys
-    of stub_and_methods()); `request`: a message, or an iterator of messages when
-    request_stream. Every response message goes to `reader`, whose result is the RPC's; without
+    of stub_and_methods()); `request`: a message, the bytes of one (a name ending in
+    SERIALIZED), or an iterator of messages when request_stream. Every response message goes to `reader`, whose result is the RPC's; without
     one the (single) response message is. Errors name `method`, the client method calling."""
     method: str
     name: str
@@ -101,13 +101,56 @@ class Rpc:
         return self.reader.finish()
 
 
+# The Rpc.name suffix of an analysis whose request the client sends as bytes it serialized
+# itself (with_image_data): the same method, without the stub's serializer.
+SERIALIZED = ":serialized"
+
+
 def stub_and_methods(channel):
     """The channel's ImageAnalytics stub, and its multi-callables by Rpc.name (a grpc or a
-    grpc.aio channel)."""
+    grpc.aio channel): every method by its name, and each analysis taking one ImageRef also by
+    its name + SERIALIZED."""
     stub = pb_grpc.ImageAnalyticsStub(channel)
-    names = pb.DESCRIPTOR.services_by_name["ImageAnalytics"].methods_by_name
-    return stub, {**{name: getattr(stub, name) for name in names},
-                  HEALTH_CHECK: _health.check_method(channel)}
+    service = pb.DESCRIPTOR.services_by_name["ImageAnalytics"]
+    methods = {name: getattr(stub, name) for name in service.methods_by_name}
+    for m in service.methods:
+        if m.client_streaming or "image" not in m.input_type.fields_by_name:
+            continue
+        make = channel.unary_stream if m.server_streaming else channel.unary_unary
+        methods[m.name + SERIALIZED] = make(
+            f"/{service.full_name}/{m.name}", request_serializer=None,
+            response_deserializer=getattr(pb, m.output_type.name).FromString)
+    methods[HEALTH_CHECK] = _health.check_method(channel)
+    return stub, methods
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _length_delimited(number: int, length: int) -> bytes:
+    """The key and length of a length-delimited field (wire type 2)."""
+    return _varint(number << 3 | 2) + _varint(length)
+
+
+def with_image_data(request, kind: str, head, data) -> bytes:
+    """`request` (its `image` unset) serialized with image.<kind> = `head` (a RawImage or
+    EncodedImage, its `data` unset) holding `data` (any bytes-like object): the bytes protobuf
+    would write for the whole message, with `data` copied once, into them. Building the message
+    instead copies the pixels three times (to bytes, into the message, out of it)."""
+    data = memoryview(data).cast("B")
+    n = data.nbytes
+    inner = head.SerializeToString() + _length_delimited(
+        head.DESCRIPTOR.fields_by_name["data"].number, n)
+    ref = _length_delimited(pb.ImageRef.DESCRIPTOR.fields_by_name[kind].number, len(inner) + n)
+    image = _length_delimited(request.DESCRIPTOR.fields_by_name["image"].number,
+                              len(ref) + len(inner) + n)
+    return b"".join((request.SerializeToString(), image, ref, inner, data))
 
 
 def _pem(source) -> Optional[bytes]:
@@ -451,33 +494,30 @@ class Calls:
                       request_stream=True)
         return ImageHandle.from_proto(r.image)
 
-    def _image_ref(self, method: str, image: ImageLike):
-        """(ImageRef, the temporary image it names or None): a large array or file is stored
-        for the call; the caller deletes it."""
-        ref = pb.ImageRef()
-        temporary = None
+    def _image_ref(self, method: str, image: ImageLike, request):
+        """What `request` (an analysis request) sends for `image`: (the request, or the bytes of
+        it with the image inline; the temporary image it names, or None). A large array or file
+        is stored for the call, and the caller deletes it."""
         if isinstance(image, ImageHandle):
-            ref.image_id = image.image_id
-        elif _is_image_id(image):
-            ref.image_id = image
-        elif isinstance(image, np.ndarray):
+            request.image.image_id = image.image_id
+            return request, None
+        if _is_image_id(image):
+            request.image.image_id = image
+            return request, None
+        if isinstance(image, np.ndarray):
             layout, pixels = raw_pixels(image)
             if pixels.nbytes <= self._inline_bytes:
-                ref.raw.layout.CopyFrom(layout)
-                ref.raw.data = pixels.tobytes()
-            else:
-                temporary = yield from self._upload(method, pb.UploadHeader(raw=layout),
-                                                    memoryview(pixels).cast("B"))
+                return with_image_data(request, "raw", pb.RawImage(layout=layout), pixels), None
+            temporary = yield from self._upload(method, pb.UploadHeader(raw=layout),
+                                                memoryview(pixels).cast("B"))
         else:
             data = _encoded_bytes(image)
             if len(data) <= self._inline_bytes:
-                ref.encoded.data = data
-            else:
-                temporary = yield from self._upload(
-                    method, pb.UploadHeader(encoded=pb.EncodedUpload()), memoryview(data))
-        if temporary is not None:
-            ref.image_id = temporary.image_id
-        return ref, temporary
+                return with_image_data(request, "encoded", pb.EncodedImage(), data), None
+            temporary = yield from self._upload(
+                method, pb.UploadHeader(encoded=pb.EncodedUpload()), memoryview(data))
+        request.image.image_id = temporary.image_id
+        return request, temporary
 
     def _forget(self, temporary: Optional[ImageHandle]):
         """Deletes an image stored for one call; a failure leaves it to expire."""
@@ -491,8 +531,9 @@ class Calls:
     def _analysis(self, method: str, name: str, image: ImageLike, request, reader: Reader,
                   response_stream: bool = True):
         """One analysis RPC on `image`, whose temporary copy (if any) is deleted after it."""
-        ref, temporary = yield from self._image_ref(method, image)
-        request.image.CopyFrom(ref)
+        request, temporary = yield from self._image_ref(method, image, request)
+        if isinstance(request, bytes):
+            name += SERIALIZED
         try:
             result = yield Rpc(method, name, request, response_stream=response_stream,
                                reader=reader)
