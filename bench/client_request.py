@@ -43,12 +43,39 @@ def one_copy(image):
     return image.copy()
 
 
+CHUNK = 1 << 20
+
+
+def upload_as_messages(image):
+    """An upload's request stream as messages, each chunk copied to bytes, into its message and
+    out of it (the client before 2026-11-27); consumed one message at a time, as grpcio does."""
+    layout, pixels = raw_pixels(image)
+    data = memoryview(pixels).cast("B")
+    header = pb.UploadHeader(raw=layout, total_bytes=len(data))
+    sent = pb.UploadImageRequest(header=header, chunk=bytes(data[:CHUNK])).SerializeToString()
+    for off in range(CHUNK, len(data), CHUNK):
+        sent = pb.UploadImageRequest(chunk=bytes(data[off:off + CHUNK])).SerializeToString()
+    return sent
+
+
+def upload_chunked(image):
+    """The same stream as the client writes it now (glimpse._calls._chunked)."""
+    layout, pixels = raw_pixels(image)
+    data = memoryview(pixels).cast("B")
+    header = pb.UploadHeader(raw=layout, total_bytes=len(data))
+    for sent in _calls._chunked(pb.UploadImageRequest, header, data):
+        pass
+    return sent
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--runs", type=int, default=21, help="calls per block (default %(default)s)")
     ap.add_argument("--shapes", default="256x256x3,480x640x3,1080x1920x1,1024x1024x3",
                     help="HxWxC uint8 images (default %(default)s: each within the client's "
                          "default inline_bytes, 3 MiB; larger images are uploaded in chunks)")
+    ap.add_argument("--upload-shapes", default="1080x1920x3,2160x3840x3",
+                    help="HxWxC uint8 images whose upload stream is timed (default %(default)s)")
     args = ap.parse_args()
     rng = np.random.default_rng(1)
     print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
@@ -62,17 +89,32 @@ def main():
         image = rng.integers(0, 256, size=(h, w, c), dtype=np.uint8)
         assert pb.HistogramRequest.FromString(spliced(image)) == \
             pb.HistogramRequest.FromString(as_message(image))
-        times = {f: [] for f in (as_message, spliced, one_copy)}
-        for _ in range(3):
-            for f, ts in times.items():
-                for _ in range(args.runs):
-                    t = time.perf_counter()
-                    f(image)
-                    ts.append((time.perf_counter() - t) * 1e3)
-        m = {f.__name__: statistics.median(ts) for f, ts in times.items()}
-        print(f"| {w}x{h}x{c} uint8 | {image.nbytes} | {m['as_message']:.3f} | "
-              f"{m['spliced']:.3f} | {m['one_copy']:.3f} | "
-              f"{m['as_message'] / m['spliced']:.2f}x |")
+        row(text, image, as_message, spliced, args.runs)
+    print()
+    print("An upload's request stream (images over inline_bytes), 1 MiB messages:")
+    print()
+    print("| image | bytes | messages built field by field, ms | _chunked, ms | "
+          "one numpy copy, ms | built / _chunked |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for text in args.upload_shapes.split(","):
+        h, w, c = (int(v) for v in text.split("x"))
+        image = rng.integers(0, 256, size=(h, w, c), dtype=np.uint8)
+        row(text, image, upload_as_messages, upload_chunked, args.runs)
+
+
+def row(text, image, old, new, runs):
+    """One table row: `old` and `new` against one numpy copy, each in 3 blocks of `runs` calls."""
+    h, w, c = image.shape
+    times = {f: [] for f in (old, new, one_copy)}
+    for _ in range(3):
+        for f, ts in times.items():
+            for _ in range(runs):
+                t = time.perf_counter()
+                f(image)
+                ts.append((time.perf_counter() - t) * 1e3)
+    m = [statistics.median(ts) for ts in times.values()]
+    print(f"| {w}x{h}x{c} uint8 | {image.nbytes} | {m[0]:.3f} | {m[1]:.3f} | {m[2]:.3f} | "
+          f"{m[0] / m[1]:.2f}x |")
 
 
 if __name__ == "__main__":

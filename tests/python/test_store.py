@@ -38,6 +38,23 @@ def test_inline_image_bytes_parse_as_the_message_they_stand_for(rng, dtype, chan
             assert len(wire) == len(expected.SerializeToString())
 
 
+@pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, "random"])
+def test_upload_stream_bytes_parse_as_the_messages_they_stand_for(rng, size):
+    """An upload's (and Analyze's) request stream, written by the client with each chunk copied
+    once, reads back as the header with the first 1 MiB chunk, then 1 MiB chunks."""
+    from glimpse import _calls
+    from glimpse.v1 import image_analytics_pb2 as pb
+    n = int(rng.integers(0, 5 << 20)) if size == "random" else size
+    data = memoryview(rng.integers(0, 256, n, dtype=np.uint8)).cast("B")
+    mib = 1 << 20
+    for kind, header in ((pb.UploadImageRequest, pb.UploadHeader(label="l", total_bytes=n)),
+                         (pb.AnalyzeRequest, pb.AnalyzeHeader(keep=True, label="l"))):
+        got = [kind.FromString(b) for b in _calls._chunked(kind, header, data)]
+        expected = [kind(header=header, chunk=bytes(data[:mib]))] + [
+            kind(chunk=bytes(data[off:off + mib])) for off in range(mib, n, mib)]
+        assert got == expected, (kind.__name__, n)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("channels", [1, 2, 3, 4])
 def test_upload_array_round_trip(client, rng, dtype, channels):

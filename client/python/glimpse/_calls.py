@@ -83,9 +83,10 @@ def _reader(body_function):
 @dataclasses.dataclass
 class Rpc:
     """One RPC for a client to run. `name`: an ImageAnalytics method, or HEALTH_CHECK (the keys
-    of stub_and_methods()); `request`: a message, the bytes of one (a name ending in
-    SERIALIZED), or an iterator of messages when request_stream. Every response message goes to `reader`, whose result is the RPC's; without
-    one the (single) response message is. Errors name `method`, the client method calling."""
+    of stub_and_methods()); `request`: a message, or an iterator of messages when
+    request_stream (for a name ending in SERIALIZED, their bytes). Every response message goes
+    to `reader`, whose result is the RPC's; without one the (single) response message is.
+    Errors name `method`, the client method calling."""
     method: str
     name: str
     request: Any
@@ -101,22 +102,24 @@ class Rpc:
         return self.reader.finish()
 
 
-# The Rpc.name suffix of an analysis whose request the client sends as bytes it serialized
-# itself (with_image_data): the same method, without the stub's serializer.
+# The Rpc.name suffix of a method whose requests the client sends as bytes it serialized itself
+# (with_image_data, _chunked): the same method, without the stub's serializer.
 SERIALIZED = ":serialized"
 
 
 def stub_and_methods(channel):
     """The channel's ImageAnalytics stub, and its multi-callables by Rpc.name (a grpc or a
-    grpc.aio channel): every method by its name, and each analysis taking one ImageRef also by
-    its name + SERIALIZED."""
+    grpc.aio channel): every method by its name, and each analysis taking one ImageRef and each
+    method reading a stream also by its name + SERIALIZED."""
     stub = pb_grpc.ImageAnalyticsStub(channel)
     service = pb.DESCRIPTOR.services_by_name["ImageAnalytics"]
     methods = {name: getattr(stub, name) for name in service.methods_by_name}
     for m in service.methods:
-        if m.client_streaming or "image" not in m.input_type.fields_by_name:
+        if not m.client_streaming and "image" not in m.input_type.fields_by_name:
             continue
-        make = channel.unary_stream if m.server_streaming else channel.unary_unary
+        make = {(False, False): channel.unary_unary, (False, True): channel.unary_stream,
+                (True, False): channel.stream_unary, (True, True): channel.stream_stream}[
+                    (m.client_streaming, m.server_streaming)]
         methods[m.name + SERIALIZED] = make(
             f"/{service.full_name}/{m.name}", request_serializer=None,
             response_deserializer=getattr(pb, m.output_type.name).FromString)
@@ -420,11 +423,16 @@ def _is_image_id(image) -> bool:
     return isinstance(image, str) and bool(_ID.fullmatch(image)) and not os.path.exists(image)
 
 
-def _chunked(message_type, header, data: memoryview) -> Iterator:
-    """The request stream of an upload: the header with the first chunk, then 1 MiB chunks."""
-    yield message_type(header=header, chunk=bytes(data[:_CHUNK]))
-    for off in range(_CHUNK, len(data), _CHUNK):
-        yield message_type(chunk=bytes(data[off:off + _CHUNK]))
+def _chunked(message_type, header, data: memoryview) -> Iterator[bytes]:
+    """The request stream of an upload, serialized (for the method's name + SERIALIZED): the
+    header with the first chunk, then 1 MiB chunks, each copied once, from `data`, into the
+    bytes of its message."""
+    chunk = _length_delimited(message_type.DESCRIPTOR.fields_by_name["chunk"].number, 0)[:-1]
+    first = message_type(header=header).SerializeToString()
+    for off in range(0, max(len(data), 1), _CHUNK):
+        part = data[off:off + _CHUNK]
+        key = chunk + _varint(len(part)) if len(part) else b""
+        yield b"".join((first if off == 0 else b"", key, part))
 
 
 _STATUS_CODES = {code.value[0]: code for code in grpc.StatusCode}
@@ -490,7 +498,8 @@ class Calls:
 
     def _upload(self, method: str, header, data: memoryview):
         header.total_bytes = len(data)
-        r = yield Rpc(method, "UploadImage", _chunked(pb.UploadImageRequest, header, data),
+        r = yield Rpc(method, "UploadImage" + SERIALIZED,
+                      _chunked(pb.UploadImageRequest, header, data),
                       request_stream=True)
         return ImageHandle.from_proto(r.image)
 
@@ -655,7 +664,7 @@ class Calls:
                 header.upload.label = os.path.basename(os.fspath(image))
         if header.HasField("upload"):
             header.upload.total_bytes = len(data)
-        return (yield Rpc(method, "Analyze", _chunked(pb.AnalyzeRequest, header, data),
+        return (yield Rpc(method, "Analyze" + SERIALIZED, _chunked(pb.AnalyzeRequest, header, data),
                           request_stream=True, response_stream=True,
                           reader=_read_analyze(method, readers)))
 
