@@ -80,29 +80,29 @@ def main():
     rng = np.random.default_rng(1)
     print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
           f"numpy {np.__version__}; medians of 3 blocks of {args.runs} calls per way")
-    print()
-    print("| image | bytes | message built field by field, ms | with_image_data, ms | "
-          "one numpy copy, ms | built / with_image_data |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for text in args.shapes.split(","):
-        h, w, c = (int(v) for v in text.split("x"))
-        image = rng.integers(0, 256, size=(h, w, c), dtype=np.uint8)
-        assert pb.HistogramRequest.FromString(spliced(image)) == \
-            pb.HistogramRequest.FromString(as_message(image))
-        row(text, image, as_message, spliced, args.runs)
-    print()
+    table(rng, args.shapes, args.runs, "message built field by field", "with_image_data",
+          as_message, spliced, pb.HistogramRequest)
     print("An upload's request stream (images over inline_bytes), 1 MiB messages:")
+    table(rng, args.upload_shapes, args.runs, "messages built field by field", "_chunked",
+          upload_as_messages, upload_chunked, pb.UploadImageRequest)
+
+
+def table(rng, shapes, runs, old_name, new_name, old, new, kind):
+    """A Markdown table of `old` against `new` (and one numpy copy) on random uint8 images of
+    `shapes` (HxWxC,...); the two ways' (last) messages must parse as the same `kind`."""
     print()
-    print("| image | bytes | messages built field by field, ms | _chunked, ms | "
-          "one numpy copy, ms | built / _chunked |")
+    print(f"| image | bytes | {old_name}, ms | {new_name}, ms | one numpy copy, ms | "
+          f"built / {new_name} |")
     print("|---|---:|---:|---:|---:|---:|")
-    for text in args.upload_shapes.split(","):
+    for text in shapes.split(","):
         h, w, c = (int(v) for v in text.split("x"))
         image = rng.integers(0, 256, size=(h, w, c), dtype=np.uint8)
-        row(text, image, upload_as_messages, upload_chunked, args.runs)
+        assert kind.FromString(old(image)) == kind.FromString(new(image)), text
+        row(image, old, new, runs)
+    print()
 
 
-def row(text, image, old, new, runs):
+def row(image, old, new, runs):
     """One table row: `old` and `new` against one numpy copy, each in 3 blocks of `runs` calls."""
     h, w, c = image.shape
     times = {f: [] for f in (old, new, one_copy)}
