@@ -427,12 +427,12 @@ def _chunked(message_type, header, data: memoryview) -> Iterator[bytes]:
     """The request stream of an upload, serialized (for the method's name + SERIALIZED): the
     header with the first chunk, then 1 MiB chunks, each copied once, from `data`, into the
     bytes of its message."""
-    chunk = _length_delimited(message_type.DESCRIPTOR.fields_by_name["chunk"].number, 0)[:-1]
+    chunk = message_type.DESCRIPTOR.fields_by_name["chunk"].number
     first = message_type(header=header).SerializeToString()
-    for off in range(0, max(len(data), 1), _CHUNK):
+    for off in range(0, max(len(data), 1), _CHUNK):  # one message even for no data
         part = data[off:off + _CHUNK]
-        key = chunk + _varint(len(part)) if len(part) else b""
-        yield b"".join((first if off == 0 else b"", key, part))
+        field = _length_delimited(chunk, len(part)) if len(part) else b""
+        yield b"".join((first if off == 0 else b"", field, part))
 
 
 _STATUS_CODES = {code.value[0]: code for code in grpc.StatusCode}
