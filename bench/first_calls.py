@@ -57,24 +57,25 @@ def parse_shapes(text):
     return shapes
 
 
+def first_and_warm(analysis, call):
+    """`call` (which returns the server's ms) once and ten times more, timed: its row."""
+    walls, servers = [], []
+    for _ in range(11):
+        t = time.perf_counter()
+        servers.append(call())
+        walls.append((time.perf_counter() - t) * 1e3)
+    return dict(analysis=analysis, first=walls[0], median=statistics.median(walls[1:]),
+                server_first=servers[0], server_median=statistics.median(servers[1:]))
+
+
 def client_process(address, shape, seed):
     """One fresh client's first and warm calls of every analysis (run in a child process)."""
     w, h, c = shape
     image = np.random.default_rng(seed).integers(0, 256, size=(h, w, c), dtype=np.uint8)
-    out = []
     with glimpse.Client(address, timeout=600) as client:
         client.health()
-        for name, call in ANALYSES:
-            walls, servers = [], []
-            for _ in range(11):
-                t = time.perf_counter()
-                result = call(client, image)
-                walls.append((time.perf_counter() - t) * 1e3)
-                servers.append(result.timing.server_ms)
-            out.append(dict(analysis=name, first=walls[0], median=statistics.median(walls[1:]),
-                            server_first=servers[0],
-                            server_median=statistics.median(servers[1:])))
-    return out
+        return [first_and_warm(name, lambda: call(client, image).timing.server_ms)
+                for name, call in ANALYSES]
 
 
 def raw_client_process(address, shape, seed):
@@ -91,15 +92,9 @@ def raw_client_process(address, shape, seed):
     with grpc.insecure_channel(address) as channel:
         stub = pb_grpc.ImageAnalyticsStub(channel)
         stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=600)
-        walls, servers = [], []
-        for _ in range(11):
-            t = time.perf_counter()
-            response = stub.Histogram(request, timeout=600)
-            walls.append((time.perf_counter() - t) * 1e3)
-            servers.append(response.timing.server_ns * 1e-6)
-    return [dict(analysis="histogram (grpcio stub alone)", first=walls[0],
-                 median=statistics.median(walls[1:]), server_first=servers[0],
-                 server_median=statistics.median(servers[1:]))]
+        return [first_and_warm("histogram (grpcio stub alone)",
+                               lambda: stub.Histogram(request, timeout=600).timing.server_ns
+                               * 1e-6)]
 
 
 def one_start(args, shapes, rng, cache_dir):

@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 
 import glimpse
+from glimpse import _calls
+from glimpse._types import raw_pixels
+from glimpse.v1 import image_analytics_pb2 as pb
 from conftest import DTYPES, REPO, random_image, running_server
 
 SAMPLE = REPO / "samples" / "glimpse-sample.png"
@@ -16,9 +19,6 @@ SAMPLE = REPO / "samples" / "glimpse-sample.png"
 def test_inline_image_bytes_parse_as_the_message_they_stand_for(rng, dtype, channels):
     """The client writes an analysis request with its image inline itself, the pixels copied
     once; protobuf must read it back as the message built field by field."""
-    from glimpse import _calls
-    from glimpse._types import raw_pixels
-    from glimpse.v1 import image_analytics_pb2 as pb
     h, w = (int(v) for v in rng.integers(1, 300, 2))
     a = random_image(rng, h, w, channels, dtype)
     layout, pixels = raw_pixels(a)
@@ -42,8 +42,6 @@ def test_inline_image_bytes_parse_as_the_message_they_stand_for(rng, dtype, chan
 def test_upload_stream_bytes_parse_as_the_messages_they_stand_for(rng, size):
     """An upload's (and Analyze's) request stream, written by the client with each chunk copied
     once, reads back as the header with the first 1 MiB chunk, then 1 MiB chunks."""
-    from glimpse import _calls
-    from glimpse.v1 import image_analytics_pb2 as pb
     n = int(rng.integers(0, 5 << 20)) if size == "random" else size
     data = memoryview(rng.integers(0, 256, n, dtype=np.uint8)).cast("B")
     mib = 1 << 20
