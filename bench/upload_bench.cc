@@ -77,10 +77,9 @@ int Main(int argc, char** argv) {
       // costs on its way in: written into fresh host memory (a new allocation per image, as
       // without staging) and uploaded, against written into staging memory and uploaded. The
       // write is a memcpy of the image's rows, standing for the decoder's.
-      gpu::StagingArena& arena = *ctx->staging()->arena();
       const gpu::StagedRows layout = gpu::StagedRowsFor(ctx->limits(), desc);
       {
-        gpu::StagingBlock block = arena.Reserve(layout.bytes(desc));
+        gpu::StagingBlock block = ctx->staging()->Reserve(layout.bytes(desc));
         if (!block) {
           std::fprintf(stderr, "no staging block of %zu bytes\n", layout.bytes(desc));
           std::exit(1);
@@ -114,7 +113,7 @@ int Main(int argc, char** argv) {
           Measure(
               [&] {
                 const auto t0 = std::chrono::steady_clock::now();
-                gpu::StagingBlock block = arena.Reserve(layout.bytes(desc));
+                gpu::StagingBlock block = ctx->staging()->Reserve(layout.bytes(desc));
                 if (!block) std::exit(1);
                 gpu::StageRows(layout, desc, host.data, block.bytes());
                 absl::StatusOr<gpu::Image> image = gpu::Image::Upload(*ctx, desc, block);

@@ -555,6 +555,7 @@ std::vector<uint8_t> Image::PackedRows() const {
 }
 
 std::vector<uint8_t> Image::ReadPackedRows(size_t row) const {
+  if (!packed_) return {};  // texture 0 is the default texture, which holds nothing of the image
   return ReadTextureRows(packed_.get(), GL_RGBA_INTEGER, GL_UNSIGNED_INT, 16, row, desc_.height);
 }
 

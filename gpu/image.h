@@ -184,7 +184,7 @@ class Image {
   // packed form is a cache of the image's own pixels, so this is const; gpu_bytes() grows.
   absl::Status EnsurePacked(Context& ctx) const;
   // The packed form's rows read back, PackedTexelsPerRow(desc) * 16 bytes each (the texture's
-  // spare texels and rows left out). REQUIRES: has_packed().
+  // spare texels and rows left out); none where the image has no packed form.
   std::vector<uint8_t> PackedRows() const;
   // Binds the packed form read-only to image unit `unit` as rgba32ui. REQUIRES: has_packed().
   void BindPacked(GLuint unit) const;

@@ -211,6 +211,12 @@ void StagingBuffer::Read(const StagingBlock& block) {
   if (old != nullptr) glDeleteSync(old);
 }
 
+StagingBlock StagingBuffer::Reserve(size_t bytes) {
+  if (StagingBlock block = arena_->Reserve(bytes)) return block;
+  Reclaim();
+  return arena_->Reserve(bytes);
+}
+
 void StagingBuffer::Reclaim() {
   std::vector<StagingArena::Gone> gone;
   size_t wanted = 0;

@@ -162,6 +162,9 @@ class StagingBuffer {
   // larger, or what the limit has left if less (a quarter slab at least). Cheap; call between
   // jobs.
   void Reclaim();
+  // On the context's thread: a block of `bytes`, reclaiming and mapping more first where none is
+  // free (as the worker does between jobs); empty past the limit.
+  StagingBlock Reserve(size_t bytes);
   // Blocks still held (for the owner's shutdown check).
   size_t blocks_held() const;
 
