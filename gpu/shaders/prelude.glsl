@@ -39,12 +39,16 @@ vec4 load_texel(ivec2 p) { return texelFetch(u_image, p, 0); }
 u64vec2 as_u64_pair(uvec4 v) { return u64vec2(packUint2x32(v.xy), packUint2x32(v.zw)); }
 #endif
 
-// Exact widening to 8-byte values that a compiler cannot narrow. NVIDIA's GLSL compiler (driver
-// 580, H100) rewrote double(a) + double(b) of floats a, b as double(a + b), and likewise the sums,
-// products and shifts of uint64_t(a) of 32-bit a: float samples summed in float precision, squares
-// of 16-bit samples summed modulo 2^32. The values below are the same numbers, made from their
-// bits or with a high word the compiler cannot know to be 0, so no narrower operation hides in them.
-uint opaque_zero() { return uint(gl_NumWorkGroups.x == 0u); }  // no dispatch has 0 workgroups
+// Exact widening to 8-byte values that a compiler cannot narrow. On an H100 (driver 580) float
+// samples entered double sums as float-precision values and squares of 16-bit samples summed
+// modulo 2^32 in some kernels, as if double(a) + double(b) of floats a, b were double(a + b) and
+// likewise for uint64_t(a) of 32-bit a; tests/gpu/arithmetic_test.cc checks each formulation on
+// the device. The values below are the same numbers, made from their bits with a term the
+// compiler cannot know to be 0, so no narrower operation hides in them.
+// That term: a uniform no program sets (linking initializes every uniform to 0), so the compiler
+// cannot fold it as it may gl_NumWorkGroups.x == 0u (no dispatch has 0 workgroups).
+uniform uint u_opaque_zero;
+uint opaque_zero() { return u_opaque_zero; }
 // m * 2^p exactly, for m > 0 and a normal double result.
 double scaled_double(uint m, int p) {
   int top = findMSB(m);
@@ -60,7 +64,7 @@ double widen_d(float v) {
     double d = m == 0u ? packDouble2x32(uvec2(0u, 0u)) : scaled_double(m, -149);
     return sign != 0u ? -d : d;
   }
-  uint exponent = e == 255u ? 2047u : e + 896u;  // infinities and NaN stay so
+  uint exponent = e == 255u ? 2047u : e + 896u + opaque_zero();  // infinities and NaN stay so
   return packDouble2x32(uvec2(m << 29, sign | (exponent << 20) | (m >> 3)));
 }
 #if defined(HAVE_INT64)
