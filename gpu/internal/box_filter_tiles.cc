@@ -316,6 +316,10 @@ absl::Status FilterTiles(Context& ctx, const Image& image, const BoxFilterOption
   for (int y0 = 0; y0 < d.height; y0 += plan.h) {
     for (int x0 = 0; x0 < d.width; x0 += plan.w) {
       const Tile t = MakeTile(d, o, plan, x0, y0);
+      // The previous tile's passes read `aux` and `out_buf`, which this tile's passes overwrite:
+      // the barrier keeps these writes from reaching those reads (a GPU may overlap consecutive
+      // dispatches; a CPU renderer runs them one after the other, which hid it there).
+      glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_PIXEL_BUFFER_BARRIER_BIT);
       if (variant == BoxFilterVariant::kIntegral) {
         absl::Status s = integral.ComputeOnDevice(image, t.lo_x, t.lo_y, t.hi_x - t.lo_x + 1,
                                                   t.hi_y - t.lo_y + 1, IntegralImageVariant::kAuto,
