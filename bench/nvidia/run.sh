@@ -69,12 +69,17 @@ export LD_LIBRARY_PATH=$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 } 2>&1 | tee "$work/device.txt"
 
 if want tests; then
-  # Eight shards side by side (their CPU references take most of the time, the cores are many:
-  # four shards did not finish in 100 s on an H100 machine's 16).
-  step 150 gpu_tests bash -c 'for i in 0 1 2 3 4 5 6 7; do
-      GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i GLIMPSE_REQUIRE_GPU_CONTEXT=1 .gpu/bin/gpu_tests \
-        >"$0/gpu_tests_$i.txt" 2>&1 & done; rc=0; for j in 1 2 3 4 5 6 7 8; do wait -n || rc=1; done
-    grep -h "^\[  \(PASSED\|FAILED\)" "$0"/gpu_tests_?.txt; exit $rc' "$work"
+  # First the device's arithmetic as the kernels rely on it, with each program's binary (the
+  # driver's assembly) kept in programs/ for reading what its compiler made of them.
+  mkdir -p "$work/programs"
+  step 30 arithmetic env GLIMPSE_DUMP_PROGRAMS="$work/programs" GLIMPSE_REQUIRE_GPU_CONTEXT=1 \
+    .gpu/bin/gpu_tests --gtest_filter='ArithmeticTest.*'
+  # Twelve shards side by side (their CPU references take most of the time, the cores are many:
+  # eight did not all finish in 150 s on an H100 machine's 16).
+  step 150 gpu_tests bash -c 'for i in $(seq 0 11); do
+      GTEST_TOTAL_SHARDS=12 GTEST_SHARD_INDEX=$i GLIMPSE_REQUIRE_GPU_CONTEXT=1 .gpu/bin/gpu_tests \
+        >"$0/gpu_tests_$i.txt" 2>&1 & done; rc=0; for j in $(seq 12); do wait -n || rc=1; done
+    grep -h "^\[  \(PASSED\|FAILED\)" "$0"/gpu_tests_*.txt; exit $rc' "$work"
 fi
 if want e2e; then
   # Every row; both services get all of this machine's cores (cv2.setNumThreads, the server's
