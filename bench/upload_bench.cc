@@ -5,8 +5,8 @@
 // alone; the same from staging memory, and a decoder's write plus the upload, into fresh host
 // memory against into staging memory. Then the way back: the same bytes written into a device
 // buffer by the GPU (a buffer copy) and read back in 1 MiB pieces as the kernels read their results
-// (Buffer::ReadPieces), through a mapping and copied out by the driver, each against the same
-// memcpy.
+// (gpu/readback.h), by each path: through a mapping, copied out by the driver, and copied by the
+// device into pinned host memory, each against the same memcpy.
 //   upload_bench [--runs N] [--warmup N] [--sizes 1920x1080,3840x2160] [--channels 1,3,4]
 //                [--json FILE] [--device auto|software|N]
 #include <algorithm>
@@ -159,33 +159,35 @@ int Main(int argc, char** argv) {
       // Read-backs: a buffer the GPU has just written (copied from another), read in pieces.
       const gpu::Buffer source = gpu::Buffer::Create(host.data.size(), host.data.data());
       const gpu::Buffer written = gpu::Buffer::Create(host.data.size());
-      std::vector<uint8_t> staging;
-      for (bool mapped : {true, false}) {
+      for (gpu::ReadPath path :
+           {gpu::ReadPath::kMapped, gpu::ReadPath::kCopied, gpu::ReadPath::kPinned}) {
+        gpu::Readback readback(path);  // kept across runs, as the context keeps its own
+        const std::string name = StrCat("read back: ", gpu::ReadPathName(path));
         std::fill(target.begin(), target.end(), uint8_t{0});
-        row(mapped ? "read back: mapped" : "read back: copied out",
-            Measure(
-                [&] {
-                  glBindBuffer(GL_COPY_READ_BUFFER, source.get());
-                  glBindBuffer(GL_COPY_WRITE_BUFFER, written.get());
-                  glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, 0,
-                                      GLsizeiptr(host.data.size()));
-                  glFinish();
-                  const auto t0 = std::chrono::steady_clock::now();
-                  const bool read =
-                      written.ReadPieces(host.data.size(), size_t{1} << 20, mapped, staging,
-                                         [&](const uint8_t* bytes, size_t at, size_t n) {
-                                           std::memcpy(target.data() + at, bytes, n);
-                                           return true;
-                                         });
-                  const double ms = Ms(t0);
-                  if (!read || target != host.data) {
-                    std::fprintf(stderr, "read back %s: wrong bytes\n",
-                                 mapped ? "mapped" : "copied");
-                    std::exit(1);
-                  }
-                  return ms;
-                },
-                args.warmup, args.runs));
+        row(name.c_str(), Measure(
+                              [&] {
+                                glBindBuffer(GL_COPY_READ_BUFFER, source.get());
+                                glBindBuffer(GL_COPY_WRITE_BUFFER, written.get());
+                                glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, 0,
+                                                    GLsizeiptr(host.data.size()));
+                                glBindBuffer(GL_COPY_READ_BUFFER, 0);
+                                glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
+                                glFinish();
+                                const auto t0 = std::chrono::steady_clock::now();
+                                const bool read =
+                                    readback.Read(written, host.data.size(), size_t{1} << 20,
+                                                  [&](const uint8_t* bytes, size_t at, size_t n) {
+                                                    std::memcpy(target.data() + at, bytes, n);
+                                                    return true;
+                                                  });
+                                const double ms = Ms(t0);
+                                if (!read || target != host.data) {
+                                  std::fprintf(stderr, "%s: wrong bytes\n", name.c_str());
+                                  std::exit(1);
+                                }
+                                return ms;
+                              },
+                              args.warmup, args.runs));
       }
     }
   }

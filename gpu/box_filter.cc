@@ -225,9 +225,9 @@ absl::Status BoxFilterKernel::DeliverRows(const Buffer& rows, const ImageDesc& d
   const int piece_rows = int(std::max<size_t>(1, kSinkPieceBytes / row));
   if (stride != row) staging_.resize(size_t(std::min(piece_rows, count)) * row);
   absl::Status status;
-  const bool read = rows.ReadPieces(
-      size_t(count) * stride, size_t(piece_rows) * stride, ctx_.limits().mapped_reads,
-      read_staging_, [&](const uint8_t* src, size_t at, size_t bytes) {
+  const bool read = ctx_.readback().Read(
+      rows, size_t(count) * stride, size_t(piece_rows) * stride,
+      [&](const uint8_t* src, size_t at, size_t bytes) {
         const int r = int(at / stride), n = int(bytes / stride);
         if (stride != row) {  // rows padded to whole texels: cut them
           for (int i = 0; i < n; ++i)

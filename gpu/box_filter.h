@@ -132,7 +132,7 @@ class BoxFilterKernel {
   // Filters `image` and hands the result's rows to `sink`, top to bottom, in pieces of at most
   // kSinkPieceBytes (or one row), valid during the sink's call only; the result's image is
   // empty. No result image is made (no texture to allocate, fill and download): the fused
-  // strips hand the rows over from the device's output buffer (Buffer::ReadPieces); the tiled
+  // strips hand the rows over from the device's output buffer (Context::readback()); the tiled
   // variants read each band of tiles back from theirs into one band of rows. A sink error stops
   // the run and is returned.
   absl::StatusOr<BoxFilterResult> Stream(const Image& image, const BoxFilterOptions& options,
@@ -142,15 +142,14 @@ class BoxFilterKernel {
   // The result image, or with `sink` the rows handed to it (then no image).
   absl::StatusOr<BoxFilterResult> Filter(const Image& image, const BoxFilterOptions& options,
                                          const BoxFilterSink* sink);
-  // Reads the band's rows of `rows` (packed layout) back (Buffer::ReadPieces) and hands them to
+  // Reads the band's rows of `rows` (packed layout) back (Context::readback()) and hands them to
   // `sink` a piece at a time, cut to the image's row length.
   absl::Status DeliverRows(const Buffer& rows, const ImageDesc& desc, int y0, int count,
                            const BoxFilterSink& sink);
 
   Context& ctx_;
   box_filter_internal::FusedStripsScratch fused_scratch_;
-  std::vector<uint8_t> staging_;       // a piece of rows cut to the image's row length
-  std::vector<uint8_t> read_staging_;  // a piece of rows copied out (no mapped reads)
+  std::vector<uint8_t> staging_;  // a piece of rows cut to the image's row length
 };
 
 }  // namespace glimpse::gpu

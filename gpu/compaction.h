@@ -133,7 +133,7 @@ class CompactionKernel {
   // Most bytes of (x, y) and values a sink receives at once (at least one entry).
   static constexpr size_t kSinkPieceBytes = size_t{1} << 20;
   // As Run, with the list handed to `sink` in order, a piece at a time, valid during the sink's
-  // call only: the (x, y) read back from the device's buffer (Buffer::ReadPieces). The result's xy
+  // call only: the (x, y) read back from the device's buffer (Context::readback()). The result's xy
   // and values stay empty (`streamed` counts the entries). A sink error stops the run and is
   // returned.
   absl::StatusOr<CompactionResult> Stream(const Image& image, const CompactionOptions& options,
@@ -147,14 +147,13 @@ class CompactionKernel {
   absl::StatusOr<CompactionResult> Find(const Image& image, const CompactionOptions& options,
                                         const CompactionSink* sink);
   // Hands a gathered chunk of n entries to `sink`, a piece at a time: (x, y) from `xy`
-  // (Buffer::ReadPieces); the values read into values_staging_ first.
+  // (Context::readback()); the values read into values_staging_ first.
   absl::Status DeliverChunk(const Buffer& xy, const Buffer& values, uint64_t first, int64_t n,
                             int64_t pixel_bytes, const CompactionSink& sink);
 
   Context& ctx_;
   int64_t binding_limit_override_ = 0;
   std::vector<uint8_t> values_staging_;  // a chunk's values, for a sink
-  std::vector<uint8_t> xy_staging_;      // a piece of (x, y) copied out (no mapped reads)
 };
 
 }  // namespace glimpse::gpu

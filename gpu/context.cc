@@ -142,7 +142,14 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
   info.cpu_variants = info.software && !options.auto_as_gpu;
   info.limits = QueryLimits();
   info.limits.plain_uploads = !info.software || options.plain_uploads;
-  info.limits.mapped_reads = info.software && !options.copied_reads;
+  info.limits.read_path =
+      options.read_path.value_or(info.software                ? ReadPath::kMapped
+                                 : GLAD_GL_ARB_buffer_storage ? ReadPath::kPinned
+                                                              : ReadPath::kCopied);
+  if (info.limits.read_path == ReadPath::kPinned && !GLAD_GL_ARB_buffer_storage) {
+    return absl::FailedPreconditionError(
+        "read_path pinned needs GL_ARB_buffer_storage, which this driver lacks");
+  }
   // Where the driver can compile programs on threads of its own, let it use all it has
   // (ProgramBatch hands it many at once).
   if (GLAD_GL_KHR_parallel_shader_compile) glMaxShaderCompilerThreadsKHR(0xFFFFFFFFu);
@@ -155,6 +162,7 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
   // Pixel rows of any width are tightly packed.
   glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
   glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  ctx->readback_ = std::make_unique<Readback>(info.limits.read_path);
   if (options.staging_bytes > 0) {
     absl::StatusOr<std::unique_ptr<StagingBuffer>> staging =
         StagingBuffer::Create(options.staging_bytes);
@@ -166,8 +174,9 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
     }
   }
   spdlog::log(options.log_renderer ? spdlog::level::info : spdlog::level::debug,
-              "GL context: {} | {} | {} (EGL {} {}, {})", info.vendor, info.renderer, info.version,
-              info.egl_vendor, info.egl_version, info.platform);
+              "GL context: {} | {} | {} (EGL {} {}, {}); results read back {}", info.vendor,
+              info.renderer, info.version, info.egl_vendor, info.egl_version, info.platform,
+              ReadPathName(info.limits.read_path));
   if (info.software && options.pin_driver_threads) {
     ctx->pinned_threads_ = DisplayUsers::PinDriverThreads(
         *display, *capture, options.log_renderer ? spdlog::level::info : spdlog::level::debug);
@@ -178,6 +187,7 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(const ContextOptions& o
 
 Context::~Context() {
   staging_.reset();
+  readback_.reset();
   textures_.Clear();
   pending_.clear();  // (a ProgramBatch finishes before its context goes; this is a backstop)
   programs_.clear();

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "gpu/gl_handles.h"
 #include "gpu/internal/driver_threads.h"
+#include "gpu/readback.h"
 #include "gpu/staging.h"
 #include "gpu/texture_pool.h"
 
@@ -49,9 +51,10 @@ struct ContextOptions {
   // For tests: uploads fill the plain texture (DeviceLimits::plain_uploads) even on a CPU
   // renderer, as on a GPU, so that llvmpipe runs that path too.
   bool plain_uploads = false;
-  // For tests: read-backs copy device buffers out piece by piece (DeviceLimits::mapped_reads
-  // false) even on a CPU renderer, as on a GPU, so that llvmpipe runs that path too.
-  bool copied_reads = false;
+  // How results come back from device buffers (gpu/readback.h); unset: the device's own
+  // (DeviceLimits::read_path). Set for tests, so that llvmpipe runs a GPU's paths too, and for
+  // benchmarks comparing them.
+  std::optional<ReadPath> read_path = std::nullopt;
   // Storage of freed images' textures kept for the next image of the same shape
   // (gpu/texture_pool.h): enough for a few 4K RGB photos, so that images uploaded with each call
   // reuse mapped memory. 0 keeps none.
@@ -86,11 +89,13 @@ struct DeviceLimits {
   // image's rows go widened to four channels (WidenForUpload, gpu/image.h); CPU renderers upload
   // only the packed form.
   bool plain_uploads = false;
-  // Whether results are read back through a mapping of the device's buffer (CPU renderers: their
-  // buffers are host memory, read in place) or copied out by the driver piece by piece (GPUs:
-  // on an H100, reads through a mapping of device memory ran at 0.7-3.7 GB/s where uploads ran
-  // at 10-22 GB/s: bench/results/nvidia_h100.md). Buffer::ReadPieces takes it.
-  bool mapped_reads = false;
+  // How results come back from device buffers (gpu/readback.h): through a mapping on CPU
+  // renderers (their buffers are host memory, read in place); on GPUs copied by the device into
+  // pinned host memory (the driver's copy ran at about 3 GB/s and reads through a mapping of
+  // device memory at 0.7-3.7 GB/s on an H100, where uploads ran at 10-22 GB/s:
+  // bench/results/nvidia_h100.md), or copied out by the driver where pinned memory cannot be
+  // made (no GL_ARB_buffer_storage).
+  ReadPath read_path = ReadPath::kCopied;
 };
 
 // The names of GL_KHR_shader_subgroup's feature bits set in `features` ("basic", "vote",
@@ -143,6 +148,8 @@ class Context {
   TexturePool& textures() { return textures_; }
   // The staging memory (ContextOptions::staging_bytes), or null.
   StagingBuffer* staging() { return staging_.get(); }
+  // Read-backs of results, by DeviceLimits::read_path.
+  Readback& readback() { return *readback_; }
 
   // Waits until the GPU has finished all work submitted so far.
   void Finish() const { glFinish(); }
@@ -177,6 +184,7 @@ class Context {
   std::vector<PendingProgram> pending_;
   TexturePool textures_;
   std::unique_ptr<StagingBuffer> staging_;
+  std::unique_ptr<Readback> readback_;
 };
 
 // Builds the programs asked of Context::Program() while it is open side by side, where the driver

@@ -160,30 +160,6 @@ class Buffer {
     glBindBuffer(GL_SHADER_STORAGE_BUFFER, 0);
     return p != nullptr;
   }
-  // Reads `size` bytes from the start back in pieces of at most `piece` bytes (waits for the
-  // GPU), calling use(bytes, at, n) for each in order (at: the piece's offset) until it returns
-  // false. `mapped` (DeviceLimits::mapped_reads): through one mapping of the range, read in place;
-  // else each piece copied out by the driver (glGetBufferSubData) into `staging`, grown to a
-  // piece. False where the mapping failed (a GL error says why).
-  template <typename F>
-  bool ReadPieces(size_t size, size_t piece, bool mapped, std::vector<uint8_t>& staging,
-                  F&& use) const {
-    // Shader writes before the read, through a mapping or glGetBufferSubData alike.
-    glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
-    if (mapped) {
-      return ReadMapped(0, size, [&](const uint8_t* p) {
-        for (size_t at = 0; at < size && use(p + at, at, std::min(piece, size - at)); at += piece) {
-        }
-      });
-    }
-    if (staging.size() < std::min(piece, size)) staging.resize(std::min(piece, size));
-    for (size_t at = 0; at < size; at += piece) {
-      const size_t n = std::min(piece, size - at);
-      Read(at, n, staging.data());
-      if (!use(static_cast<const uint8_t*>(staging.data()), at, n)) break;
-    }
-    return true;
-  }
 
  private:
   GlBuffer handle_;

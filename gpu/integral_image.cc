@@ -287,9 +287,9 @@ absl::Status IntegralImageKernel::DeliverBand(
   const size_t piece_bytes = size_t(std::min(piece_rows, rows)) * row_bytes;
   if (narrow && staging_.size() < piece_bytes) staging_.resize(piece_bytes);
   absl::Status status;
-  const bool read = table.ReadPieces(
-      size_t(rows) * device_row_bytes, size_t(piece_rows) * device_row_bytes,
-      ctx_.limits().mapped_reads, read_staging_, [&](const uint8_t* src, size_t at, size_t bytes) {
+  const bool read = ctx_.readback().Read(
+      table, size_t(rows) * device_row_bytes, size_t(piece_rows) * device_row_bytes,
+      [&](const uint8_t* src, size_t at, size_t bytes) {
         const int r = int(at / device_row_bytes), n = int(bytes / device_row_bytes);
         if (narrow) {
           DecodeRows(src, n, row_bytes / kElem, channels, staging_.data());

@@ -164,7 +164,7 @@ class IntegralImageKernel {
  private:
   struct Workspace;
   absl::Status RunBand(const Workspace& ws, int band_y0, int rows, bool first_band);
-  // Reads the band's `rows` rows of `table` back (Buffer::ReadPieces) and hands them to `sink` a
+  // Reads the band's `rows` rows of `table` back (Context::readback()) and hands them to `sink` a
   // piece at a time, rebuilding 4-byte sums (narrow) into 8-byte elements through staging_.
   absl::Status DeliverBand(const Buffer& table, bool squared, int y0, int rows, int channels,
                            size_t row_bytes, bool narrow,
@@ -182,8 +182,6 @@ class IntegralImageKernel {
   // Where a piece of a band of 4-byte sums is rebuilt for the sink: small enough to stay in the
   // CPU's cache, kept so that calls do not fault in fresh pages for it.
   std::vector<uint8_t> staging_;
-  // Where a piece of the table is copied out on devices without mapped reads.
-  std::vector<uint8_t> read_staging_;
 };
 
 // Convenience for tests/bench: collects whole tables (uint64 for integer images, double for

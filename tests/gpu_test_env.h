@@ -80,13 +80,16 @@ inline void OnOwnContext(gpu::ContextOptions options,
   }).join();
 }
 
-// OnOwnContext on a context whose read-backs are copied out piece by piece, as on a GPU
-// (ContextOptions::copied_reads).
-inline void OnCopiedReadsContext(const std::function<void(gpu::Context&)>& body) {
-  OnOwnContext({.copied_reads = true}, [&](gpu::Context& ctx) {
-    ASSERT_FALSE(ctx.limits().mapped_reads);
-    body(ctx);
-  });
+// OnOwnContext once per read-back path a GPU takes (gpu/readback.h: copied out by the driver, and
+// copied by the device into pinned memory), forced on any renderer.
+inline void OnGpuReadPathContexts(const std::function<void(gpu::Context&)>& body) {
+  for (gpu::ReadPath path : {gpu::ReadPath::kCopied, gpu::ReadPath::kPinned}) {
+    SCOPED_TRACE(::testing::Message() << "read path " << gpu::ReadPathName(path));
+    OnOwnContext({.read_path = path}, [&](gpu::Context& ctx) {
+      ASSERT_EQ(ctx.limits().read_path, path);
+      body(ctx);
+    });
+  }
 }
 
 }  // namespace glimpse::testing

@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
     // GLIMPSE_TEST_AS_GPU=1: the shared context takes a GPU's paths on any renderer (the variants
     // `auto` picks there, plain uploads, copied read-backs), so that llvmpipe checks them too.
     if (const char* g = std::getenv("GLIMPSE_TEST_AS_GPU"); g != nullptr && std::string(g) == "1") {
-      options.auto_as_gpu = options.plain_uploads = options.copied_reads = true;
+      options.auto_as_gpu = options.plain_uploads = true;
+      options.read_path = glimpse::gpu::ReadPath::kPinned;
     }
     auto created = glimpse::gpu::Context::Create(options);
     if (created.ok()) {

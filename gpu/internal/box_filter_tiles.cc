@@ -254,20 +254,22 @@ void CopyTileToTexture(const Buffer& out_buf, const Image& out, const ImageDesc&
 
 // The tile's rows from the output buffer (rows of RoundUp4(t.w) pixels) into `band`, rows of
 // the image's own length holding the tiles of rows [t.y0, t.y0 + t.h), at the tile's column.
-// Copied out by the driver (glGetBufferSubData) into `staging`, not read through a mapping: on an
-// H100 the mapped reads of device buffers ran at 0.7-3.7 GB/s (bench/results/nvidia_h100.md).
-void ReadTileRows(const Buffer& out_buf, const ImageDesc& d, const Tile& t,
-                  std::vector<uint8_t>& staging, uint8_t* band) {
+// By the context's read path (on GPUs not through a mapping: on an H100 the mapped reads of
+// device buffers ran at 0.7-3.7 GB/s, bench/results/nvidia_h100.md), whole rows per piece.
+bool ReadTileRows(Readback& readback, const Buffer& out_buf, const ImageDesc& d, const Tile& t,
+                  uint8_t* band) {
   const size_t pixel = size_t(d.channels) * size_t(BytesPerSample(d.type));
   const size_t pitch = size_t(RoundUp4(t.w)) * pixel, row = d.row_bytes();
-  const size_t width = size_t(t.w) * pixel, bytes = pitch * size_t(t.h);
-  glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
-  if (staging.size() < bytes) staging.resize(bytes);
-  out_buf.Read(0, bytes, staging.data());
-  for (int r = 0; r < t.h; ++r) {
-    std::memcpy(band + size_t(r) * row + size_t(t.x0) * pixel, staging.data() + size_t(r) * pitch,
-                width);
-  }
+  const size_t width = size_t(t.w) * pixel;
+  const size_t piece = pitch * std::max<size_t>(1, BoxFilterKernel::kSinkPieceBytes / pitch);
+  return readback.Read(out_buf, pitch * size_t(t.h), piece,
+                       [&](const uint8_t* data, size_t at, size_t bytes) {
+                         for (size_t r = 0; r < bytes / pitch; ++r) {
+                           std::memcpy(band + (at / pitch + r) * row + size_t(t.x0) * pixel,
+                                       data + r * pitch, width);
+                         }
+                         return true;
+                       });
 }
 
 // Rows [y0, y0 + rows) of the result, `row` bytes each, handed over a piece at a time.
@@ -302,7 +304,7 @@ absl::Status FilterTiles(Context& ctx, const Image& image, const BoxFilterOption
   // 3-channel texels: 31 ms + 32 ms of a 1080p RGB 7x7 call on an H100).
   absl::StatusOr<Image> out = sink != nullptr ? Image() : Image::Allocate(ctx, d);
   if (!out.ok()) return out.status();
-  std::vector<uint8_t> band(sink != nullptr ? size_t(plan.h) * d.row_bytes() : 0), staging;
+  std::vector<uint8_t> band(sink != nullptr ? size_t(plan.h) * d.row_bytes() : 0);
   const int64_t out_bytes = TileBytes(BoxFilterVariant::kSharedTile, d, o, plan.w, plan.h);
   Buffer out_buf = Buffer::Create(size_t(out_bytes));
   Buffer aux;
@@ -333,7 +335,9 @@ absl::Status FilterTiles(Context& ctx, const Image& image, const BoxFilterOption
       DispatchTile(variant, *programs, d, o, area, t);
       if (sink == nullptr) CopyTileToTexture(out_buf, *out, d, t);
       result->gpu_ns += timer.StopAndRead();
-      if (sink != nullptr) ReadTileRows(out_buf, d, t, staging, band.data());
+      if (sink != nullptr && !ReadTileRows(ctx.readback(), out_buf, d, t, band.data())) {
+        return ctx.MapError("the box filter's output tile");
+      }
     }
     if (sink != nullptr) {
       if (absl::Status s = ctx.CheckGlError("box filter"); !s.ok()) return s;

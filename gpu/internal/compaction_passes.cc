@@ -98,12 +98,13 @@ absl::Status CompactionKernel::DeliverChunk(const Buffer& xy, const Buffer& valu
                                             int64_t n, int64_t pixel_bytes,
                                             const CompactionSink& sink) {
   values_staging_.resize(size_t(n * pixel_bytes));
-  values.Read(0, values_staging_.size(), values_staging_.data());
+  if (!ctx_.readback().ReadAll(values, values_staging_.size(), values_staging_.data())) {
+    return ctx_.MapError("the compaction values");
+  }
   const int64_t piece = std::max<int64_t>(1, int64_t(kSinkPieceBytes) / (8 + pixel_bytes));
   absl::Status status;
-  const bool read = xy.ReadPieces(
-      size_t(n) * 8, size_t(piece) * 8, ctx_.limits().mapped_reads, xy_staging_,
-      [&](const uint8_t* bytes, size_t at, size_t size) {
+  const bool read = ctx_.readback().Read(
+      xy, size_t(n) * 8, size_t(piece) * 8, [&](const uint8_t* bytes, size_t at, size_t size) {
         const int64_t i = int64_t(at / 8), m = int64_t(size / 8);
         status = sink(CompactionPiece{
             first + uint64_t(i), uint64_t(m),

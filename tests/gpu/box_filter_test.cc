@@ -234,14 +234,14 @@ TEST(BoxFilterTest, FusedStripsManyStripsAndRowRuns) {
   }
 }
 
-// On a GPU the streamed rows are copied out of the device's buffer piece by piece rather than
-// read through a mapping (DeviceLimits::mapped_reads): that path, forced on this renderer, on
-// rows of several pieces (kSinkPieceBytes) with rows padded to whole texels and not.
-TEST(BoxFilterTest, CopiedReadBacksMatchReference) {
+// On a GPU the streamed rows are copied out of the device's buffer rather than read through a
+// mapping (DeviceLimits::read_path): those paths, forced on this renderer, on rows of several
+// pieces (kSinkPieceBytes) with rows padded to whole texels and not.
+TEST(BoxFilterTest, GpuReadPathsMatchReference) {
   GLIMPSE_REQUIRE_DEVICE();
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
-  testing::OnCopiedReadsContext([&](Context& own) {
+  testing::OnGpuReadPathContexts([&](Context& own) {
     BoxFilterKernel kernel(own);
     for (auto [w, c] : {std::pair{700, 4}, {1001, 3}, {1499, 1}}) {
       const ImageDesc d{w, 509, c, SampleType::kUint8};

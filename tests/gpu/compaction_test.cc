@@ -400,14 +400,14 @@ TEST(CompactionTest, EightBitPixelsAtEveryBoundChannelAndRowEnd) {
   }
 }
 
-// On a GPU the list is copied out of the device's buffer piece by piece rather than read through
-// a mapping (DeviceLimits::mapped_reads): that path, forced on this renderer, on lists of several
-// pieces (kSinkPieceBytes) for every variant, and in chunks (a small binding limit).
-TEST(CompactionTest, CopiedReadBacksMatchReference) {
+// On a GPU the list is copied out of the device's buffer rather than read through a mapping
+// (DeviceLimits::read_path): those paths, forced on this renderer, on lists of several pieces
+// (kSinkPieceBytes) for every variant, and in chunks (a small binding limit).
+TEST(CompactionTest, GpuReadPathsMatchReference) {
   GLIMPSE_REQUIRE_DEVICE();
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
-  testing::OnCopiedReadsContext([&](Context& own) {
+  testing::OnGpuReadPathContexts([&](Context& own) {
     CompactionKernel kernel(own);
     for (int ch : {1, 3}) {
       const ImageDesc d{613, 401, ch, SampleType::kUint8};

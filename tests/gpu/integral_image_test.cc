@@ -130,14 +130,14 @@ TEST(IntegralImageTest, MatchesReferenceEveryFormatChannelCountAndVariant) {
   }
 }
 
-// On a GPU the table is copied out of the device's buffer piece by piece rather than read through
-// a mapping (DeviceLimits::mapped_reads): that path, forced on this renderer, on tables of several
-// pieces (kSinkPieceBytes), 8-byte and rebuilt 4-byte sums, one band and several.
-TEST(IntegralImageTest, CopiedReadBacksMatchReference) {
+// On a GPU the table is copied out of the device's buffer rather than read through a mapping
+// (DeviceLimits::read_path): those paths, forced on this renderer, on tables of several pieces
+// (kSinkPieceBytes), 8-byte and rebuilt 4-byte sums, one band and several.
+TEST(IntegralImageTest, GpuReadPathsMatchReference) {
   GLIMPSE_REQUIRE_DEVICE();
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
-  testing::OnCopiedReadsContext([&](Context& own) {
+  testing::OnGpuReadPathContexts([&](Context& own) {
     IntegralImageKernel kernel(own);
     for (SampleType t : kTypes) {
       const ImageDesc d{307, 251, 4, t};
