@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "gpu/reference/float_color.h"
+
 namespace glimpse::reference {
 
 using gpu::CompactionSource;
@@ -31,8 +33,7 @@ absl::StatusOr<gpu::CompactionResult> Compact(const gpu::HostImage& image,
       case SampleType::kFloat32: {
         auto s = [&](int c) { return image.at<float>(x, y, c); };
         if (!luma) return s(o.channel);
-        const float v = 0.299f * s(0) + 0.587f * s(1) + 0.114f * s(2);
-        return v;
+        return LumaF(s(0), s(1), s(2));
       }
     }
     return 0;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "gpu/reference/float_color.h"
+
 namespace glimpse::reference {
 
 using gpu::HistogramSource;
@@ -65,10 +67,10 @@ absl::StatusOr<gpu::HistogramResult> Histogram(const gpu::HostImage& image,
             v = s(h);
             break;
           case HistogramSource::kLuma:
-            v = 0.299f * s(0) + 0.587f * s(1) + 0.114f * s(2);
+            v = LumaF(s(0), s(1), s(2));
             break;
           case HistogramSource::kRgbMean:
-            v = (s(0) + s(1) + s(2)) * (1.0f / 3.0f);
+            v = MeanF(s(0), s(1), s(2));
             break;
         }
         const double dv = v;

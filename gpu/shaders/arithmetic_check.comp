@@ -67,8 +67,10 @@ void main() {
 #else
   results[3] = results[4] = results[5] = uvec2(0u);
 #endif
-  // Float luma as the compaction and histogram kernels compute it (one float, bits in .x).
+  // Float luma (one float, bits in .x): as written plainly, which a device that flushes
+  // subnormals computes differently, and as the kernels compute it (luma_f), which it may not.
   vec3 rgb = uintBitsToFloat(uvec3(operands[12], operands[13], operands[14]));
   precise float luma = 0.299 * rgb.r + 0.587 * rgb.g + 0.114 * rgb.b;
   results[6] = uvec2(floatBitsToUint(luma), 0u);
+  results[7] = uvec2(floatBitsToUint(luma_f(rgb)), 0u);
 }

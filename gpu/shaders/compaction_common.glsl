@@ -36,7 +36,7 @@ bool passes_texel(
   #endif
 #else
   #if defined(SOURCE_LUMA)
-  precise float v = 0.299 * t.r + 0.587 * t.g + 0.114 * t.b;
+  float v = luma_f(t.rgb);
   #else
   float v = t[u_channel];
   #endif

@@ -45,11 +45,7 @@ int bin_of_texel(TEXEL t, int h) {
 #else
   if (u_source == 0) return bin_of_value(t[u_channel]);
   if (u_source == 1) return bin_of_value(t[h]);
-  if (u_source == 2) {
-    precise float y = 0.299 * t.r + 0.587 * t.g + 0.114 * t.b;
-    return bin_of_value(y);
-  }
-  precise float m = (t.r + t.g + t.b) * (1.0 / 3.0);
-  return bin_of_value(m);
+  if (u_source == 2) return bin_of_value(luma_f(t.rgb));
+  return bin_of_value(mean_f(t.rgb));
 #endif
 }

@@ -116,11 +116,9 @@ void count_sample(SAMPLE v, int c, int copy) {
 #elif defined(FMT_UINT)
     count(copy, g_r + g_g + v);
 #elif SOURCE == 2
-    precise float y = 0.299 * g_r + 0.587 * g_g + 0.114 * v;
-    count(copy, y);
+    count(copy, luma_f(vec3(g_r, g_g, v)));
 #else
-    precise float m = (g_r + g_g + v) * (1.0 / 3.0);
-    count(copy, m);
+    count(copy, mean_f(vec3(g_r, g_g, v)));
 #endif
   }
 #endif

@@ -78,3 +78,24 @@ dvec4 widen_d4(uvec4 v) { return dvec4(widen_d(v.x), widen_d(v.y), widen_d(v.z),
 
 // OpenCV's COLOR_RGB2GRAY for integer data: (9798 R + 19235 G + 3735 B + 16384) >> 15.
 uint luma_u(uvec3 rgb) { return (9798u * rgb.r + 19235u * rgb.g + 3735u * rgb.b + 16384u) >> 15; }
+
+// Luma and mean of float RGB: 0.299 R + 0.587 G + 0.114 B and (R + G + B) * (1/3) in float, each
+// operation rounded once (precise: no fused multiply-add), every input and result below the
+// smallest normal float taken as 0. Devices that flush subnormals to zero and those that keep them
+// so give the same value (NVIDIA's driver flushed them in one compaction program and not in the
+// others). gpu/reference/float_color.h is the CPU's.
+float flush_subnormal(float v) { return abs(v) < 1.17549435e-38 ? 0.0 : v; }
+float luma_f(vec3 rgb) {
+  precise float r = 0.299 * flush_subnormal(rgb.r);
+  precise float g = 0.587 * flush_subnormal(rgb.g);
+  precise float b = 0.114 * flush_subnormal(rgb.b);
+  precise float rg = flush_subnormal(r) + flush_subnormal(g);
+  precise float y = flush_subnormal(rg) + flush_subnormal(b);
+  return flush_subnormal(y);
+}
+float mean_f(vec3 rgb) {
+  precise float rg = flush_subnormal(rgb.r) + flush_subnormal(rgb.g);
+  precise float sum = flush_subnormal(rg) + flush_subnormal(rgb.b);
+  precise float m = flush_subnormal(sum) * (1.0 / 3.0);
+  return flush_subnormal(m);
+}

@@ -1,8 +1,9 @@
 // The device's arithmetic as the kernels rely on it (gpu/shaders/arithmetic_check.comp): 8-byte
 // sums and products of samples widened the prelude's way, and of 8-byte values read from memory,
-// equal the CPU's bit for bit; float luma near zero is IEEE single precision, subnormals kept.
-// Plain conversions (double(v), uint64_t(v)) are computed and reported beside them but not
-// required: a GPU's compiler may narrow those, which is why the kernels do not use them. With
+// equal the CPU's bit for bit, as does float luma near zero with subnormals flushed (luma_f).
+// Plain conversions (double(v), uint64_t(v)) and the plain luma are computed and reported beside
+// them but not required: a GPU's compiler may narrow the former, and a device may flush the
+// latter's subnormals, which is why the kernels use neither. With
 // GLIMPSE_DUMP_PROGRAMS=DIR, each program's binary (glGetProgramBinary; NVIDIA's holds its
 // assembly as text) is written to DIR for reading what the compiler made of it.
 #include <gtest/gtest.h>
@@ -20,12 +21,13 @@
 #include "common/str.h"
 #include "gpu/context.h"
 #include "gpu/gl_handles.h"
+#include "gpu/reference/float_color.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {
 namespace {
 
-constexpr int kResults = 7;
+constexpr int kResults = 8;
 constexpr const char* kFormulations[] = {"plain conversions", "prelude widening",
                                          "values from memory"};
 
@@ -59,18 +61,19 @@ std::vector<uint32_t> Pack(const Operands& o) {
 std::vector<uint64_t> Expected(const Operands& o) {
   const double a = o.a, b = o.b;
   const uint64_t x = o.x, y = o.y;
-  const float luma = 0.299f * o.r + 0.587f * o.g + 0.114f * o.bl;
+  const float luma = 0.299f * o.r + 0.587f * o.g + 0.114f * o.bl;  // subnormals kept
   return {std::bit_cast<uint64_t>(a + b),
           std::bit_cast<uint64_t>(a * a),
           std::bit_cast<uint64_t>(a * a + b * b),
           x + y,
           x * 0xffffffffull,
           x * x,
-          std::bit_cast<uint32_t>(luma)};
+          std::bit_cast<uint32_t>(luma),
+          std::bit_cast<uint32_t>(reference::LumaF(o.r, o.g, o.bl))};
 }
 
 constexpr const char* kResultNames[] = {"a + b",         "a * a", "a * a + b * b", "x + y",
-                                        "sum of x << s", "x * x", "float luma"};
+                                        "sum of x << s", "x * x", "float luma",    "luma_f"};
 
 void DumpBinary(GLuint program, const std::string& name) {
   const char* dir = std::getenv("GLIMPSE_DUMP_PROGRAMS");
@@ -84,7 +87,7 @@ void DumpBinary(GLuint program, const std::string& name) {
       .write(bytes.data(), std::streamsize(bytes.size()));
 }
 
-TEST(ArithmeticTest, WidenedSumsAndProductsAreExactAndLumaKeepsSubnormals) {
+TEST(ArithmeticTest, WidenedSumsProductsAndFlushedLumaAreExact) {
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   const float max_sub = std::ldexp(float(0x7fffff), -149), min_normal = std::ldexp(1.0f, -126);
   const Operands cases[] = {
@@ -125,9 +128,10 @@ TEST(ArithmeticTest, WidenedSumsAndProductsAreExactAndLumaKeepsSubnormals) {
                      o.r, ", ", o.g, ", ", o.bl, "): ", fmt::format("{:#x}", got[i]), " want ",
                      fmt::format("{:#x}", want[size_t(i)]));
           StrAppend(&wrong, "\n    ", line);
-          // The kernels' formulations must be exact (the luma is the same in every program: it
-          // is checked once); the plain conversions are reported only.
-          const bool required = i == 6 ? f == 1 && !precise : f != 0;
+          // The kernels' formulations must be exact, and luma_f (the same in every program:
+          // checked once); the plain conversions and the plain luma (which a device that flushes
+          // subnormals computes differently) are reported only.
+          const bool required = i == 7 ? f == 1 && !precise : i != 6 && f != 0;
           if (required)
             ADD_FAILURE() << kFormulations[f] << (precise ? ", precise" : "") << ": " << line;
         }

@@ -10,9 +10,23 @@ def luma_u(a):
     return (9798 * a[..., 0] + 19235 * a[..., 1] + 3735 * a[..., 2] + 16384) >> 15
 
 
+def flush(v):
+    """Float values below the smallest normal float taken as 0 (docs/analyses.md)."""
+    v = np.asarray(v, dtype=F32)
+    return np.where(np.abs(v) < np.finfo(F32).tiny, F32(0), v).astype(F32)
+
+
 def luma_f(a):
-    # 0.299 R + 0.587 G + 0.114 B in float, left to right, no fused multiply-add.
-    return (F32(0.299) * a[..., 0] + F32(0.587) * a[..., 1]) + F32(0.114) * a[..., 2]
+    # 0.299 R + 0.587 G + 0.114 B in float, left to right, no fused multiply-add, every input
+    # and result below the smallest normal float taken as 0.
+    r, g, b = (flush(F32(w) * flush(a[..., c])) for c, w in enumerate((0.299, 0.587, 0.114)))
+    return flush(flush(r + g) + b)
+
+
+def mean_f(a):
+    # (R + G + B) * (1/3) in float, left to right, flushed as luma_f.
+    s = flush(flush(flush(a[..., 0]) + flush(a[..., 1])) + flush(a[..., 2]))
+    return flush(s * F32(1.0 / 3.0))
 
 
 def histogram(a, bins, lo, hi, source, channel=0):
@@ -27,7 +41,7 @@ def histogram(a, bins, lo, hi, source, channel=0):
         planes = [luma_f(a) if a.dtype == np.float32 else luma_u(a)]
     else:  # rgb_mean
         if a.dtype == np.float32:
-            planes = [(a[..., 0] + a[..., 1] + a[..., 2]) * F32(1.0 / 3.0)]
+            planes = [mean_f(a)]
         else:
             planes = [a[..., :3].astype(np.int64).sum(axis=2)]
     rows = []
