@@ -13,8 +13,9 @@ Both services get the same raw grpcio stub calls (glimpse.v1 from the Python cli
 their answers are read by the same code into numpy, so the client's cost is the same on both
 sides. Per row and service:
   p50, p99    latency of one caller, calls one after the other (--seconds, at least --runs calls);
-  req/s @N    throughput of N concurrent callers (threads), each with its own channel and its own
-              connection (a local subchannel pool), for --seconds;
+  req/s @N    throughput of N concurrent callers (threads, spread over --client-processes
+              processes), each with its own channel and its own connection (a local subchannel
+              pool), for --seconds;
   server      Glimpse's Timing of the one-caller calls (medians): decode, upload (host to GPU),
               queue, GPU, rest = server - those; client+wire = p50 latency - server time.
 Each row's answers are compared once (exactly): "equal", or what differs. When a JPEG decodes to
@@ -28,7 +29,8 @@ sensor-like noise), made from --seed and encoded with cv2.imencode.
 Usually run through bench/e2e.sh (installs, builds the Release server, sets up the client, sets
 LP_NUM_THREADS=2); by hand, from the repository root, with the client package importable:
   LP_NUM_THREADS=2 e2e.py --server-binary build/server/glimpse-server [--seconds 3] [--runs 5]
-      [--rows REGEX] [--peer-workers 8] [--markdown FILE] [--json FILE] [--seed 1]
+      [--rows REGEX] [--peer-workers 8] [--client-processes 1] [--markdown FILE] [--json FILE]
+      [--seed 1]
       [--server-arg=--staging-bytes=0 ...] [--profile DIR [--profile-callers 4]]
 --profile (needs perf, as root) also records every CPU over each service's throughput cell and
 writes where the CPU time went: per process, per thread and shared object, and per purpose
@@ -38,6 +40,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import multiprocessing
 import os
 import pathlib
 import platform
@@ -398,26 +401,26 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def throughput(caller, address, callers, seconds, pid):
-    """Completed calls per second of `callers` threads calling back to back for `seconds`, each
-    on its own channel and connection (connected and warmed by one call before the clock
-    starts); the server's (process `pid`) CPU ms per completed call over those seconds; and the
-    calls that failed."""
+def _call_back_to_back(caller, address, callers, seconds, ready, start=None):
+    """`callers` threads of this process, each on its own channel and connection, warmed by one
+    call; after ready.wait() (every process's threads connected) they call back to back for
+    `seconds` from start() (or the moment they were released). (calls, seconds the last one
+    finished after the start, errors)."""
     channels = [channel(address, own_connection=True) for _ in range(callers)]
     rpcs = [caller.method(c) for c in channels]
-    ready = threading.Barrier(callers + 1)
+    here = threading.Barrier(callers + 1)
     counts, errors = [0] * callers, []
     finished = [0.0] * callers
-    start = [0.0]
+    t0 = [0.0]
 
     def work(i):
         try:
             caller(rpcs[i])
         except grpc.RpcError as e:
             errors.append(f"{e.code().name}: {e.details()}")
-        ready.wait()
-        ready.wait()  # start[0] is set
-        while time.perf_counter() < start[0] + seconds:
+        here.wait()
+        here.wait()  # t0[0] is set
+        while time.perf_counter() < t0[0] + seconds:
             try:
                 caller(rpcs[i])
                 counts[i] += 1
@@ -428,17 +431,58 @@ def throughput(caller, address, callers, seconds, pid):
     threads = [threading.Thread(target=work, args=(i,)) for i in range(callers)]
     for t in threads:
         t.start()
+    here.wait()
     ready.wait()
-    cpu0 = cpu_seconds(pid)
-    start[0] = time.perf_counter()
-    ready.wait()
+    t0[0] = time.perf_counter()
+    if start is not None:
+        start()
+    here.wait()
     for t in threads:
         t.join()
-    cpu = cpu_seconds(pid) - cpu0
     for c in channels:
         c.close()
-    elapsed = max(finished) - start[0]
-    return sum(counts) / elapsed, cpu * 1e3 / max(sum(counts), 1), errors
+    return sum(counts), max(finished) - t0[0], errors
+
+
+def _client_process(caller, address, callers, seconds, ready, results):
+    """One client process of a throughput cell (--client-processes)."""
+    results.put(_call_back_to_back(caller, address, callers, seconds, ready))
+
+
+def throughput(caller, address, callers, seconds, pid, processes=1):
+    """Completed calls per second of `callers` callers calling back to back for `seconds`, each
+    on its own channel and connection (connected and warmed by one call before the clock
+    starts), as threads of this process or spread over `processes` client processes (one Python
+    process's grpcio tops out near 1300 small calls/s, under what a server on a GPU machine
+    answers); the server's (process `pid`) CPU ms per completed call over those seconds; and the
+    calls that failed."""
+    processes = max(1, min(processes, callers))
+    cpu0 = [0.0]
+
+    def start():
+        cpu0[0] = cpu_seconds(pid)
+
+    if processes == 1:
+        calls, elapsed, errors = _call_back_to_back(
+            caller, address, callers, seconds, threading.Barrier(1), start)
+    else:
+        mp = multiprocessing.get_context("spawn")  # no fork of a process that runs gRPC
+        ready, results = mp.Barrier(processes + 1), mp.Queue()
+        shares = [callers // processes + (i < callers % processes) for i in range(processes)]
+        procs = [mp.Process(target=_client_process,
+                            args=(caller, address, n, seconds, ready, results)) for n in shares]
+        for proc in procs:
+            proc.start()
+        ready.wait()
+        start()
+        parts = [results.get() for _ in procs]
+        for proc in procs:
+            proc.join()
+        calls = sum(p[0] for p in parts)
+        elapsed = max(p[1] for p in parts)
+        errors = [e for p in parts for e in p[2]]
+    cpu = cpu_seconds(pid) - cpu0[0]
+    return calls / elapsed, cpu * 1e3 / max(calls, 1), errors
 
 
 class Profile:
@@ -571,7 +615,8 @@ def run_row(row, inp, glimpse_svc, peer_svc, args):
     for n in args.callers:
         for key, svc in services:
             def cell():
-                return throughput(caller, svc.address, n, args.seconds, svc.proc.pid)
+                return throughput(caller, svc.address, n, args.seconds, svc.proc.pid,
+                                  args.client_processes)
             if args.profile and n == args.profile.callers:
                 name = re.sub(r"[^a-z0-9]+", "-", f"{row.name} {key}".lower())
                 (rate, cpu_ms, errors), data = args.profile.record(name, cell)
@@ -693,7 +738,8 @@ NOTES = [
     "Latency: one caller, calls one after the other, alternating between Glimpse and the peer; "
     "p99 is the highest of the calls but one percent (with under 100 calls, the slowest). "
     "G/P p50: Glimpse's p50 over the peer's (under 1: Glimpse answers sooner). req/s @N: N "
-    "threads in this process calling back to back, each on its own channel and connection; "
+    "callers calling back to back (threads of the client processes the header names), each on "
+    "its own channel and connection; "
     "G/P @N: Glimpse's rate over the peer's (over 1: Glimpse serves more). The client, Glimpse "
     "and the peer share the same CPUs.",
     "",
@@ -753,6 +799,9 @@ def main():
                     help="at least this many one-caller calls per cell (default %(default)s)")
     ap.add_argument("--callers", default="4,16",
                     help="concurrent callers of the throughput columns (default %(default)s)")
+    ap.add_argument("--client-processes", type=int, default=1,
+                    help="client processes the throughput columns' callers are spread over "
+                         "(default %(default)s: threads of this process)")
     ap.add_argument("--rows", default="", help="regular expression on the row names")
     ap.add_argument("--peer-workers", type=int, default=8,
                     help="the peer's gRPC worker threads (default %(default)s)")
@@ -819,7 +868,9 @@ def main():
                 f"Server flags added: {' '.join(args.server_arg) or 'none'}. "
                 f"Images: seed {args.seed}. Per cell: {args.seconds:g} s, at least "
                 f"{args.runs} calls; throughput callers each on their own channel and "
-                f"connection.",
+                f"connection, "
+                + (f"spread over {args.client_processes} client processes."
+                   if args.client_processes > 1 else "threads of one client process."),
             ]
             print("\n".join(header), flush=True)
             for row in rows:

@@ -83,14 +83,15 @@ if want tests; then
 fi
 if want e2e; then
   # Every row; both services get all of this machine's cores (cv2.setNumThreads, the server's
-  # decode threads); the throughput columns at 4 and 16 callers.
+  # decode threads); the throughput columns at 4 and 16 callers, spread over 4 client processes
+  # (one Python process's grpcio capped both services near 1300 thumbnails/s on an H100 machine).
   step 170 e2e env PYTHONPATH="$PWD/.gpu/python" PYTHONUNBUFFERED=1 python3 bench/e2e.py \
-    --server-binary .gpu/server/glimpse-server --seconds 1.2 --callers 4,16 \
+    --server-binary .gpu/server/glimpse-server --seconds 1.2 --callers 4,16 --client-processes 4 \
     --markdown "$work/e2e_nvidia.md" --json "$work/e2e_nvidia.json"
   # The large-photo rows again with staging memory off (--staging-bytes=0): decoders write into
   # fresh host memory and the GL thread copies from it, as before staging memory existed.
   step 60 e2e_no_staging env PYTHONPATH="$PWD/.gpu/python" PYTHONUNBUFFERED=1 python3 bench/e2e.py \
-    --server-binary .gpu/server/glimpse-server --seconds 1.2 --callers 4,16 \
+    --server-binary .gpu/server/glimpse-server --seconds 1.2 --callers 4,16 --client-processes 4 \
     --rows 'histogram (1080p JPEG|2160p|960x540)' --server-arg=--staging-bytes=0 \
     --markdown "$work/e2e_nvidia_no_staging.md" --json "$work/e2e_nvidia_no_staging.json"
   # Many thumbnails per call: packs of images per GPU job against a job per image, the peer's
