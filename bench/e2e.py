@@ -614,6 +614,8 @@ def run_row(row, inp, glimpse_svc, peer_svc, args):
                       client_wire=percentile(ms, 50) - med["server_ns"])
     for n in args.callers:
         for key, svc in services:
+            if key == "glimpse":
+                before = svc.info()
             def cell():
                 return throughput(caller, svc.address, n, args.seconds, svc.proc.pid,
                                   args.client_processes)
@@ -626,6 +628,13 @@ def run_row(row, inp, glimpse_svc, peer_svc, args):
                 rate, cpu_ms, errors = cell()
             r[key][f"rps{n}"] = rate
             r[key][f"cpu_ms{n}"] = cpu_ms
+            if key == "glimpse":
+                # Images decoded into ordinary memory for want of staging room, and jobs that
+                # waited for result buffer space: where a row's rate stops growing with callers.
+                after = svc.info()
+                r[key][f"staging_full{n}"] = after.staging_full - before.staging_full
+                r[key][f"calls{n}"] = round(rate * args.seconds)
+                r[key][f"result_peak{n}"] = after.result_buffer_peak_bytes
             if errors:
                 r[key][f"errors{n}"] = sorted(set(errors))[:3] + [f"{len(errors)} in all"]
     for _ in range(2):  # the first call warms OpenCV up
@@ -648,6 +657,7 @@ def format_row(r, callers):
     rates = "  ".join(f"@{n} {g[f'rps{n}']:.1f}/{p[f'rps{n}']:.1f} req/s" for n in callers)
     n = callers[-1]
     rates += f" | server CPU ms/call @{n} {g[f'cpu_ms{n}']:.2f}/{p[f'cpu_ms{n}']:.2f}"
+    rates += f" | G no staging room @{n} {g[f'staging_full{n}']} of ~{g[f'calls{n}']}"
     return (f"{r['row']:<44} G p50 {g['p50']:8.1f} p99 {g['p99']:8.1f} | peer p50 {p['p50']:8.1f} "
             f"p99 {p['p99']:8.1f} | local {r['local']['p50']:7.1f} ms | {rates} | G split "
             f"dec {g['decode']:.1f} up {g['upload']:.1f} q {g['queue']:.1f} gpu {g['gpu']:.1f} "
@@ -660,8 +670,10 @@ def markdown(rows, header, command, callers):
            f"(calls) | "
            f"G/P p50 | local ms |{rate_cols} Glimpse server ms: decode / upload / queue / GPU / "
            f"rest | client+wire ms: Glimpse / peer | server CPU ms per call @{callers[-1]}: "
-           f"Glimpse / peer | same answer |",
-           "|---|---|---:|---:|---:|---:|" + "---:|" * (3 * len(callers)) + "---|---|---|---|"]
+           f"Glimpse / peer | Glimpse images without staging room @{callers[-1]} (of calls) | "
+           f"same answer |",
+           "|---|---|---:|---:|---:|---:|" + "---:|" * (3 * len(callers)) +
+           "---|---|---|---:|---|"]
     n = callers[-1]
     for r in rows:
         g, p = r["glimpse"], r["peer"]
@@ -677,7 +689,8 @@ def markdown(rows, header, command, callers):
             f"{g['p50'] / p['p50']:.2f}x | {r['local']['p50']:.1f} |{rates} "
             f"{g['decode']:.1f} / {g['upload']:.1f} / {g['queue']:.1f} / {g['gpu']:.1f} / "
             f"{g['rest']:.1f} | {g['client_wire']:.1f} / {p['client_wire']:.1f} | "
-            f"{g[f'cpu_ms{n}']:.2f} / {p[f'cpu_ms{n}']:.2f} | {r['check']}"
+            f"{g[f'cpu_ms{n}']:.2f} / {p[f'cpu_ms{n}']:.2f} | "
+            f"{g[f'staging_full{n}']} ({g[f'calls{n}']}) | {r['check']}"
             f"{' ' + errors if errors else ''} |")
     loads = [r["load"] for r in rows]
     load = (f"Load average (1 min) of the machine as each row started: {min(loads):.1f} to "
@@ -748,7 +761,9 @@ NOTES = [
     "= server - decode - upload - queue - GPU (below 0 where the parts' spans overlap). "
     "Server CPU ms per call: the service process's user + system CPU time (/proc) over the "
     "calls completed in the throughput cell with the most callers; 1000 / it is the photos per "
-    "second one core of that server answers. "
+    "second one core of that server answers. Images without staging room: those of that cell "
+    "that Glimpse decoded into ordinary memory because its staging memory (--staging-bytes) was "
+    "full (ServerInfo.staging_full), beside the cell's calls. "
     "client+wire: p50 latency - the server's median own time (serializing, the loopback "
     "connection, reading the answer into numpy).",
     "",
