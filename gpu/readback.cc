@@ -70,8 +70,14 @@ bool Readback::Read(const Buffer& src, size_t size, size_t piece, Use use) {
 }
 
 bool Readback::ReadAll(const Buffer& src, size_t size, void* out) {
+  if (path_ == ReadPath::kCopied) {  // straight into `out`
+    glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+    src.Read(0, size, out);
+    return true;
+  }
+  // In chunk-sized pieces: one piece of the whole would grow the pinned halves to it, for good.
   auto* to = static_cast<uint8_t*>(out);
-  return Read(src, size, std::max<size_t>(size, 1), [&](const uint8_t* data, size_t at, size_t n) {
+  return Read(src, size, kPinnedChunkBytes, [&](const uint8_t* data, size_t at, size_t n) {
     std::memcpy(to + at, data, n);
     return true;
   });

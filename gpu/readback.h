@@ -56,10 +56,12 @@ class Readback {
   // where the GL failed (a mapping refused, a fence that could not be waited for: the GL error
   // is left for Context::MapError to name); true otherwise, also when `use` stopped it.
   bool Read(const Buffer& src, size_t size, size_t piece, Use use);
-  // The first `size` bytes of `src` into `out`, whole.
+  // The first `size` bytes of `src` into `out`, whole (the pinned halves stay at their chunk
+  // size whatever `size` is).
   bool ReadAll(const Buffer& src, size_t size, void* out);
 
-  // Host memory the kPinned path has mapped so far (two chunks once it has read anything).
+  // Host memory the kPinned path has mapped so far: two chunks once it has read anything, each
+  // 8 MiB (or a few bytes less: whole pieces) unless a read asked for pieces larger than that.
   size_t pinned_bytes() const { return 2 * chunk_; }
 
  private:
