@@ -37,12 +37,17 @@ std::string_view ReadPathName(ReadPath path) {
   return "pinned";
 }
 
-Readback::~Readback() {
+Readback::~Readback() { ReleasePinned(); }
+
+void Readback::ReleasePinned() {
   if (pinned_data_ != nullptr) {
     glBindBuffer(GL_COPY_WRITE_BUFFER, pinned_.get());
     glUnmapBuffer(GL_COPY_WRITE_BUFFER);
     glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
   }
+  pinned_ = GlBuffer();
+  pinned_data_ = nullptr;
+  chunk_ = 0;
 }
 
 bool Readback::Read(const Buffer& src, size_t size, size_t piece, Use use) {
@@ -85,12 +90,7 @@ bool Readback::ReadAll(const Buffer& src, size_t size, void* out) {
 
 bool Readback::EnsurePinned(size_t chunk) {
   if (chunk_ >= chunk) return true;
-  if (pinned_data_ != nullptr) {
-    glBindBuffer(GL_COPY_WRITE_BUFFER, pinned_.get());
-    glUnmapBuffer(GL_COPY_WRITE_BUFFER);
-    pinned_data_ = nullptr;
-    chunk_ = 0;
-  }
+  ReleasePinned();
   pinned_ = GlBuffer::Create();
   glBindBuffer(GL_COPY_WRITE_BUFFER, pinned_.get());
   const GLbitfield access = GL_MAP_READ_BIT | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
@@ -100,7 +100,7 @@ bool Readback::EnsurePinned(size_t chunk) {
       glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, GLsizeiptr(2 * chunk), access));
   glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
   if (pinned_data_ == nullptr) {
-    pinned_ = GlBuffer();
+    ReleasePinned();
     return false;
   }
   chunk_ = chunk;

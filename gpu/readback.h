@@ -68,6 +68,8 @@ class Readback {
   bool ReadPinned(const Buffer& src, size_t size, size_t piece, Use use);
   // Maps two chunks of at least `chunk` bytes each, if not yet as large.
   bool EnsurePinned(size_t chunk);
+  // Unmaps and deletes the pinned buffer, if any.
+  void ReleasePinned();
 
   ReadPath path_;
   std::vector<uint8_t> copied_;  // kCopied: one piece
