@@ -2,13 +2,13 @@
 // not, as on a bare GPU machine): each kernel's Prepare() over every sample type (building the
 // programs: where a GPU driver compiles) and WarmUp() (a dispatch of every program `auto` can
 // pick, on tiny images: where llvmpipe compiles), in the server's order; then, per analysis, the
-// first `auto` call on a large image of each channel count against the median of the warm calls
-// that follow (GPU time; wall time, "+read", with the read-back). The first call is the one the
-// warm-up exists for: within 1.5x of a warm call, it paid no compile. Its wall time also holds
-// what a first call at a size larger than any before pays, compiled or not: the kernels keep
-// their work buffers between calls and grow them when too small, and a fresh buffer costs a page
-// fault per 4 KiB on llvmpipe (the 4-channel integral table's band at 3200x2400, 134 MB: about
-// 50 ms).
+// first `auto` call on a large image of each channel count (its upload finished before: "upload"
+// rows) against the median of the warm calls that follow (GPU time; wall time, "+read", with the
+// read-back). The first call is the one the warm-up exists for: within 1.5x of a warm call, it paid
+// no compile. Its wall time also holds what a first call at a size larger than any before pays,
+// compiled or not: the kernels keep their work buffers between calls and grow them when too small,
+// and a fresh buffer costs a page fault per 4 KiB on llvmpipe (the 4-channel integral table's band
+// at 3200x2400, 134 MB: about 50 ms).
 //   warm_up_bench [--sizes 3200x2400] [--runs N] [--json FILE] [--device auto|software|N]
 //                 [--batch 1] [--warm-up 1]
 // --batch 0: builds the programs one at a time instead of in one gpu::ProgramBatch, as the server
@@ -203,7 +203,18 @@ int Main(int argc, char** argv) {
     for (int ch : {4, 1}) {
       gpu::HostImage host = gpu::HostImage::Zeros({w, h, ch, gpu::SampleType::kUint8});
       for (auto& b : host.data) b = uint8_t(rng());
-      const gpu::Image image = UploadOrExit(c, host);
+      // The upload is finished before the first call: on a GPU its copy runs after glTexSubImage2D
+      // returns, and a first dispatch right behind it would count the copy's time as its own (in
+      // GL timer queries too: the dispatch waits for the texture).
+      std::optional<gpu::Image> uploaded;
+      const double upload_wall = WallMs([&] {
+        uploaded.emplace(UploadOrExit(c, host));
+        c.Finish();
+      });
+      const gpu::Image& image = *uploaded;
+      rows.push_back(
+          {"upload", "Image::Upload+finish", size, StrCat(ch, "ch uint8"), upload_wall, 0, 0, 1});
+      std::fprintf(stderr, "%s %dch: upload and glFinish %.2f ms\n", size.c_str(), ch, upload_wall);
       // The consumer's copies of the outputs, allocated and touched before the calls: their page
       // faults are the reader's, not the first call's.
       integral_out.assign(size_t(host.desc.pixels()) * size_t(ch) * 8, 1);
