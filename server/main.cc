@@ -47,7 +47,7 @@ struct FlagValues {
   int64_t max_connection_age_s = defaults.max_connection_age_s;
   int64_t shutdown_grace_s = 20;
   int64_t result_buffer_bytes = int64_t(defaults.worker.result_buffer_bytes);
-  int64_t staging_bytes = int64_t(defaults.worker.staging_bytes);
+  int64_t staging_bytes = -1;  // WorkerOptions::staging_bytes unset
   int64_t arena_keep_bytes = int64_t(glimpse::server::kArenaKeepBytes);
   std::string tls_cert, tls_key, tls_client_ca, tokens;
   int64_t tenant_store_bytes = int64_t(defaults.worker.tenant_store_bytes);
@@ -103,11 +103,13 @@ void DefineFlags(glimpse::server::FlagSet& flags, FlagValues& v) {
                "host memory for results waiting for their readers; a stream takes at most an "
                "eighth at a time (larger integral tables are made in parts as they are read), "
                "and jobs whose results do not fit wait in the queue");
-  flags.AddInt("staging-bytes", &v.staging_bytes, 0, kBig,
+  flags.AddInt("staging-bytes", &v.staging_bytes, -1, kBig,
                "the most host memory the decoders write images of over 1 MiB into and the GPU "
                "uploads from as it is (persistently mapped buffers, mapped 32 MiB at a time as "
-               "large images arrive); an image that finds no room uses ordinary memory (0 = "
-               "none)");
+               "large images arrive); an image that finds no room uses ordinary memory (-1 = "
+               "auto: 32 MiB per decoding thread (one per usable CPU, at least 4), a 3840x2160 "
+               "RGBA image each, at least 128 MiB "
+               "and at most 1 GiB; 0 = none)");
   flags.AddInt("arena-keep-bytes", &v.arena_keep_bytes, 0, int64_t{1} << 30,
                "free memory each of the allocator's thread arenas keeps for the next call's "
                "result messages instead of handing it back (glibc's trim threshold): kept, it "
@@ -184,7 +186,7 @@ absl::StatusOr<glimpse::server::ServerOptions> ToOptions(const FlagValues& v) {
   o.worker.tenant_store_bytes = uint64_t(v.tenant_store_bytes);
   o.worker.image_ttl = std::chrono::seconds(v.image_ttl_s);
   o.worker.result_buffer_bytes = uint64_t(v.result_buffer_bytes);
-  o.worker.staging_bytes = uint64_t(v.staging_bytes);
+  if (v.staging_bytes >= 0) o.worker.staging_bytes = uint64_t(v.staging_bytes);
   o.worker.warm_up = v.warm_up != 0;
   o.worker.warm_up_threads = int(v.warm_up_threads);
   o.worker.pin_driver_threads = v.pin_driver_threads != 0;

@@ -22,9 +22,7 @@ ImageAnalyticsService::ImageAnalyticsService(GpuWorker& worker, const ServiceLim
     : worker_(worker),
       limits_(limits),
       started_(std::chrono::steady_clock::now()),
-      // Decoding inline and uploaded images runs here, in parallel: one thread per usable CPU,
-      // at least 4 so that streaming results out keeps threads while images decode.
-      pool_(std::max(4, UsableCpus())),
+      pool_(DecoderThreads()),
       env_{worker_, limits_, pool_, redis, access, rate} {}
 
 ImageAnalyticsService::~ImageAnalyticsService() = default;

@@ -5,8 +5,9 @@
 #   tests     the gpu/ tests on the NVIDIA driver
 #   e2e       bench/e2e.py: glimpse-server against the grpcio + OpenCV peer on this machine's
 #             cores, photos sent inline, with the servers' CPU ms per call (the large photos'
-#             rows again with staging memory off); then bench/batch.py:
-#             1000 thumbnails' histograms in AnalyzeBatch calls, packed and unpacked
+#             rows again with staging memory off, the 3840x2160 row with 128 MiB of it); then
+#             bench/batch.py: 1000 thumbnails' histograms in AnalyzeBatch calls, packed and
+#             unpacked
 #   kernels   every kernel benchmark, the auto check and the PyTorch peer table
 #   start-up  the start-up's benchmark with the driver's shader cache off, empty and filled
 #   [KERNELS="box_filter ..."] bash bench/nvidia/run.sh [--budget-s N] [part...]
@@ -94,6 +95,13 @@ if want e2e; then
     --server-binary .gpu/server/glimpse-server --seconds 1.2 --callers 4,16 --client-processes 4 \
     --rows 'histogram (1080p JPEG|2160p|960x540)' --server-arg=--staging-bytes=0 \
     --markdown "$work/e2e_nvidia_no_staging.md" --json "$work/e2e_nvidia_no_staging.json"
+  # 3840x2160 photos with 128 MiB of staging memory, the fixed default before it grew with the
+  # decoding threads: room for 4 such images at a time among 16 decoders (run 2: 0.75x the
+  # peer's rate with 16 callers, on under 5 of 16 cores).
+  step 40 e2e_staging_128mib env PYTHONPATH="$PWD/.gpu/python" PYTHONUNBUFFERED=1 python3 bench/e2e.py \
+    --server-binary .gpu/server/glimpse-server --seconds 1.2 --callers 4,16 --client-processes 4 \
+    --rows 'histogram 2160p' --server-arg=--staging-bytes=134217728 \
+    --markdown "$work/e2e_nvidia_staging_128mib.md" --json "$work/e2e_nvidia_staging_128mib.json"
   # Many thumbnails per call: packs of images per GPU job against a job per image, the peer's
   # single calls and the decode-only floor on these cores.
   step 60 batch env PYTHONPATH="$PWD/.gpu/python" PYTHONUNBUFFERED=1 python3 bench/batch.py \

@@ -12,17 +12,24 @@
 #include "server/host_memory.h"
 #include "server/observability/metrics.h"
 #include "server/rpc/status_util.h"
+#include "server/worker/host_pool.h"
 
 namespace glimpse::server {
 
 using SteadyClock = std::chrono::steady_clock;
+
+uint64_t AutoStagingBytes(int decoder_threads) {
+  constexpr uint64_t kPerDecoder = uint64_t{32} << 20, kLeast = uint64_t{128} << 20,
+                     kMost = uint64_t{1} << 30;
+  return std::clamp(kPerDecoder * uint64_t(std::max(decoder_threads, 0)), kLeast, kMost);
+}
 
 namespace {
 gpu::ContextOptions ContextOptionsFor(const WorkerOptions& o) {
   return {.device = o.device,
           .pin_driver_threads = o.pin_driver_threads,
           .auto_as_gpu = o.auto_as_gpu,
-          .staging_bytes = size_t(o.staging_bytes)};
+          .staging_bytes = size_t(o.staging_bytes.value_or(AutoStagingBytes(DecoderThreads())))};
 }
 }  // namespace
 

@@ -59,6 +59,13 @@ struct Job {
   uint64_t pixels = 0;
 };
 
+// The default staging memory for `decoder_threads` decoders: room for each to hold a 3840x2160
+// RGBA image (32 MiB) at once, at least 128 MiB and at most 1 GiB; mapped only as large images
+// arrive. An image that finds no room is decoded into a fresh mapping, a page fault per 4 KiB,
+// and on a GPU copied by the GL thread (5.9 ms for 3840x2160 RGBA on an H100, against 0.1 ms
+// from staging memory: bench/results/nvidia_h100.md).
+uint64_t AutoStagingBytes(int decoder_threads);
+
 struct WorkerOptions {
   std::string device = "auto";     // gpu::ContextOptions::device
   bool pin_driver_threads = true;  // gpu::ContextOptions::pin_driver_threads
@@ -74,8 +81,8 @@ struct WorkerOptions {
   std::chrono::seconds image_ttl{3600};
   uint64_t result_buffer_bytes = uint64_t{256} << 20;
   // gpu::ContextOptions::staging_bytes: the most host memory the decoders write large images into
-  // and uploads read as it is. 0 = none.
-  uint64_t staging_bytes = uint64_t{128} << 20;
+  // and uploads read as it is. 0 = none; unset, AutoStagingBytes(DecoderThreads()).
+  std::optional<uint64_t> staging_bytes;
   // Before Start returns (so before the server reports SERVING), build and run once every
   // program `auto` can pick on this device: no call pays for a shader compile. Seconds with a
   // shader cache on disk; on llvmpipe without one, minutes.

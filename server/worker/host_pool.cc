@@ -29,6 +29,8 @@ int UsableCpus() {
   return std::max(cpus, 1);
 }
 
+int DecoderThreads() { return std::max(4, UsableCpus()); }
+
 HostPool::HostPool(int threads) {
   for (int i = 0; i < threads; ++i) {
     threads_.emplace_back([this] {

@@ -16,8 +16,12 @@ namespace glimpse::server {
 // (cgroup v2 cpu.max, else v1 cpu.cfs_quota_us), as a container's CPU limit sets it. At least 1.
 int UsableCpus();
 
+// Threads of the service's host pool, which decodes inline and uploaded images in parallel: one per
+// usable CPU, at least 4, so that streaming results out keeps threads while images decode.
+int DecoderThreads();
+
 // Threads for host work, tasks run in the order posted. Example:
-//   HostPool pool(std::max(4, UsableCpus()));
+//   HostPool pool(DecoderThreads());
 //   pool.Post([&] { Decode(bytes); });
 class HostPool {
  public:

@@ -17,6 +17,8 @@
 #include "gpu/reference/integral_image.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/rpc/limits.h"
+#include "server/worker/gpu_worker.h"
+#include "server/worker/host_pool.h"
 #include "tests/service/service_test_util.h"
 
 #define STB_IMAGE_WRITE_STATIC
@@ -1030,6 +1032,23 @@ v1::ServerInfo Info(v1::ImageAnalytics::Stub& stub) {
   v1::ServerInfo info;
   EXPECT_TRUE(stub.GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
   return info;
+}
+
+// Unset, the staging memory is room for one 3840x2160 RGBA image per decoding thread, within
+// [128 MiB, 1 GiB], and a server reports what it took.
+TEST(StagingServiceTest, DefaultLimitGrowsWithTheDecodingThreads) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  EXPECT_EQ(server::AutoStagingBytes(0), 128 * kMiB);
+  EXPECT_EQ(server::AutoStagingBytes(4), 128 * kMiB);
+  EXPECT_EQ(server::AutoStagingBytes(5), 160 * kMiB);
+  EXPECT_EQ(server::AutoStagingBytes(16), 512 * kMiB);
+  EXPECT_EQ(server::AutoStagingBytes(32), 1024 * kMiB);
+  EXPECT_EQ(server::AutoStagingBytes(96), 1024 * kMiB);
+  EXPECT_GE(uint64_t{32} * kMiB, uint64_t{3840} * 2160 * 4) << "a 3840x2160 RGBA image per thread";
+  EXPECT_GE(server::DecoderThreads(), 4);
+  std::unique_ptr<TestServer> ts = TestServer::Start(server::ServerOptions{});
+  GLIMPSE_REQUIRE_SERVER(ts);
+  EXPECT_EQ(Info(*ts->stub).staging_bytes(), server::AutoStagingBytes(server::DecoderThreads()));
 }
 
 // Images of over 1 MiB go through staging memory (--staging-bytes), here room for two 1921x1080
