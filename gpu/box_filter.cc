@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -221,23 +220,13 @@ absl::StatusOr<BoxFilterResult> BoxFilterKernel::Stream(const Image& image,
 
 absl::Status BoxFilterKernel::DeliverRows(const Buffer& rows, const ImageDesc& d, int y0, int count,
                                           const BoxFilterSink& sink) {
-  const size_t stride = size_t(PackedTexelsPerRow(d)) * 16, row = d.row_bytes();
-  const int piece_rows = int(std::max<size_t>(1, kSinkPieceBytes / row));
-  if (stride != row) staging_.resize(size_t(std::min(piece_rows, count)) * row);
+  // The packed layout's rows are whole 16-byte texels.
   absl::Status status;
-  const bool read = ctx_.readback().Read(
-      rows, size_t(count) * stride, size_t(piece_rows) * stride,
-      [&](const uint8_t* src, size_t at, size_t bytes) {
-        const int r = int(at / stride), n = int(bytes / stride);
-        if (stride != row) {  // rows padded to whole texels: cut them
-          for (int i = 0; i < n; ++i)
-            std::memcpy(&staging_[size_t(i) * row], src + i * stride, row);
-          src = staging_.data();
-        }
-        status = sink(BoxFilterRows{y0 + r, n, std::span<const uint8_t>(src, size_t(n) * row)});
-        return status.ok();
-      });
-  if (!read) return ctx_.MapError("the box filter's output rows");
+  if (!box_filter_internal::DeliverBufferRows(ctx_.readback(), rows,
+                                              size_t(PackedTexelsPerRow(d)) * 16, d, y0, count,
+                                              staging_, sink, &status)) {
+    return ctx_.MapError("the box filter's output rows");
+  }
   return status;
 }
 
@@ -282,8 +271,8 @@ absl::StatusOr<BoxFilterResult> BoxFilterKernel::Filter(const Image& image,
     return result;
   }
   BoxFilterResult result;
-  if (absl::Status s =
-          box_filter_internal::FilterTiles(ctx_, image, o, variant, limit, sink, &result);
+  if (absl::Status s = box_filter_internal::FilterTiles(ctx_, image, o, variant, limit,
+                                                        tile_scratch_, sink, &result);
       !s.ok()) {
     return s;
   }

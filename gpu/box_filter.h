@@ -25,6 +25,7 @@
 #include "gpu/context.h"
 #include "gpu/gl_handles.h"
 #include "gpu/image.h"
+#include "gpu/integral_image.h"
 #include "gpu/warm_up.h"
 
 namespace glimpse::gpu {
@@ -38,6 +39,17 @@ struct FusedStripsScratch {
   Buffer ring;  // rx a uniform: each invocation's first-window sums of the rows in its window
   GlTexture edges;
   int edges_width = 0, edges_height = 0;  // the size asked for (the texture may be larger)
+};
+
+// What the tiled variants keep between calls, grown to the largest call's need: the output tile's
+// buffer, the second buffer of the separable and integral variants, the integral variant's own
+// kernel (its work buffers), and the band of rows a sink is handed where tiles are narrower than
+// the image. A fresh buffer per call costs the driver an allocation (on llvmpipe a page fault per
+// 4 KiB written), and a fresh band of a 1920x1080 RGB image 6 MB of host pages.
+struct TileScratch {
+  Buffer out, aux;
+  std::optional<IntegralImageKernel> integral;
+  std::vector<uint8_t> band;
 };
 }  // namespace box_filter_internal
 
@@ -149,6 +161,7 @@ class BoxFilterKernel {
 
   Context& ctx_;
   box_filter_internal::FusedStripsScratch fused_scratch_;
+  box_filter_internal::TileScratch tile_scratch_;
   std::vector<uint8_t> staging_;  // a piece of rows cut to the image's row length
 };
 

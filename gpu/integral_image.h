@@ -179,6 +179,12 @@ class IntegralImageKernel {
   // that repeat calls write into memory that is already mapped: on CPU renderers a fresh buffer
   // faults in every page during the dispatch.
   Buffer table_;
+  // The passes' work buffers, kept the same way (a fresh buffer per call also costs the driver an
+  // allocation): the carries between bands, the strips' or blocks' sums, the transposed band.
+  struct WorkBuffers {
+    Buffer carry[2], sums, scratch;
+  };
+  WorkBuffers work_;
   // Where a piece of a band of 4-byte sums is rebuilt for the sink: small enough to stay in the
   // CPU's cache, kept so that calls do not fault in fresh pages for it.
   std::vector<uint8_t> staging_;

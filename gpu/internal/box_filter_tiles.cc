@@ -252,6 +252,30 @@ void CopyTileToTexture(const Buffer& out_buf, const Image& out, const ImageDesc&
   glPixelStorei(GL_UNPACK_ROW_LENGTH, 0);
 }
 
+}  // namespace
+
+bool DeliverBufferRows(Readback& readback, const Buffer& rows, size_t stride, const ImageDesc& desc,
+                       int y0, int count, std::vector<uint8_t>& cut, const BoxFilterSink& sink,
+                       absl::Status* sink_status) {
+  const size_t row = desc.row_bytes();
+  const size_t piece_rows = std::max<size_t>(1, BoxFilterKernel::kSinkPieceBytes / row);
+  if (stride != row) cut.resize(std::min(piece_rows, size_t(count)) * row);
+  return readback.Read(rows, size_t(count) * stride, piece_rows * stride,
+                       [&](const uint8_t* src, size_t at, size_t bytes) {
+                         const size_t r = at / stride, n = bytes / stride;
+                         if (stride != row) {  // rows padded: cut them
+                           for (size_t i = 0; i < n; ++i)
+                             std::memcpy(&cut[i * row], src + i * stride, row);
+                           src = cut.data();
+                         }
+                         *sink_status = sink(BoxFilterRows{y0 + int(r), int(n),
+                                                           std::span<const uint8_t>(src, n * row)});
+                         return sink_status->ok();
+                       });
+}
+
+namespace {
+
 // The tile's rows from the output buffer (rows of RoundUp4(t.w) pixels) into `band`, rows of
 // the image's own length holding the tiles of rows [t.y0, t.y0 + t.h), at the tile's column.
 // By the context's read path (on GPUs not through a mapping: on an H100 the mapped reads of
@@ -290,8 +314,8 @@ absl::Status DeliverRows(const uint8_t* data, size_t row, int y0, int rows,
 }  // namespace
 
 absl::Status FilterTiles(Context& ctx, const Image& image, const BoxFilterOptions& o,
-                         BoxFilterVariant variant, int64_t limit, const BoxFilterSink* sink,
-                         BoxFilterResult* result) {
+                         BoxFilterVariant variant, int64_t limit, TileScratch& scratch,
+                         const BoxFilterSink* sink, BoxFilterResult* result) {
   const ImageDesc& d = image.desc();
   absl::StatusOr<TilePlan> chosen = ChooseTiles(&variant, d, o, limit);
   if (!chosen.ok()) return chosen.status();
@@ -301,18 +325,23 @@ absl::Status FilterTiles(Context& ctx, const Image& image, const BoxFilterOption
 
   // With a sink, each band of tile rows is read back from the output buffer and handed over: no
   // result texture to fill and download (on NVIDIA's driver both went through its slow path for
-  // 3-channel texels: 31 ms + 32 ms of a 1080p RGB 7x7 call on an H100).
+  // 3-channel texels: 31 ms + 32 ms of a 1080p RGB 7x7 call on an H100). Tiles as wide as the
+  // image hand their rows over straight from the read-back; narrower ones are gathered into a
+  // band of rows first.
   absl::StatusOr<Image> out = sink != nullptr ? Image() : Image::Allocate(ctx, d);
   if (!out.ok()) return out.status();
-  std::vector<uint8_t> band(sink != nullptr ? size_t(plan.h) * d.row_bytes() : 0);
-  const int64_t out_bytes = TileBytes(BoxFilterVariant::kSharedTile, d, o, plan.w, plan.h);
-  Buffer out_buf = Buffer::Create(size_t(out_bytes));
-  Buffer aux;
-  if (variant != BoxFilterVariant::kSharedTile) {
-    aux = Buffer::Create(size_t(TileBytes(variant, d, o, plan.w, plan.h)));
-  }
-  IntegralImageKernel integral(ctx);
+  const bool whole_rows = plan.w == d.width;
+  if (sink != nullptr && !whole_rows) scratch.band.resize(size_t(plan.h) * d.row_bytes());
+  const Buffer& out_buf = Buffer::AtLeast(
+      scratch.out, size_t(TileBytes(BoxFilterVariant::kSharedTile, d, o, plan.w, plan.h)));
+  const Buffer* aux =
+      variant == BoxFilterVariant::kSharedTile
+          ? nullptr
+          : &Buffer::AtLeast(scratch.aux, size_t(TileBytes(variant, d, o, plan.w, plan.h)));
+  if (variant == BoxFilterVariant::kIntegral && !scratch.integral) scratch.integral.emplace(ctx);
   const uint64_t area = WindowArea(o);
+  const size_t pitch =
+      size_t(RoundUp4(plan.w)) * size_t(d.channels) * size_t(BytesPerSample(d.type));
 
   result->variant = variant;
   for (int y0 = 0; y0 < d.height; y0 += plan.h) {
@@ -323,26 +352,35 @@ absl::Status FilterTiles(Context& ctx, const Image& image, const BoxFilterOption
       // dispatches; a CPU renderer runs them one after the other, which hid it there).
       glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_PIXEL_BUFFER_BARRIER_BIT);
       if (variant == BoxFilterVariant::kIntegral) {
-        absl::Status s = integral.ComputeOnDevice(image, t.lo_x, t.lo_y, t.hi_x - t.lo_x + 1,
-                                                  t.hi_y - t.lo_y + 1, IntegralImageVariant::kAuto,
-                                                  aux, &result->gpu_ns, o.force_two_word);
+        absl::Status s = scratch.integral->ComputeOnDevice(
+            image, t.lo_x, t.lo_y, t.hi_x - t.lo_x + 1, t.hi_y - t.lo_y + 1,
+            IntegralImageVariant::kAuto, *aux, &result->gpu_ns, o.force_two_word);
         if (!s.ok()) return s;
       }
       GpuTimer timer;
       image.Bind(0);
       out_buf.BindBase(0);
-      if (aux) aux.BindBase(1);
+      if (aux != nullptr) aux->BindBase(1);
       DispatchTile(variant, *programs, d, o, area, t);
       if (sink == nullptr) CopyTileToTexture(out_buf, *out, d, t);
       result->gpu_ns += timer.StopAndRead();
-      if (sink != nullptr && !ReadTileRows(ctx.readback(), out_buf, d, t, band.data())) {
+      if (sink == nullptr) continue;
+      if (whole_rows) {
+        absl::Status delivered;
+        if (!DeliverBufferRows(ctx.readback(), out_buf, pitch, d, y0, t.h, scratch.band, *sink,
+                               &delivered)) {
+          return ctx.MapError("the box filter's output tile");
+        }
+        if (!delivered.ok()) return delivered;
+      } else if (!ReadTileRows(ctx.readback(), out_buf, d, t, scratch.band.data())) {
         return ctx.MapError("the box filter's output tile");
       }
     }
-    if (sink != nullptr) {
+    if (sink != nullptr && !whole_rows) {
       if (absl::Status s = ctx.CheckGlError("box filter"); !s.ok()) return s;
       const int rows = std::min(plan.h, d.height - y0);
-      if (absl::Status s = DeliverRows(band.data(), d.row_bytes(), y0, rows, *sink); !s.ok()) {
+      if (absl::Status s = DeliverRows(scratch.band.data(), d.row_bytes(), y0, rows, *sink);
+          !s.ok()) {
         return s;
       }
     }

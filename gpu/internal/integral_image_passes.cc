@@ -205,12 +205,12 @@ void Transpose(const Workspace& ws, const Buffer& src, const Buffer& dst, int sr
 // its rows (the band's columns) with the carry, transpose back.
 void TransposedColumnPasses(const Workspace& ws, int origin_y, int rows, bool first_band,
                             const Buffer& carry_in, const Buffer& carry_out) {
-  Transpose(ws, *ws.table, ws.scratch, rows, ws.width);
-  ws.scratch.BindBase(0);
+  Transpose(ws, *ws.table, *ws.scratch, rows, ws.width);
+  ws.scratch->BindBase(0);
   carry_in.BindBase(1);
   carry_out.BindBase(2);
   ScanLines(ws, origin_y, ws.rows_scan_buf, ws.width, rows, true, !first_band);
-  Transpose(ws, ws.scratch, *ws.table, ws.width, rows);
+  Transpose(ws, *ws.scratch, *ws.table, ws.width, rows);
 }
 
 }  // namespace
@@ -293,22 +293,24 @@ absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspac
 
   const size_t row_elems = size_t(w) * desc.channels;
   const size_t band_elems = row_elems * size_t(rows_max);
-  for (Buffer& c : ws.carry) c = Buffer::Create(row_elems * kElem);
+  for (int i = 0; i < 2; ++i) ws.carry[i] = &Buffer::AtLeast(work_.carry[i], row_elems * kElem);
   if (variant == IntegralImageVariant::kStripScan) {
-    ws.sums = Buffer::Create(size_t(rows_max) * size_t(CeilDiv(w, kStrip)) * desc.channels * kElem);
+    ws.sums = &Buffer::AtLeast(
+        work_.sums, size_t(rows_max) * size_t(CeilDiv(w, kStrip)) * desc.channels * kElem);
   } else if (variant == IntegralImageVariant::kPackedStrips) {
-    ws.sums = Buffer::Create(size_t(rows_max) * size_t(CeilDiv(row_elems, ws.strip_samples)) *
-                             desc.channels * kElem);
+    ws.sums = &Buffer::AtLeast(
+        work_.sums,
+        size_t(rows_max) * size_t(CeilDiv(row_elems, ws.strip_samples)) * desc.channels * kElem);
   } else if (variant != IntegralImageVariant::kNaive) {
     const size_t nb_w = size_t(CeilDiv(w, kRowBlock));
     const size_t nb_r = size_t(CeilDiv(rows_max, kRowBlock));
     const size_t nb_c = size_t(CeilDiv(rows_max, kColBlock));
     size_t sums = std::max(
         {size_t(rows_max) * nb_w * desc.channels, row_elems * nb_r, row_elems * nb_c, size_t{1}});
-    ws.sums = Buffer::Create(sums * kElem);
+    ws.sums = &Buffer::AtLeast(work_.sums, sums * kElem);
   }
   if (variant == IntegralImageVariant::kScanTransposeScan) {
-    ws.scratch = Buffer::Create(band_elems * kElem);
+    ws.scratch = &Buffer::AtLeast(work_.scratch, band_elems * kElem);
   }
   return ws;
 }
@@ -316,12 +318,12 @@ absl::StatusOr<IntegralImageKernel::Workspace> IntegralImageKernel::MakeWorkspac
 absl::Status IntegralImageKernel::RunBand(const Workspace& ws, int band_y0, int rows,
                                           bool first_band) {
   const int band = band_y0 / ws.rows_max;  // carries alternate between the two buffers
-  const Buffer& carry_in = ws.carry[band % 2];
-  const Buffer& carry_out = ws.carry[(band + 1) % 2];
+  const Buffer& carry_in = *ws.carry[band % 2];
+  const Buffer& carry_out = *ws.carry[(band + 1) % 2];
   ws.table->BindBase(0);
   carry_in.BindBase(1);
   carry_out.BindBase(2);
-  if (ws.sums) ws.sums.BindBase(3);
+  if (ws.sums != nullptr) ws.sums->BindBase(3);
   const int origin_y = ws.y0 + band_y0;
 
   switch (ws.variant) {

@@ -37,11 +37,12 @@ struct Workspace {
   GLuint rows_naive = 0, cols_naive = 0, rows_scan_tex = 0, rows_scan_buf = 0, cols_scan = 0,
          block_sums = 0, add_rows = 0, add_cols = 0, transpose = 0;
   int tile = 32;
-  Buffer owned_table;
   const Buffer* table = nullptr;  // the band's table (output)
-  Buffer scratch;                 // scan-transpose-scan: the transposed band
-  Buffer carry[2];
-  Buffer sums;
+  // The kernel's work buffers (IntegralImageKernel::work_), at least as large as the band needs;
+  // null where the variant needs none.
+  const Buffer* scratch = nullptr;  // scan-transpose-scan: the transposed band
+  const Buffer* carry[2] = {};
+  const Buffer* sums = nullptr;
 };
 
 }  // namespace integral_internal

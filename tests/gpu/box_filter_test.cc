@@ -326,8 +326,9 @@ TEST(BoxFilterTest, FusedStripsResultReadsTheSameInEitherForm) {
 }
 
 // Stream() hands over the rows without a result image: straight from the fused strips' output
-// buffer (rows padded to whole texels cut to the image's own), or downloaded from the other
-// variants' result; several pieces for larger images; a sink's error stops the run.
+// buffer (rows padded to whole texels cut to the image's own) or from the tiled variants' (tiles
+// as wide as the image: rows padded to 4 pixels cut likewise); several pieces for larger images;
+// a sink's error stops the run. One kernel throughout: its kept buffers serve every size.
 TEST(BoxFilterTest, StreamHandsOverTheRowsInPieces) {
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   GLIMPSE_SEED_TRACE();
