@@ -55,6 +55,14 @@ TEST(ImageTest, PlainUploadsWidenThreeChannelRowsAndReadBackExactly) {
         const HostImage host = testing::RandomImage(d, rng);
         const std::vector<uint8_t> widened = WidenForUpload(own.limits(), host);
         EXPECT_EQ(widened.size(), c == 3 ? d.bytes() / 3 * 4 : 0) << DescribeImage(d);
+        if (c == 3) {  // each pixel's samples, then a zero sample
+          const size_t s = size_t(BytesPerSample(t));
+          std::vector<uint8_t> want(size_t(d.pixels()) * 4 * s, 0);
+          for (size_t i = 0; i < size_t(d.pixels()); ++i) {
+            std::copy_n(&host.data[i * 3 * s], 3 * s, &want[i * 4 * s]);
+          }
+          EXPECT_TRUE(widened == want) << DescribeImage(d);
+        }
         for (bool given : {false, true}) {
           absl::StatusOr<Image> img =
               given ? Image::Upload(own, d, host.data, widened) : Image::Upload(own, host);
