@@ -32,7 +32,7 @@ import grpc
 import numpy as np
 
 import glimpse
-from glimpse import client as gc
+from glimpse import _calls as gc
 from glimpse._types import raw_pixels
 from glimpse.v1 import image_analytics_pb2 as pb
 
@@ -56,10 +56,16 @@ class Stats:
     def __init__(self):
         self.mu = threading.Lock()
         self.counts = collections.Counter()
+        self.own_errors = collections.Counter()  # raised by this script, not by the server
 
     def add(self, op, outcome):
         with self.mu:
             self.counts[(op, outcome)] += 1
+
+    def add_own_error(self, op, e):
+        self.add(op, type(e).__name__)
+        with self.mu:
+            self.own_errors[f"{op}: {type(e).__name__}: {e}"] += 1
 
 
 def random_image(rng, max_mp):
@@ -190,7 +196,7 @@ class Client(threading.Thread):
             except grpc.RpcError as e:
                 self.stats.add(op, e.code().name)
             except Exception as e:  # noqa: BLE001: a soak counts every failure and goes on
-                self.stats.add(op, type(e).__name__)
+                self.stats.add_own_error(op, e)
         for i in self.ids:
             try:
                 self.g.delete(i)
@@ -349,6 +355,10 @@ def main():
         proc.terminate()
         proc.wait(60)
         print(f"  server exit status {proc.returncode}")
+    if stats.own_errors:  # the calls did not go as meant: the run does not measure what it says
+        for what, n in stats.own_errors.most_common(5):
+            print(f"  this script failed {n} times: {what}", file=sys.stderr)
+        sys.exit("soak: calls failed in the script itself, not in the server")
 
 
 if __name__ == "__main__":
