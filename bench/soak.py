@@ -25,6 +25,7 @@ import random
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -265,7 +266,8 @@ def main():
     p.add_argument("--target", help="HOST:PORT of a running server (with --pid)")
     p.add_argument("--pid", type=int, help="its process id, for /proc")
     p.add_argument("--csv", default="soak.csv")
-    p.add_argument("--log", default="soak-server.log", help="the started server's log")
+    p.add_argument("--log", default=os.path.join(tempfile.gettempdir(), "glimpse-soak-server.log"),
+                   help="the started server's log (default: in the temporary directory)")
     p.add_argument("server_args", nargs="*", help="after --: flags for the started server")
     p.add_argument("--summarize", metavar="CSV", help="only print the summary of a CSV written "
                    "by an earlier run")
@@ -301,8 +303,8 @@ def main():
         if time.time() - t_start > 900:
             sys.exit("soak: the server did not report SERVING within 15 minutes")
         time.sleep(0.5)
-    print(f"soak: server pid {pid} at {target} SERVING after {time.time() - t_start:.1f} s",
-          flush=True)
+    print(f"soak: server pid {pid} at {target} SERVING after {time.time() - t_start:.1f} s"
+          + (f" (its log: {args.log})" if proc else ""), flush=True)
 
     stats = Stats()
     stop = threading.Event()
