@@ -3,7 +3,7 @@
 // glibc serves them from per-thread arenas once its dynamic mmap threshold has risen past their
 // size (it rises to the largest block freed, up to 32 MiB), and an arena returns memory to the
 // system only from its top, so the resident size grew with every new mix of sizes and threads
-// (bench/results/soak_llvmpipe.md).
+// (bench/results/soak_llvmpipe.md). A fixed threshold bounds what the arenas see.
 //
 //   int main(int argc, char** argv) {
 //     // First, before any other thread starts:
@@ -21,8 +21,15 @@
 
 namespace glimpse::server {
 
-// Blocks of at least this many bytes are mapped on their own and unmapped when freed.
-inline constexpr size_t kOwnMappingBytes = size_t{1} << 20;
+// Blocks of at least this many bytes are mapped on their own and unmapped when freed; smaller ones
+// come from the arenas. 8 MiB takes in what most calls bring: an inline photo's bytes (a 1080p
+// PNG, 3.6 MB), a raw 1080p RGB array (6.2 MB), a PNG's inflated rows, a 1080p image decoded
+// where staging memory had no room, so that each reuses pages already faulted in instead of
+// faulting in (and zeroing) a fresh page per 4 KiB on every call; 4K images and larger are still
+// mapped and handed back each time. Against 1 MiB: a 1080p PNG's decode 20.2-20.4 ms against
+// 24.8-26.1 ms, its server CPU per call 30.1-30.3 ms against 32.8-33.1; a 6-minute soak's
+// resident memory under load 5% higher, and lower once idle (bench/results/soak_llvmpipe.md).
+inline constexpr size_t kOwnMappingBytes = size_t{8} << 20;
 
 // The free memory each allocator arena keeps at its top instead of handing it back at once
 // (glibc's trim threshold; --arena-keep-bytes). Blocks under kOwnMappingBytes that come and go

@@ -4,7 +4,6 @@
 
 #include "absl/status/status.h"
 #include "common/str.h"
-#include "server/host_memory.h"
 
 // Functions private to this file: the client or a test may bring its own stb copy.
 #define STB_IMAGE_WRITE_STATIC
@@ -41,7 +40,7 @@ absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int 
   return std::move(decoded->host);
 }
 
-bool WorthStaging(size_t bytes) { return bytes > kOwnMappingBytes; }
+bool WorthStaging(size_t bytes) { return bytes > kStagingMinBytes; }
 
 gpu::StagingBlock ReserveStaged(gpu::StagingArena* staging, const gpu::DeviceLimits& device,
                                 const gpu::ImageDesc& desc, gpu::StagedRows* rows) {

@@ -58,10 +58,11 @@ absl::StatusOr<DecodedImage> DecodeEncodedFor(const gpu::DeviceLimits& device,
                                               gpu::StagingArena* staging = nullptr);
 
 // Whether an image's rows of `bytes` go to staging memory when there is some: those of over
-// 1 MiB (kOwnMappingBytes, server/host_memory.h), which the host allocator would map afresh for
-// each image, every page faulted in and zeroed on first write. Smaller ones come from memory the
-// allocator keeps, and stay free to be packed several to a GPU job (AnalyzeBatch's histogram
-// packs take host rows only).
+// kStagingMinBytes, which then reach the device through one copy (a GPU reads staging memory by
+// DMA while the GL thread goes on) into pages that stay mapped. Smaller ones come from memory
+// the host allocator keeps, and stay free to be packed several to a GPU job (AnalyzeBatch's
+// histogram packs take host rows only).
+inline constexpr size_t kStagingMinBytes = size_t{1} << 20;
 bool WorthStaging(size_t bytes);
 // A block of `staging` (may be null) for `desc`'s rows laid out for `device` (gpu::StagedRowsFor,
 // set in `*rows`), where they are worth staging and a block is free; else an empty block.

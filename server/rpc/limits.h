@@ -13,13 +13,17 @@
 
 namespace glimpse::server {
 
+// Size of the data in one streamed result message (ServiceLimits::chunk_bytes): well under the
+// size the allocator maps on its own, so that each chunk and gRPC's serialized copy of it come from
+// memory already in use, and a message or two fill gRPC's flow-control window.
+inline constexpr size_t kResultChunkBytes = size_t{512} << 10;
+static_assert(kResultChunkBytes < kOwnMappingBytes);
+
 struct ServiceLimits {
   uint64_t max_image_pixels = uint64_t{1} << 28;
   uint64_t max_upload_bytes = uint64_t{1} << 30;
   uint64_t max_message_bytes = uint64_t{4} << 20;
-  // Size of the data in one streamed result message: under the size the allocator maps on its
-  // own, so that each chunk and gRPC's serialized copy of it come from memory already in use.
-  size_t chunk_bytes = kOwnMappingBytes / 2;
+  size_t chunk_bytes = kResultChunkBytes;
   // AnalyzeBatch: images one call may have in flight (read, decoding, queued, running, or answered
   // and not yet sent). Twice the host threads of a 8-CPU machine: decoding keeps every thread busy
   // while the GPU works, and one call's unsent answers stay a few images' worth.
