@@ -34,7 +34,7 @@ import numpy as np
 from glimpse.v1 import image_analytics_pb2 as pb
 from glimpse.v1 import image_analytics_pb2_grpc as pb_grpc
 
-CHUNK_BYTES = 1 << 20                 # Glimpse's --chunk size for streamed results
+CHUNK_BYTES = 1 << 20                 # Glimpse's result message size (kResultChunkBytes)
 MAX_MESSAGE_BYTES = 64 << 20          # as the benchmark starts Glimpse (--max-message-bytes)
 DEFAULT_MAX_RESULTS = 1 << 20         # CompactOptions.max_results when unset
 VARIANT = "opencv"
