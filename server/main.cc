@@ -108,8 +108,7 @@ void DefineFlags(glimpse::server::FlagSet& flags, FlagValues& v) {
                "uploads from as it is (persistently mapped buffers, mapped 32 MiB at a time as "
                "large images arrive); an image that finds no room uses ordinary memory (-1 = "
                "auto: 32 MiB per decoding thread (one per usable CPU, at least 4), a 3840x2160 "
-               "RGBA image each, at least 128 MiB "
-               "and at most 1 GiB; 0 = none)");
+               "RGBA image each, at least 128 MiB and at most 1 GiB; 0 = none)");
   flags.AddInt("arena-keep-bytes", &v.arena_keep_bytes, 0, int64_t{1} << 30,
                "free memory each of the allocator's thread arenas keeps for the next call's "
                "result messages instead of handing it back (glibc's trim threshold): kept, it "

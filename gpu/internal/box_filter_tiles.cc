@@ -366,6 +366,7 @@ absl::Status FilterTiles(Context& ctx, const Image& image, const BoxFilterOption
       result->gpu_ns += timer.StopAndRead();
       if (sink == nullptr) continue;
       if (whole_rows) {
+        if (absl::Status s = ctx.CheckGlError("box filter"); !s.ok()) return s;
         absl::Status delivered;
         if (!DeliverBufferRows(ctx.readback(), out_buf, pitch, d, y0, t.h, scratch.band, *sink,
                                &delivered)) {
