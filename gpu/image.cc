@@ -87,13 +87,34 @@ void WidenRows(const ImageDesc& d, const uint8_t* src, int rows, uint8_t* dst) {
   }
 }
 
+// `pixels` four-channel texels of samples of S bytes from `src` to three-channel pixels at `dst`;
+// `dst` may be `src` (narrowed in place: each texel is read before its pixel is written, and
+// writes never pass the reads). Fixed-size moves, not a call to memmove per pixel.
+template <size_t S>
+void NarrowPixels(const uint8_t* src, size_t pixels, uint8_t* dst) {
+  for (size_t i = 0; i < pixels; ++i, src += 4 * S, dst += 3 * S) {
+    uint8_t t[3 * S];
+    std::memcpy(t, src, 3 * S);
+    std::memcpy(dst, t, 3 * S);
+  }
+}
+
+void NarrowPixels(SampleType type, const uint8_t* src, size_t pixels, uint8_t* dst) {
+  switch (BytesPerSample(type)) {
+    case 1:
+      return NarrowPixels<1>(src, pixels, dst);
+    case 2:
+      return NarrowPixels<2>(src, pixels, dst);
+    default:
+      return NarrowPixels<4>(src, pixels, dst);
+  }
+}
+
 // Rows of four-channel texels narrowed in place to the 3-channel image's own layout.
 void NarrowRows(const ImageDesc& d, int rows, std::vector<uint8_t>& data) {
   const size_t pixels = size_t(d.width) * size_t(rows);
-  const size_t s = size_t(BytesPerSample(d.type));
-  uint8_t* p = data.data();
-  for (size_t i = 0; i < pixels; ++i) std::memmove(p + i * 3 * s, p + i * 4 * s, 3 * s);
-  data.resize(pixels * 3 * s);
+  NarrowPixels(d.type, data.data(), pixels, data.data());
+  data.resize(pixels * 3 * size_t(BytesPerSample(d.type)));
 }
 
 // Packed and plain textures of images come from the context's pool of freed ones where one of
@@ -411,17 +432,15 @@ void ClearRowPadding(const StagedRows& layout, const ImageDesc& desc, std::span<
 std::vector<uint8_t> UnstageRows(const StagedRows& layout, const ImageDesc& desc,
                                  std::span<const uint8_t> staged) {
   std::vector<uint8_t> rows(desc.bytes());
-  const size_t row = desc.row_bytes(), s = size_t(BytesPerSample(desc.type));
+  const size_t row = desc.row_bytes();
   for (int y = 0; y < desc.height; ++y) {
     const uint8_t* src = staged.data() + layout.row_stride * size_t(y);
     uint8_t* dst = rows.data() + row * size_t(y);
     if (layout.channels == desc.channels) {
       std::memcpy(dst, src, row);
-      continue;
+    } else {  // four-channel rows of a 3-channel image (StagedRowsFor)
+      NarrowPixels(desc.type, src, size_t(desc.width), dst);
     }
-    const size_t in = size_t(layout.channels) * s, out = size_t(desc.channels) * s;
-    for (int x = 0; x < desc.width; ++x)
-      std::memcpy(dst + out * size_t(x), src + in * size_t(x), out);
   }
   return rows;
 }
