@@ -59,6 +59,7 @@ struct FlagValues {
   int64_t warm_up = warm_up_env == "1";
   int64_t warm_up_threads = defaults.worker.warm_up_threads;
   int64_t pin_driver_threads = defaults.worker.pin_driver_threads;
+  int64_t gpu_paths = defaults.worker.gpu_paths;
 };
 
 // Every flag of glimpse-server, bound to a field of `v`.
@@ -165,6 +166,11 @@ void DefineFlags(glimpse::server::FlagSet& flags, FlagValues& v) {
                "this process may run on, so that no two of them share a CPU while another idles "
                "(the scheduler otherwise does so at times, halving the speed of whole runs of "
                "calls); 0: leave them to the scheduler");
+  flags.AddInt("gpu-paths", &v.gpu_paths, 0, 1,
+               "1: on a CPU renderer (llvmpipe), take a GPU's paths (the kernel variants `auto` "
+               "picks on a GPU, uploads into plain textures, read-backs through pinned memory): "
+               "slower there, for testing and profiling those paths on a machine without a GPU; "
+               "no effect on a GPU");
 }
 
 // The server's options from the flags' values, or INVALID_ARGUMENT naming the flag.
@@ -189,6 +195,7 @@ absl::StatusOr<glimpse::server::ServerOptions> ToOptions(const FlagValues& v) {
   o.worker.warm_up = v.warm_up != 0;
   o.worker.warm_up_threads = int(v.warm_up_threads);
   o.worker.pin_driver_threads = v.pin_driver_threads != 0;
+  o.worker.gpu_paths = v.gpu_paths != 0;
   o.limits.max_image_pixels = uint64_t(v.max_image_pixels);
   o.limits.max_upload_bytes = uint64_t(v.max_upload_bytes);
   o.limits.max_message_bytes = uint64_t(v.max_message_bytes);

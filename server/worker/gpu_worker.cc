@@ -28,7 +28,9 @@ namespace {
 gpu::ContextOptions ContextOptionsFor(const WorkerOptions& o) {
   return {.device = o.device,
           .pin_driver_threads = o.pin_driver_threads,
-          .auto_as_gpu = o.auto_as_gpu,
+          .auto_as_gpu = o.gpu_paths,
+          .plain_uploads = o.gpu_paths,
+          .read_path = o.gpu_paths ? std::optional(gpu::ReadPath::kPinned) : std::nullopt,
           .staging_bytes = size_t(o.staging_bytes.value_or(AutoStagingBytes(DecoderThreads())))};
 }
 }  // namespace

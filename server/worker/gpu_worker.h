@@ -69,7 +69,9 @@ uint64_t AutoStagingBytes(int decoder_threads);
 struct WorkerOptions {
   std::string device = "auto";     // gpu::ContextOptions::device
   bool pin_driver_threads = true;  // gpu::ContextOptions::pin_driver_threads
-  bool auto_as_gpu = false;        // gpu::ContextOptions::auto_as_gpu (for tests)
+  // A GPU's paths on a CPU renderer too (gpu::ContextOptions' auto_as_gpu, plain_uploads and
+  // pinned read-backs), so that llvmpipe runs and profiles them; no effect on a GPU.
+  bool gpu_paths = false;
   int max_queue = 64;
   // Jobs one tenant may have waiting (0 = no bound). Half the default --max-queue: a tenant that
   // floods leaves at least half of the queue to the others, while one client alone can still keep

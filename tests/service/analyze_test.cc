@@ -11,6 +11,7 @@
 #include "gpu/reference/compaction.h"
 #include "gpu/reference/histogram.h"
 #include "gpu/reference/integral_image.h"
+#include "server/ingest/image_codec.h"
 #include "tests/service/analyze_test_util.h"
 #include "tests/service/service_test_util.h"
 
@@ -144,6 +145,46 @@ void ExpectEveryAnalysisMatchesReference(const std::vector<v1::AnalyzeResponse>&
   EXPECT_TRUE(xy == AsBytes(cref->xy)) << "compaction list differs";
   EXPECT_TRUE(values == AsBytes(cref->values)) << "compaction values differ";
   EXPECT_TRUE(box == AsBytes(bref->data)) << "box filter differs";
+}
+
+// A GPU's request path on any renderer (--gpu-paths): 3-channel PNGs decoded into four-channel
+// rows, through staging memory when large; raw RGB arrays widened for the plain textures; the
+// variants `auto` picks on a GPU; results read back through pinned memory. Every analysis equal to
+// its CPU reference, as on the renderer's own paths.
+TEST(AnalyzeGpuPathsTest, PhotosThroughAGpusPathsGiveEveryReferenceResult) {
+  server::ServerOptions o;
+  o.worker.gpu_paths = true;
+  o.limits.max_upload_bytes = 64 << 20;
+  std::unique_ptr<TestServer> ts = TestServer::Start(o);
+  GLIMPSE_REQUIRE_SERVER(ts);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed() + 2);
+  // 700x500 RGB: 1.4 MB as four channels, over the size that goes through staging memory.
+  for (const ImageDesc& desc :
+       {ImageDesc{700, 500, 3, SampleType::kUint8}, ImageDesc{61, 37, 3, SampleType::kUint8},
+        ImageDesc{1, 1, 3, SampleType::kUint8}, ImageDesc{257, 129, 1, SampleType::kUint8}}) {
+    SCOPED_TRACE(gpu::DescribeImage(desc));
+    const HostImage img = RandomImage(desc, rng);
+    absl::StatusOr<std::string> png = server::EncodePng(img);
+    ASSERT_TRUE(png.ok()) << png.status().message();
+    v1::AnalyzeHeader encoded;
+    encoded.mutable_image()->mutable_encoded()->set_data(*png);
+    AddEveryAnalysis(&encoded);
+    AnalyzeCallResult decoded = CallAnalyze(*ts->stub, encoded);
+    ASSERT_TRUE(decoded.status.ok()) << decoded.status.error_message();
+    ExpectEveryAnalysisMatchesReference(decoded.messages, img);
+
+    v1::AnalyzeHeader raw;
+    *raw.mutable_image() = InlineRaw(img);
+    AddEveryAnalysis(&raw);
+    AnalyzeCallResult widened = CallAnalyze(*ts->stub, raw);
+    ASSERT_TRUE(widened.status.ok()) << widened.status.error_message();
+    ExpectEveryAnalysisMatchesReference(widened.messages, img);
+  }
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(ts->stub->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
+  EXPECT_GT(info.staging_mapped_bytes(), 0u) << "the large PNG did not go through staging memory";
 }
 
 TEST(AnalyzeTableTest, EveryAnalysisIsAFieldOfTheRequestAndTheResponse) {

@@ -43,10 +43,10 @@ grpc::Status Drain(Reader& reader, Message& m) {
 // dispatch, for each power-of-two-ness of the images bound, which no GL query shows: the warm-up
 // dispatches every program on such shapes, and bench/peers.py's cold column times first calls.)
 // `ran` gets the names of the variants that ran; `software`, whether the device is a CPU renderer.
-void CheckNoCallBuildsAProgram(bool auto_as_gpu, std::set<std::string>* ran, bool* software) {
+void CheckNoCallBuildsAProgram(bool gpu_paths, std::set<std::string>* ran, bool* software) {
   server::ServerOptions options;
   options.worker.warm_up_threads = 2;
-  options.worker.auto_as_gpu = auto_as_gpu;
+  options.worker.gpu_paths = gpu_paths;
   std::unique_ptr<TestServer> ts = TestServer::Start(options, /*warm_up=*/true);
   GLIMPSE_REQUIRE_SERVER(ts);
   v1::ImageAnalytics::Stub& stub = *ts->stub;
@@ -153,7 +153,7 @@ bool Intersect(const std::set<std::string>& a, const std::set<std::string>& b) {
 TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUp) {
   std::set<std::string> ran;
   bool software = false;
-  CheckNoCallBuildsAProgram(/*auto_as_gpu=*/false, &ran, &software);
+  CheckNoCallBuildsAProgram(/*gpu_paths=*/false, &ran, &software);
   if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
   if (software) {
     EXPECT_TRUE(Intersect(ran, kCpuVariants));
@@ -166,7 +166,7 @@ TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUp) {
 TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUpWithAGpusChoices) {
   std::set<std::string> ran;
   bool software = false;
-  CheckNoCallBuildsAProgram(/*auto_as_gpu=*/true, &ran, &software);
+  CheckNoCallBuildsAProgram(/*gpu_paths=*/true, &ran, &software);
   if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
   EXPECT_FALSE(Intersect(ran, kCpuVariants));
   EXPECT_TRUE(Intersect(ran, kGpuVariants));
