@@ -4,8 +4,11 @@
 // luma.
 //   histogram_bench [--runs N] [--large-runs N] [--warmup N] [--sizes 3200x2400,7680x4320]
 //                   [--channels 4[,3,1]]
-//                   [--variants a,b,...] [--configs rgb_mean,all,luma]
+//                   [--variants a,b,...] [--configs rgb_mean,all,luma] [--calls 1]
 //                   [--json FILE] [--device auto|software|N]
+// --calls 1 adds a "+call" row after each variant's: the wall time of the whole call (the
+// dispatches, the read-back and whatever the host does with the counts), which for small images
+// is mostly the per-call fixed cost the GPU time leaves out.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -39,7 +42,12 @@ int Main(int argc, char** argv) {
       gpu::HistogramVariant::kPrivateArray,    gpu::HistogramVariant::kAuto};
   std::vector<std::string> config_names = {"rgb_mean", "all", "luma"};
   std::vector<int> channel_counts = {4};
+  bool calls = false;
   ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
+    if (flag == "--calls") {
+      calls = value == "1";
+      return true;
+    }
     if (flag == "--channels") {
       channel_counts = ParseInts(value);
       return true;
@@ -132,6 +140,12 @@ int Main(int argc, char** argv) {
           const double gbs = bytes / (t.median_ms * 1e6);
           rows.push_back(
               {"histogram", name, size, cfg.label, t.median_ms, gbs, gbs / copy, t.runs});
+          if (!calls) continue;
+          Timing call = Measure([&] { return WallMs([&] { (void)kernel.Run(image, o); }); },
+                                args.warmup, runs);
+          const double call_gbs = bytes / (call.median_ms * 1e6);
+          rows.push_back({"histogram", name + "+call", size, cfg.label, call.median_ms, call_gbs,
+                          call_gbs / copy, call.runs});
         }
       }
     }

@@ -396,8 +396,7 @@ absl::Status HistogramKernel::Prepare(SampleType type) {
       return p.status();
     }
   }
-  absl::StatusOr<GLuint> sum = ctx_.Program("histogram_private_array_sum");
-  return sum.ok() ? absl::OkStatus() : sum.status();
+  return absl::OkStatus();
 }
 
 absl::Status HistogramKernel::WarmUp(WarmUpShare& share) {

@@ -1,5 +1,5 @@
 // The private_array histogram variant (internal to gpu/histogram.cc): a private counter array per
-// invocation over whole rows of the image's packed form, then a pass summing the partials.
+// invocation over whole rows of the image's packed form, the partials summed on the host.
 #ifndef GLIMPSE_GPU_INTERNAL_HISTOGRAM_PRIVATE_ARRAY_H_
 #define GLIMPSE_GPU_INTERNAL_HISTOGRAM_PRIVATE_ARRAY_H_
 
@@ -55,7 +55,7 @@ absl::StatusOr<PrivateArrayCounts> RunPrivateArray(Context& ctx, const Image& im
                                                    HistogramBuffers& buffers);
 // The same for every image of an atlas: `packed`, an RGBA32UI texture holding each image's packed
 // rows (PackedTexelsPerRow wide) at its y0; `format` the images' channels and sample type. One
-// dispatch per pass, one read-back; counts image after image.
+// dispatch, one mapped read-back of the partials; counts image after image.
 absl::StatusOr<PrivateArrayCounts> RunPrivateArrayAtlas(Context& ctx, GLuint packed,
                                                         const ImageDesc& format,
                                                         std::span<const AtlasImage> images,

@@ -3,7 +3,7 @@
 // adds. llvmpipe keeps such an array per SIMD lane on its stack and indexes it lane by lane with
 // plain loads and stores, where shared-memory and storage accesses become a loop over the lanes
 // with a bounds check each, and atomics besides. Invocation i takes rows i, i + N, i + 2N, ...
-// and writes its counters to partials[i]; histogram_private_array_sum adds the partials up.
+// and writes its counters to partials[i]; the host adds up each image's partials.
 //
 // The packed texture may be an atlas of several images of the same format, their rows stacked (a
 // single image is an atlas of one). Each image has its own N invocations, a whole number of
