@@ -3,7 +3,7 @@
 // array) at 3200x2400 and 8K, for 16 bins of the RGB mean, 256 bins of each channel and 256 of
 // luma.
 //   histogram_bench [--runs N] [--large-runs N] [--warmup N] [--sizes 3200x2400,7680x4320]
-//                   [--channels 4[,3,1]]
+//                   [--channels 4[,3,1]] [--types uint8[,uint16]]
 //                   [--variants a,b,...] [--configs rgb_mean,all,luma] [--calls 1]
 //                   [--json FILE] [--device auto|software|N]
 // --calls 1 adds a "+call" row after each variant's: the wall time of the whole call (the
@@ -26,6 +26,16 @@
 namespace glimpse::bench {
 namespace {
 
+// Every channel count with every sample type, channels first.
+std::vector<std::pair<int, gpu::SampleType>> ChannelsAndTypes(
+    const std::vector<int>& channels, const std::vector<gpu::SampleType>& types) {
+  std::vector<std::pair<int, gpu::SampleType>> out;
+  for (int c : channels) {
+    for (gpu::SampleType t : types) out.emplace_back(c, t);
+  }
+  return out;
+}
+
 struct Config {
   const char* label;
   gpu::HistogramOptions options;
@@ -42,10 +52,22 @@ int Main(int argc, char** argv) {
       gpu::HistogramVariant::kPrivateArray,    gpu::HistogramVariant::kAuto};
   std::vector<std::string> config_names = {"rgb_mean", "all", "luma"};
   std::vector<int> channel_counts = {4};
+  std::vector<gpu::SampleType> types = {gpu::SampleType::kUint8};
   bool calls = false;
   ParseBenchArgs(argc, argv, &args, [&](const std::string& flag, const std::string& value) {
     if (flag == "--calls") {
       calls = value == "1";
+      return true;
+    }
+    if (flag == "--types") {  // uint8, uint16 (the same image, samples scaled by 257)
+      types.clear();
+      for (const std::string& name : SplitCommas(value)) {
+        if (name != "uint8" && name != "uint16") {
+          std::fprintf(stderr, "--types: unknown sample type %s (uint8, uint16)\n", name.c_str());
+          std::exit(2);
+        }
+        types.push_back(name == "uint8" ? gpu::SampleType::kUint8 : gpu::SampleType::kUint16);
+      }
       return true;
     }
     if (flag == "--channels") {
@@ -91,21 +113,27 @@ int Main(int argc, char** argv) {
   std::mt19937_64 rng(42);
   gpu::HistogramKernel kernel(c);
   for (auto [w, h] : args.sizes) {
-    for (int channels : channel_counts) {
-      gpu::HostImage host = gpu::HostImage::Zeros({w, h, channels, gpu::SampleType::kUint8});
+    for (auto [channels, type] : ChannelsAndTypes(channel_counts, types)) {
+      gpu::HostImage host = gpu::HostImage::Zeros({w, h, channels, type});
       // A photo-like image: smooth gradients plus noise, so runs of equal bins occur as in real
       // data.
       for (int y = 0; y < h; ++y) {
         for (int x = 0; x < w; ++x) {
           for (int ch = 0; ch < channels; ++ch) {
             int v = (x * 255 / w + y * 255 / h + ch * 40) / 2 + int(rng() % 9) - 4;
-            host.set<uint8_t>(x, y, ch, uint8_t(std::clamp(v, 0, 255)));
+            const int clamped = std::clamp(v, 0, 255);
+            if (type == gpu::SampleType::kUint8) {
+              host.set<uint8_t>(x, y, ch, uint8_t(clamped));
+            } else {
+              host.set<uint16_t>(x, y, ch, uint16_t(clamped * 257));
+            }
           }
         }
       }
       const gpu::Image image = UploadOrExit(c, host);
       const double bytes = double(host.desc.bytes());
-      const std::string size = StrCat(w, "x", h, "x", channels);
+      const std::string size =
+          StrCat(w, "x", h, "x", channels, type == gpu::SampleType::kUint16 ? " u16" : "");
       for (const Config& cfg : configs) {
         if (channels < 3 && cfg.options.source != gpu::HistogramSource::kAllChannels) continue;
         const int runs = args.RunsFor(w, h);

@@ -10,6 +10,7 @@
 #define GLIMPSE_GPU_HISTOGRAM_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -76,8 +77,8 @@ absl::StatusOr<HistogramOptions> ResolveHistogramOptions(const ImageDesc& desc,
                                                          const HistogramOptions& options);
 
 // The variant kAuto runs on this device for these options: on CPU renderers (llvmpipe)
-// private_array for 8-bit images with up to 256 bins that are a multiply-shift of the key (as
-// for integer bounds), else private rows while they fit in shared memory, else global atomics;
+// private_array for 8- and 16-bit images with up to 256 bins that are a multiply-shift of the key
+// (as for integer bounds), else private rows while they fit in shared memory, else global atomics;
 // on GPUs shared memory with several pixels per thread (the fastest of the shared-memory designs on
 // GPUs), global atomics where the bins do not fit in shared memory.
 HistogramVariant ResolveHistogramVariant(const DeviceInfo& device, const ImageDesc& desc,
@@ -88,10 +89,17 @@ HistogramVariant ResolveHistogramVariant(const DeviceInfo& device, const ImageDe
 // Shared with the CPU reference so both count the same.
 std::vector<int32_t> BuildIntegerBinTable(const ImageDesc& desc, const HistogramOptions& resolved);
 
+namespace internal {
+struct IntegerBins;
+}  // namespace internal
+
 // The work buffers a HistogramKernel keeps between calls (Buffer::AtLeast): the counts, the
 // integer bin table, and private_array's partial counts.
 struct HistogramBuffers {
   Buffer counts, table, partials;
+  // The bin table `table` holds (internal::CachedIntegerBins): the next call with the same
+  // options uploads none.
+  std::shared_ptr<const internal::IntegerBins> table_holds;
   // The per-workgroup tables that say which image of an atlas each workgroup reads (a single
   // image is an atlas of one), and private_array's per-image invocation ranges.
   Buffer segments, ranges;

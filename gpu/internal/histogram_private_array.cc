@@ -95,6 +95,56 @@ std::optional<KeyArithmetic> FindKeyArithmetic(const HistogramOptions& o,
   return FindKeyArithmeticFrom(table, origin);
 }
 
+const std::optional<KeyArithmetic>& IntegerBins::key() const {
+  std::call_once(key_once, [this] { key_ = FindKeyArithmetic(options, table); });
+  return key_;
+}
+
+std::shared_ptr<const IntegerBins> CachedIntegerBins(SampleType type, const HistogramOptions& o) {
+  // What BuildIntegerBinTable and FindKeyArithmetic read of the options, and the type.
+  struct Entry {
+    SampleType type;
+    bool mean;
+    double lo, hi;
+    int bins;
+    std::shared_ptr<const IntegerBins> value;
+    uint64_t used;
+  };
+  constexpr size_t kKept = 8;  // at most 8 x 786 KB (16-bit RGB mean tables)
+  static std::mutex mu;
+  static std::vector<Entry> entries;
+  static uint64_t clock = 0;
+  const bool mean = o.source == HistogramSource::kRgbMean;
+  const double lo = *o.lo, hi = *o.hi;
+  std::lock_guard<std::mutex> lock(mu);
+  for (Entry& e : entries) {
+    if (e.type == type && e.mean == mean && e.lo == lo && e.hi == hi && e.bins == o.bins) {
+      e.used = ++clock;
+      return e.value;
+    }
+  }
+  auto bins = std::make_shared<IntegerBins>();
+  bins->options = o;
+  bins->table = BuildIntegerBinTable({1, 1, 1, type}, o);
+  if (entries.size() == kKept) {
+    entries.erase(std::min_element(entries.begin(), entries.end(),
+                                   [](const Entry& a, const Entry& b) { return a.used < b.used; }));
+  }
+  entries.push_back({type, mean, lo, hi, o.bins, bins, ++clock});
+  return bins;
+}
+
+void BindIntegerBins(const std::shared_ptr<const IntegerBins>& bins, HistogramBuffers& buffers) {
+  const size_t bytes = bins->table.size() * sizeof(int32_t);
+  const bool fresh = !buffers.table || buffers.table.bytes() < bytes;
+  const Buffer& table = Buffer::AtLeast(buffers.table, bytes);
+  if (fresh || buffers.table_holds != bins) {
+    table.Upload(0, bytes, bins->table.data());
+    buffers.table_holds = bins;
+  }
+  table.BindBase(1);
+}
+
 int PrivateArrayHistWords(int hists, int bins) {
   return bins <= kPrivateArraySmallBins ? kPrivateArraySmallBins : kMaxPrivateArrayWords / hists;
 }
@@ -140,11 +190,11 @@ absl::StatusOr<PrivateArrayCounts> RunPrivateArrayAtlas(Context& ctx, GLuint pac
                                                         const HistogramOptions& o, int hists,
                                                         HistogramBuffers& buffers) {
   const ImageDesc& desc = format;
-  std::vector<int32_t> table;
+  std::shared_ptr<const IntegerBins> bins;
   std::optional<KeyArithmetic> key;
   if (desc.type != SampleType::kFloat32) {
-    table = BuildIntegerBinTable(desc, o);
-    key = FindKeyArithmetic(o, table);
+    bins = CachedIntegerBins(desc.type, o);
+    key = bins->key();
   }
   const KeyBinning binning = PrivateArrayBinning(desc.type, KeyBinningFor(key));
   const bool key_table = binning == KeyBinning::kTable;
@@ -176,10 +226,7 @@ absl::StatusOr<PrivateArrayCounts> RunPrivateArrayAtlas(Context& ctx, GLuint pac
   const GLuint prog = *count_program;
   glUseProgram(prog);
   if (key_table) {
-    const size_t bytes = table.size() * sizeof(int32_t);
-    const Buffer& table_buffer = Buffer::AtLeast(buffers.table, bytes);
-    table_buffer.Upload(0, bytes, table.data());
-    table_buffer.BindBase(1);
+    BindIntegerBins(bins, buffers);
   } else if (key) {
     glUniform1ui(glGetUniformLocation(prog, "u_key_base"), key->base);
     glUniform1ui(glGetUniformLocation(prog, "u_key_range"), key->range);

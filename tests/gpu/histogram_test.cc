@@ -294,7 +294,7 @@ TEST(HistogramTest, PrivateArraySumsManyRowsPerInvocation) {
   }
 }
 
-TEST(HistogramTest, AutoPicksPrivateArrayForEightBitImagesOnCpuRenderers) {
+TEST(HistogramTest, AutoPicksPrivateArrayForIntegerImagesOnCpuRenderers) {
   DeviceInfo cpu, gpu;
   cpu.software = cpu.cpu_variants = true;
   cpu.limits.max_shared_memory_bytes = gpu.limits.max_shared_memory_bytes = 32768;
@@ -315,7 +315,11 @@ TEST(HistogramTest, AutoPicksPrivateArrayForEightBitImagesOnCpuRenderers) {
   EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kLuma, 257), HistogramVariant::kPrivateRows);
   EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kLuma, 200, 0.5), HistogramVariant::kPrivateRows);
   EXPECT_EQ(pick(cpu, rgba8, HistogramSource::kAllChannels, 257), HistogramVariant::kGlobalAtomics);
-  EXPECT_EQ(pick(cpu, rgba16, HistogramSource::kAllChannels, 256), HistogramVariant::kPrivateRows);
+  EXPECT_EQ(pick(cpu, rgba16, HistogramSource::kAllChannels, 256), HistogramVariant::kPrivateArray);
+  EXPECT_EQ(pick(cpu, rgba16, HistogramSource::kLuma, 1000, 1), HistogramVariant::kPrivateRows);
+  EXPECT_EQ(pick(cpu, rgba16, HistogramSource::kLuma, 200, 0.5), HistogramVariant::kPrivateRows);
+  EXPECT_EQ(pick(cpu, ImageDesc{8, 8, 4, SampleType::kFloat32}, HistogramSource::kLuma, 256),
+            HistogramVariant::kPrivateRows);
   EXPECT_EQ(pick(gpu, rgba8, HistogramSource::kAllChannels, 256),
             HistogramVariant::kSharedPerThread);
   EXPECT_EQ(pick(gpu, rgba8, HistogramSource::kAllChannels, 2049),
