@@ -216,6 +216,9 @@ class Image {
 // texture's sides, and no texture of an Image has a side that is one.
 ImageDesc WarmUpShape(SampleType type, int channels, int min_width = 1, int min_height = 1);
 
+// `pixels` 3-channel pixels of `type` from `src` widened to four channels at `dst`, the fourth
+// sample 0 or, with `opaque`, an opaque alpha (the integer types' largest value, 1.0 for float).
+void WidenPixels(SampleType type, const uint8_t* src, size_t pixels, uint8_t* dst, bool opaque);
 // A 3-channel image's rows widened to the four channels (the fourth 0) of the texture
 // Image::Upload fills on devices with plain_uploads, made on any thread (the decoder's) so that
 // the context's thread need not; empty where the device takes the pixels as they are.

@@ -1,16 +1,15 @@
 #include "server/ingest/decode.h"
 
 #include <algorithm>
-#include <bit>
 #include <climits>
 #include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <type_traits>
 
 #include "common/str.h"
+#include "gpu/image.h"
 #include "server/ingest/decoders.h"
 
 namespace glimpse::server::ingest {
@@ -61,24 +60,11 @@ void ConvertPixels(const uint8_t* src, uint8_t* dst, size_t count) {
   }
 }
 
-// 3 -> 4 channels, the conversion GPUs ask of every colour photo without alpha: each pixel's three
-// samples and the next pixel's first loaded as one word, the fourth sample set opaque
-// (little-endian), one load and one store a pixel; the last pixel, whose next does not exist, by
-// the generic rule.
+// 3 -> 4 channels, the conversion GPUs ask of every colour photo without alpha: a word per pixel.
 template <typename T>
 void AddOpaqueAlpha(const uint8_t* src, uint8_t* dst, size_t count) {
-  using Word = std::conditional_t<sizeof(T) == 1, uint32_t, uint64_t>;
-  constexpr Word kAlpha = Word(std::numeric_limits<T>::max()) << (24 * sizeof(T));
-  size_t i = 0;
-  if constexpr (std::endian::native == std::endian::little) {
-    for (; i + 1 < count; ++i, src += 3 * sizeof(T), dst += sizeof(Word)) {
-      Word w;
-      std::memcpy(&w, src, sizeof(Word));
-      w |= kAlpha;
-      std::memcpy(dst, &w, sizeof(Word));
-    }
-  }
-  ConvertPixels<T, 3, 4>(src, dst, count - i);
+  gpu::WidenPixels(sizeof(T) == 1 ? gpu::SampleType::kUint8 : gpu::SampleType::kUint16, src, count,
+                   dst, /*opaque=*/true);
 }
 
 template <typename T>
