@@ -122,7 +122,7 @@ int Main(int argc, char** argv) {
               std::vector<uint8_t> out(table_bytes * (squared ? 2 : 1), 1);
               auto sink = [&](const gpu::IntegralBand& b) {
                 const size_t at = (b.squared ? table_bytes : 0) + size_t(b.y0) * size_t(w) * ch * 8;
-                std::memcpy(out.data() + at, b.bytes.data(), b.bytes.size());
+                std::memcpy(out.data() + at, b.bytes().data(), b.bytes().size());
                 return absl::OkStatus();
               };
               std::vector<double> walls;  // the whole Run of every timed run, warm-ups left out

@@ -119,7 +119,8 @@ int Main(int argc, char** argv) {
          const size_t row = size_t(image.desc().width) * size_t(image.desc().channels) * 8;
          integral_out.resize(row * size_t(image.desc().height));
          auto r = integral.Run(image, gpu::IntegralImageOptions{}, [&](const gpu::IntegralBand& b) {
-           std::memcpy(integral_out.data() + size_t(b.y0) * row, b.bytes.data(), b.bytes.size());
+           std::memcpy(integral_out.data() + size_t(b.y0) * row, b.bytes().data(),
+                       b.bytes().size());
            return absl::OkStatus();
          });
          if (!r.ok()) return r.status();

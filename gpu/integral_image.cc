@@ -71,8 +71,51 @@ void DecodeRows(const uint8_t* lo, int n, size_t row_elems, int channels, uint8_
   }
 }
 
+}  // namespace
+
+void IntegralBand::CopyRows(int first, int n, uint8_t* dst) const {
+  if (!narrow_) {
+    std::memcpy(dst, src_ + size_t(first) * row_bytes_, size_t(n) * row_bytes_);
+    return;
+  }
+  DecodeRows(src_ + size_t(first) * row_bytes_ / 2, n, row_bytes_ / kElem, channels_, dst);
+}
+
+std::span<const uint8_t> IntegralBand::bytes() const {
+  const size_t size = size_t(rows) * row_bytes_;
+  if (!narrow_) return std::span<const uint8_t>(src_, size);
+  if (staging_->size() < size) staging_->resize(size);
+  CopyRows(0, rows, staging_->data());
+  return std::span<const uint8_t>(staging_->data(), size);
+}
+
+namespace {
+
 bool ValidSampleType(SampleType t) {
   return t == SampleType::kUint8 || t == SampleType::kUint16 || t == SampleType::kFloat32;
+}
+
+// The part options.first_row/rows/carry_row asks for, checked against the image's height and
+// its table's row bytes.
+absl::Status ValidatePart(const IntegralImageOptions& o, int height, size_t row_bytes) {
+  if (o.first_row < 0 || o.first_row >= height) {
+    return absl::InvalidArgumentError(
+        StrCat("first_row must be in [0, ", height, ") for this image, got ", o.first_row));
+  }
+  if (o.rows < 0 || o.rows > height - o.first_row) {
+    return absl::InvalidArgumentError(StrCat("rows must be in [0, ", height - o.first_row,
+                                             "] from first_row ", o.first_row, ", got ", o.rows));
+  }
+  if (o.first_row == 0 && !o.carry_row.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("carry_row must be empty where first_row is 0, got ", o.carry_row.size(), " bytes"));
+  }
+  if (o.first_row > 0 && o.carry_row.size() != row_bytes) {
+    return absl::InvalidArgumentError(StrCat("carry_row must hold the table's row above first_row ",
+                                             o.first_row, " (", row_bytes, " bytes), got ",
+                                             o.carry_row.size(), " bytes"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -229,6 +272,9 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
   const IntegralImageVariant variant = *runnable;
 
   const int64_t row_bytes = int64_t{desc.width} * desc.channels * kElem;
+  if (absl::Status s = ValidatePart(options, desc.height, size_t(row_bytes)); !s.ok()) return s;
+  const int first_row = options.first_row;
+  const int end_row = options.rows > 0 ? first_row + options.rows : desc.height;
   int64_t band_limit = ctx_.limits().max_storage_block_bytes;
   if (options.band_bytes > 0) band_limit = std::min(band_limit, options.band_bytes);
   if (row_bytes > band_limit) {
@@ -236,7 +282,7 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
                                              " bytes for a ", DescribeImage(desc), " image), got ",
                                              band_limit));
   }
-  int rows_max = int(std::min<int64_t>(desc.height, band_limit / row_bytes));
+  int rows_max = int(std::min<int64_t>(end_row - first_row, band_limit / row_bytes));
   if (variant == IntegralImageVariant::kPackedStrips) {
     rows_max = std::min(rows_max, kPackedMaxRows);
     if (absl::Status s = image.EnsurePacked(ctx_); !s.ok()) return s;
@@ -252,9 +298,13 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
                         !options.force_two_word && desc.type == SampleType::kUint8 &&
                         RowStepsFitUint32(desc, squared);
     result.narrow_sums = result.narrow_sums || narrow;
-    absl::StatusOr<Workspace> ws = MakeWorkspace(image, 0, 0, desc.width, rows_max, variant,
+    absl::StatusOr<Workspace> ws = MakeWorkspace(image, 0, first_row, desc.width, rows_max, variant,
                                                  squared, options.force_two_word, narrow);
     if (!ws.ok()) return ws.status();
+    // The first band starts from the row above the part, where the caller gave it (the first
+    // band's carry_in: RunBand alternates the two buffers from carry[0]).
+    const bool carried = !options.carry_row.empty();
+    if (carried) ws->carry[0]->Upload(0, options.carry_row.size(), options.carry_row.data());
     const size_t table_bytes = size_t(rows_max) * size_t(row_bytes);
     if (!table_ || table_.bytes() < table_bytes) {
       table_ = Buffer();
@@ -263,13 +313,13 @@ absl::StatusOr<IntegralImageResult> IntegralImageKernel::Run(
     ws->table = &table_;
     // The packed variant reads only the packed form: binding the plain texture would make it.
     if (variant != IntegralImageVariant::kPackedStrips) image.Bind(0);
-    for (int y0 = 0; y0 < desc.height; y0 += rows_max) {
-      const int rows = std::min(rows_max, desc.height - y0);
+    for (int y0 = 0; first_row + y0 < end_row; y0 += rows_max) {
+      const int rows = std::min(rows_max, end_row - first_row - y0);
       GpuTimer timer;
-      if (absl::Status s = RunBand(*ws, y0, rows, y0 == 0); !s.ok()) return s;
+      if (absl::Status s = RunBand(*ws, y0, rows, y0 == 0 && !carried); !s.ok()) return s;
       result.gpu_ns += timer.StopAndRead();
       glUseProgram(0);
-      if (absl::Status s = DeliverBand(*ws->table, squared, y0, rows, desc.channels,
+      if (absl::Status s = DeliverBand(*ws->table, squared, first_row + y0, rows, desc.channels,
                                        size_t(row_bytes), narrow, sink);
           !s.ok()) {
         return s;
@@ -284,19 +334,13 @@ absl::Status IntegralImageKernel::DeliverBand(
     bool narrow, const std::function<absl::Status(const IntegralBand&)>& sink) {
   const size_t device_row_bytes = narrow ? row_bytes / 2 : row_bytes;
   const int piece_rows = int(std::max<size_t>(1, kSinkPieceBytes / row_bytes));
-  const size_t piece_bytes = size_t(std::min(piece_rows, rows)) * row_bytes;
-  if (narrow && staging_.size() < piece_bytes) staging_.resize(piece_bytes);
   absl::Status status;
   const bool read = ctx_.readback().Read(
       table, size_t(rows) * device_row_bytes, size_t(piece_rows) * device_row_bytes,
       [&](const uint8_t* src, size_t at, size_t bytes) {
         const int r = int(at / device_row_bytes), n = int(bytes / device_row_bytes);
-        if (narrow) {
-          DecodeRows(src, n, row_bytes / kElem, channels, staging_.data());
-          src = staging_.data();
-        }
-        status = sink(
-            IntegralBand{squared, y0 + r, n, std::span<const uint8_t>(src, size_t(n) * row_bytes)});
+        status =
+            sink(IntegralBand(squared, y0 + r, n, src, row_bytes, channels, narrow, &staging_));
         return status.ok();
       });
   if (!read) return ctx_.MapError("a band of the integral table");
@@ -348,7 +392,7 @@ absl::StatusOr<IntegralTables> ComputeIntegralImage(IntegralImageKernel& kernel,
       if (v.empty()) v.resize(n);
       dst = v.data() + size_t(band.y0) * row;
     }
-    std::memcpy(dst, band.bytes.data(), band.bytes.size());
+    band.CopyRows(0, band.rows, static_cast<uint8_t*>(dst));
     return absl::OkStatus();
   };
   absl::StatusOr<IntegralImageResult> r = kernel.Run(image, options, sink);

@@ -9,7 +9,8 @@
 //   IntegralImageKernel kernel(ctx);
 //   absl::StatusOr<IntegralImageResult> r =
 //       kernel.Run(image, {.squared = true}, [&](const IntegralBand& band) {
-//         out.write(reinterpret_cast<const char*>(band.bytes.data()), band.bytes.size());
+//         const std::span<const uint8_t> rows = band.bytes();
+//         out.write(reinterpret_cast<const char*>(rows.data()), rows.size());
 //         return absl::OkStatus();  // an error here stops the run and comes back in r
 //       });
 //   if (!r.ok()) return r.status();
@@ -70,6 +71,14 @@ struct IntegralImageOptions {
   // images: their squared tables qualify only one row high, and their sum tables were not worth
   // four more programs in every cold start's warm-up.
   bool narrow_sums = true;
+  // A part of the table: its rows [first_row, first_row + rows) (rows 0: to the last row), with
+  // every element as in the whole table. `carry_row` is the table's row first_row - 1 (width *
+  // channels 8-byte elements, of the squared table when only that is asked), as a run of the
+  // rows above gave it; empty where first_row is 0. Borrowed: it must outlive the Run. A server
+  // streams a table too large to hold in parts this way, keeping only the last row between them.
+  int first_row = 0;
+  int rows = 0;
+  std::span<const uint8_t> carry_row = {};
 };
 
 // Element type of the tables: uint64 for uint8/uint16 inputs (exact), double for float32 inputs.
@@ -78,10 +87,37 @@ IntegralElement IntegralElementFor(SampleType type);
 
 // Inclusive table S[y][x][c] = sum over j<=y, i<=x of v[j][i][c], H x W x channels, channels
 // interleaved like the image, row-major, little-endian 8-byte elements.
-struct IntegralBand {  // rows [y0, y0 + rows) of one table
-  bool squared;        // false: the sum table; true: the squared-sum table
-  int y0, rows;
-  std::span<const uint8_t> bytes;  // rows * width * channels * 8 bytes
+class IntegralBand {  // rows [y0, y0 + rows) of one table, y0 counted from the image's first row
+ public:
+  bool squared = false;  // false: the sum table; true: the squared-sum table
+  int y0 = 0, rows = 0;
+
+  size_t row_bytes() const { return row_bytes_; }  // width * channels * 8
+  // Writes rows [first, first + n) of the band, 8-byte elements, to `dst` (n * row_bytes()
+  // bytes): straight from the device's table, rebuilding 4-byte sums on the way, so that a
+  // consumer's own memory (a response message) is written once.
+  void CopyRows(int first, int n, uint8_t* dst) const;
+  // The whole band as 8-byte elements: the device's table where it holds them, else rebuilt into
+  // a host buffer the kernel reuses. Valid during the sink's call only.
+  std::span<const uint8_t> bytes() const;
+
+ private:
+  friend class IntegralImageKernel;
+  IntegralBand(bool sq, int first_row, int n, const uint8_t* src, size_t row_bytes, int channels,
+               bool narrow, std::vector<uint8_t>* staging)
+      : squared(sq),
+        y0(first_row),
+        rows(n),
+        src_(src),
+        row_bytes_(row_bytes),
+        channels_(channels),
+        narrow_(narrow),
+        staging_(staging) {}
+  const uint8_t* src_;  // the device's rows: 8-byte elements, or 4-byte sums where narrow_
+  size_t row_bytes_;
+  int channels_;
+  bool narrow_;
+  std::vector<uint8_t>* staging_;  // where bytes() rebuilds narrow rows
 };
 
 struct IntegralImageResult {
@@ -147,9 +183,9 @@ class IntegralImageKernel {
   }
   // Streams the table(s) to `sink` in row bands, top to bottom (sum table first, then the squared
   // table if asked), so results larger than memory limits/one SSBO binding never exist whole.
-  // A band's bytes are valid during the sink's call only (they are the device's table, mapped,
-  // or small reused host buffers: bands of at most kSinkPieceBytes, or one row). A sink error
-  // stops the run and is returned.
+  // A band is valid during the sink's call only (it reads the device's table, mapped, or a small
+  // reused host buffer: bands of at most kSinkPieceBytes, or one row). A sink error stops the run
+  // and is returned. options.first_row/rows/carry_row run a part of the table.
   absl::StatusOr<IntegralImageResult> Run(
       const Image& image, const IntegralImageOptions& options,
       const std::function<absl::Status(const IntegralBand&)>& sink);
@@ -165,7 +201,7 @@ class IntegralImageKernel {
   struct Workspace;
   absl::Status RunBand(const Workspace& ws, int band_y0, int rows, bool first_band);
   // Reads the band's `rows` rows of `table` back (Context::readback()) and hands them to `sink` a
-  // piece at a time, rebuilding 4-byte sums (narrow) into 8-byte elements through staging_.
+  // piece at a time (4-byte sums where narrow: IntegralBand rebuilds them).
   absl::Status DeliverBand(const Buffer& table, bool squared, int y0, int rows, int channels,
                            size_t row_bytes, bool narrow,
                            const std::function<absl::Status(const IntegralBand&)>& sink);

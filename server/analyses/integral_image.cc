@@ -18,35 +18,13 @@ constexpr uint64_t kChunkOverhead = 32;
 // The header and trailer messages.
 constexpr uint64_t kEndsBytes = 4096;
 
-// The carried row of the table above a strip: added to every row of the strip's own table (in
-// every chunk of the strip; the carry moves on only once the whole strip is out).
-template <typename T>
-void AddCarry(std::string& data, size_t row_elems, int rows, const std::vector<T>& carry) {
-  std::vector<T> row(row_elems);
-  for (int y = 0; y < rows; ++y) {
-    char* p = data.data() + size_t(y) * row_elems * sizeof(T);
-    std::memcpy(row.data(), p, row_elems * sizeof(T));
-    for (size_t i = 0; i < row_elems; ++i) row[i] += carry[i];
-    std::memcpy(p, row.data(), row_elems * sizeof(T));
-  }
-}
-
-// The table's last row so far (the strip's last chunk, carry added) becomes the next carry.
-template <typename T>
-void NextCarry(const std::string& last_chunk, size_t row_elems, std::vector<T>& carry) {
-  const size_t row_bytes = row_elems * sizeof(T);
-  if (last_chunk.size() < row_bytes) return;
-  std::memcpy(carry.data(), last_chunk.data() + last_chunk.size() - row_bytes, row_bytes);
-}
-
 // What a streamed table set keeps between its parts. Only one part's job runs at a time.
 struct PartState {
   IntegralPlan plan;
   gpu::IntegralImageOptions options;
-  bool squared_phase = false;  // producing the squared table's strips
+  bool squared_phase = false;  // producing the squared table's parts
   int next_y = 0;
-  std::vector<uint64_t> carry_u;
-  std::vector<double> carry_f;
+  std::vector<uint8_t> carry;  // the table's row next_y - 1 (the last one sent), 8-byte elements
   std::string variant;
 };
 
@@ -87,58 +65,39 @@ absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env
     h->set_table_bytes(plan.row_bytes * uint64_t(d.height));
   }
 
-  // The whole image at once, or the next strip of rows.
+  // The whole table at once, or its next part: rows [y0, y0 + rows) from the row above.
   const int y0 = st->next_y;
   const int rows = plan.whole ? d.height : std::min(plan.rows_per_part, d.height - y0);
-  gpu::Image strip;
-  const gpu::Image* source = a.image;
   gpu::IntegralImageOptions options = st->options;
   if (!plan.whole) {
-    absl::StatusOr<gpu::Image> copy = a.image->CopyRows(env.ctx, y0, rows);
-    if (!copy.ok()) return copy.status();
-    strip = *std::move(copy);
-    source = &strip;
     options.squared = st->squared_phase;
     options.sum_table = !st->squared_phase;
+    options.first_row = y0;
+    options.rows = rows;
+    if (y0 > 0) options.carry_row = st->carry;
     // The kernel's own host band need not be larger than the part.
     options.band_bytes = int64_t(plan.row_bytes) * rows;
   }
-  const size_t row_elems = size_t(d.width) * size_t(d.channels);
-  const bool is_float = gpu::IntegralElementFor(d.type) == gpu::IntegralElement::kFloat64;
   const int rows_per_chunk =
       int(std::max<uint64_t>(1, w.service->limits.chunk_bytes / plan.row_bytes));
   absl::StatusOr<gpu::IntegralImageResult> r = env.kernels.integral_image.Run(
-      *source, options, [&](const gpu::IntegralBand& band) -> absl::Status {
-        if (!plan.whole && band.squared != st->squared_phase) return absl::OkStatus();
+      *a.image, options, [&](const gpu::IntegralBand& band) -> absl::Status {
         for (int y = 0; y < band.rows; y += rows_per_chunk) {
           const int n = std::min(rows_per_chunk, band.rows - y);
           v1::IntegralChunk* c = messages.emplace_back().mutable_chunk();
           c->set_squared(band.squared);
-          c->set_y0(uint32_t(y0 + band.y0 + y));
+          c->set_y0(uint32_t(band.y0 + y));
           c->set_rows(uint32_t(n));
           std::string* data = c->mutable_data();
-          data->assign(reinterpret_cast<const char*>(band.bytes.data()) + y * plan.row_bytes,
-                       n * plan.row_bytes);
-          if (plan.whole) continue;
-          if (is_float) {
-            AddCarry(*data, row_elems, n, st->carry_f);
-          } else {
-            AddCarry(*data, row_elems, n, st->carry_u);
-          }
+          data->resize(n * plan.row_bytes);
+          band.CopyRows(y, n, reinterpret_cast<uint8_t*>(data->data()));
         }
         return absl::OkStatus();
       });
   if (!r.ok()) return r.status();
-  if (!plan.whole) {
-    for (auto m = messages.rbegin(); m != messages.rend(); ++m) {
-      if (!m->has_chunk()) continue;
-      if (is_float) {
-        NextCarry(m->chunk().data(), row_elems, st->carry_f);
-      } else {
-        NextCarry(m->chunk().data(), row_elems, st->carry_u);
-      }
-      break;
-    }
+  if (!plan.whole) {  // the part's last row carries into the next
+    const std::string& last = messages.back().chunk().data();
+    st->carry.assign(last.end() - std::ptrdiff_t(plan.row_bytes), last.end());
   }
   w.call->record.add_gpu_ns(r->gpu_ns);
   if (st->variant.empty()) st->variant = std::string(gpu::IntegralImageVariantName(r->variant));
@@ -149,8 +108,6 @@ absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env
   if (done && !plan.whole && st->options.squared && !st->squared_phase) {
     st->squared_phase = true;
     st->next_y = 0;
-    std::fill(st->carry_u.begin(), st->carry_u.end(), 0);
-    std::fill(st->carry_f.begin(), st->carry_f.end(), 0.0);
     done = false;
   }
   if (done) {
@@ -215,14 +172,6 @@ absl::Status IntegralImageAnalysis::Run(const StreamWork<Response>& work, GpuEnv
   st->options = options;
   st->plan = PlanIntegralParts(work.input->desc, options.squared,
                                work.service->worker.results().part_bytes());
-  const size_t row_elems = size_t(image.image->desc().width) * size_t(image.image->desc().channels);
-  if (!st->plan.whole) {
-    if (gpu::IntegralElementFor(image.image->desc().type) == gpu::IntegralElement::kFloat64) {
-      st->carry_f.assign(row_elems, 0.0);
-    } else {
-      st->carry_u.assign(row_elems, 0);
-    }
-  }
   return RunPart(work, env, image, std::move(st), std::move(lease));
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "common/str.h"
 #include "gpu/reference/integral_image.h"
 #include "tests/gpu_test_env.h"
@@ -50,6 +51,9 @@ void ExpectWithinFloatBound(const std::vector<double>& gpu, const std::vector<do
   }
 }
 
+void ExpectTablesMatchReference(const IntegralTables& gpu, const HostImage& host,
+                                const IntegralImageOptions& options, const std::string& what);
+
 // Checks every table of `options` against the CPU reference: integers exactly, floats within the
 // stated bound (the naive variant bit-exactly: it adds in the reference's order).
 // Where the device does not run the variant on this format (subgroup_scan: float images, or no
@@ -71,9 +75,15 @@ void CheckAgainstReference(IntegralImageKernel& kernel, Context& ctx, const Host
     return;
   }
   ASSERT_TRUE(gpu.ok()) << what << ": " << gpu.status();
+  EXPECT_EQ(gpu->info.variant, options.variant) << what;
+  ExpectTablesMatchReference(*gpu, host, options, what);
+}
+
+void ExpectTablesMatchReference(const IntegralTables& gpu_tables, const HostImage& host,
+                                const IntegralImageOptions& options, const std::string& what) {
+  const IntegralTables* gpu = &gpu_tables;
   absl::StatusOr<IntegralTables> ref = reference::IntegralImage(host, options);
   ASSERT_TRUE(ref.ok()) << ref.status();
-  EXPECT_EQ(gpu->info.variant, options.variant) << what;
   if (host.desc.type != SampleType::kFloat32) {
     EXPECT_EQ(gpu->info.element, IntegralElement::kUint64);
     EXPECT_EQ(gpu->sum_u, ref->sum_u) << what;
@@ -173,6 +183,86 @@ TEST(IntegralImageTest, BandsCarryTheColumnSumsAcross) {
   }
 }
 
+// A table run in parts (options.first_row/rows, each from the row above: how the service streams
+// a table larger than a part) equals the whole table: random cuts, one part per table (the sum
+// table's parts, then the squared table's), bands inside the parts, every variant that runs.
+// Rows are taken out of each band with IntegralBand::CopyRows in two pieces.
+TEST(IntegralImageTest, PartsFromTheRowAboveEqualTheWholeTable) {
+  GLIMPSE_REQUIRE_CONTEXT(ctx);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(testing::TestSeed());
+  IntegralImageKernel kernel(ctx);
+  for (SampleType t : kTypes) {
+    for (int c : {1, 3, 4}) {
+      const ImageDesc d{std::uniform_int_distribution<int>(1, 90)(rng),
+                        std::uniform_int_distribution<int>(2, 140)(rng), c, t};
+      const HostImage host = testing::RandomImage(d, rng);
+      absl::StatusOr<Image> img = Image::Upload(ctx, host);
+      ASSERT_TRUE(img.ok()) << img.status();
+      const size_t row = size_t(d.width) * size_t(c) * 8;
+      for (IntegralImageVariant v : kVariants) {
+        if (!IntegralImageVariantAvailable(ctx.info(), v, t).ok()) continue;
+        // Cuts: the first row alone, then random parts; bands of 1 to 5 rows or the whole part.
+        std::vector<int> cuts = {0, 1};
+        while (cuts.back() < d.height) {
+          cuts.push_back(std::min(
+              d.height, cuts.back() + std::uniform_int_distribution<int>(1, d.height)(rng)));
+        }
+        const int64_t band = std::uniform_int_distribution<int>(0, 5)(rng) * int64_t(row);
+        std::vector<uint8_t> tables[2];
+        for (bool squared : {false, true}) {
+          std::vector<uint8_t>& table = tables[squared];
+          table.assign(size_t(d.height) * row, 0xee);
+          for (size_t k = 0; k + 1 < cuts.size(); ++k) {
+            const int y0 = cuts[k], rows = cuts[k + 1] - cuts[k];
+            const std::vector<uint8_t> carry =
+                y0 == 0 ? std::vector<uint8_t>()
+                        : std::vector<uint8_t>(table.begin() + std::ptrdiff_t((y0 - 1) * row),
+                                               table.begin() + std::ptrdiff_t(y0 * row));
+            const IntegralImageOptions o{.squared = squared,
+                                         .sum_table = !squared,
+                                         .variant = v,
+                                         .band_bytes = band,
+                                         .first_row = y0,
+                                         .rows = rows,
+                                         .carry_row = carry};
+            int next = y0;
+            absl::StatusOr<IntegralImageResult> r = kernel.Run(*img, o, [&](const IntegralBand& b) {
+              EXPECT_EQ(b.squared, squared);
+              EXPECT_EQ(b.y0, next);
+              EXPECT_EQ(b.row_bytes(), row);
+              next = b.y0 + b.rows;
+              const int half = b.rows / 2;
+              b.CopyRows(half, b.rows - half, table.data() + size_t(b.y0 + half) * row);
+              b.CopyRows(0, half, table.data() + size_t(b.y0) * row);
+              return absl::OkStatus();
+            });
+            ASSERT_TRUE(r.ok()) << r.status();
+            EXPECT_EQ(next, y0 + rows) << "part from row " << y0;
+          }
+        }
+        IntegralTables parts;
+        parts.info.element = IntegralElementFor(t);
+        const size_t n = size_t(d.width) * size_t(d.height) * size_t(c);
+        if (t == SampleType::kFloat32) {
+          parts.sum_f.resize(n);
+          parts.sq_f.resize(n);
+          std::memcpy(parts.sum_f.data(), tables[0].data(), n * 8);
+          std::memcpy(parts.sq_f.data(), tables[1].data(), n * 8);
+        } else {
+          parts.sum_u.resize(n);
+          parts.sq_u.resize(n);
+          std::memcpy(parts.sum_u.data(), tables[0].data(), n * 8);
+          std::memcpy(parts.sq_u.data(), tables[1].data(), n * 8);
+        }
+        ExpectTablesMatchReference(parts, host, {.squared = true, .variant = v},
+                                   StrCat(Describe(d, {.variant = v, .band_bytes = band}),
+                                          ", parts cut at ", absl::StrJoin(cuts, ",")));
+      }
+    }
+  }
+}
+
 // llvmpipe ends a loop nest after 65535 iterations in all: the packed strips walk many rows per
 // dispatch, so tall images (one band: 5000 rows of 3 pixels; partial strips of 4 samples over
 // 2100 rows) must come out whole.
@@ -201,7 +291,7 @@ TEST(IntegralImageTest, BandsArriveInOrderWithTheirRows) {
   ASSERT_TRUE(img.ok());
   std::vector<std::string> seen;
   auto sink = [&](const IntegralBand& b) {
-    seen.push_back(StrCat(b.squared ? "sq" : "sum", ":", b.y0, "+", b.rows, "=", b.bytes.size()));
+    seen.push_back(StrCat(b.squared ? "sq" : "sum", ":", b.y0, "+", b.rows, "=", b.bytes().size()));
     return absl::OkStatus();
   };
   absl::StatusOr<IntegralImageResult> r =
@@ -388,7 +478,7 @@ absl::Status CheckClosedFormRows(const IntegralBand& band, int width, uint64_t k
                                  const std::vector<int>& rows, int* checked) {
   auto check_row = [&](int y) -> absl::Status {
     if (y < band.y0 || y >= band.y0 + band.rows) return absl::OkStatus();
-    const uint8_t* p = band.bytes.data() + size_t(y - band.y0) * size_t(width) * 8;
+    const uint8_t* p = band.bytes().data() + size_t(y - band.y0) * size_t(width) * 8;
     for (int x = 0; x < width; ++x) {
       uint64_t v;
       std::memcpy(&v, p + size_t(x) * 8, 8);
@@ -436,10 +526,10 @@ TEST(IntegralImageTest, FourByteSumsPast2To32AreRebuiltExactly) {
       next_y = 0;
     }
     EXPECT_EQ(b.y0, next_y);
-    EXPECT_LE(b.bytes.size(), IntegralImageKernel::kSinkPieceBytes);
-    EXPECT_EQ(b.bytes.size(), size_t(b.rows) * size_t(d.width) * 8);
+    EXPECT_LE(b.bytes().size(), IntegralImageKernel::kSinkPieceBytes);
+    EXPECT_EQ(b.bytes().size(), size_t(b.rows) * size_t(d.width) * 8);
     next_y = b.y0 + b.rows;
-    std::memcpy(&last[b.squared], b.bytes.data() + b.bytes.size() - 8, 8);
+    std::memcpy(&last[b.squared], b.bytes().data() + b.bytes().size() - 8, 8);
     return CheckClosedFormRows(b, d.width, b.squared ? 255 * 255 : 255, every_row, &checked);
   };
   const IntegralImageOptions o{.squared = true, .variant = IntegralImageVariant::kPackedStrips};
@@ -534,6 +624,7 @@ TEST(IntegralImageTest, BadOptionsAreRefusedByName) {
   absl::StatusOr<Image> img = Image::Upload(ctx, HostImage::Zeros(d));
   ASSERT_TRUE(img.ok());
   auto sink = [](const IntegralBand&) { return absl::OkStatus(); };
+  const std::vector<uint8_t> row(640);
   struct Case {
     IntegralImageOptions options;
     std::string expect;
@@ -545,6 +636,14 @@ TEST(IntegralImageTest, BadOptionsAreRefusedByName) {
        "packed_strips or "
        "subgroup_scan, got #42"},
       {{.sum_table = false}, "sum_table = false asks for the squared table alone, so squared must"},
+      {{.first_row = 3}, "first_row must be in [0, 3) for this image, got 3"},
+      {{.first_row = -1}, "first_row must be in [0, 3) for this image, got -1"},
+      {{.first_row = 1, .rows = 3}, "rows must be in [0, 2] from first_row 1, got 3"},
+      {{.carry_row = row}, "carry_row must be empty where first_row is 0, got 640 bytes"},
+      {{.first_row = 2},
+       "carry_row must hold the table's row above first_row 2 (640 bytes), got 0"},
+      {{.first_row = 2, .carry_row = std::span<const uint8_t>(row).first(639)},
+       "carry_row must hold the table's row above first_row 2 (640 bytes), got 639 bytes"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<IntegralImageResult> r = kernel.Run(*img, c.options, sink);
