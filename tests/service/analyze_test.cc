@@ -48,11 +48,6 @@ class AnalyzeTest : public ::testing::Test {
 };
 TestServer* AnalyzeTest::ts_ = nullptr;
 
-template <typename T>
-std::string AsBytes(const std::vector<T>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
-
 void ExpectCode(const grpc::Status& s, grpc::StatusCode code, const std::string& needle) {
   EXPECT_EQ(s.error_code(), code) << s.error_message();
   EXPECT_NE(s.error_message().find(needle), std::string::npos)

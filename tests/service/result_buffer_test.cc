@@ -3,6 +3,7 @@
 // Integral tables here are larger than the budget, so they are produced in parts.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <future>
 #include <thread>
 #include <vector>
@@ -54,10 +55,6 @@ class ResultBufferTest : public ::testing::Test {
   static TestServer* ts_;
 };
 TestServer* ResultBufferTest::ts_ = nullptr;
-
-std::string AsBytes(const std::vector<uint64_t>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8);
-}
 
 // Reads a whole integral stream: the sum and squared tables, in order.
 grpc::Status ReadIntegral(v1::ImageAnalytics::Stub& stub, const v1::IntegralImageRequest& req,
@@ -223,6 +220,36 @@ TEST(ResultBufferPartsTest, PartsOfSeveralChunksAreExact) {
     EXPECT_TRUE(sum == AsBytes(ref->sum_u));
     EXPECT_TRUE(squared == AsBytes(ref->sq_u));
   }
+}
+
+// A float table in parts: each part starts from the double row above it. Integer samples, so that
+// every sum is exact in double and the tables equal the reference's bit for bit.
+TEST(ResultBufferPartsTest, FloatTablesInPartsEqualTheWholeTable) {
+  server::ServerOptions o;
+  o.worker.result_buffer_bytes = 24 << 20;  // parts of 3 MiB
+  std::unique_ptr<TestServer> ts = TestServer::Start(o);
+  GLIMPSE_REQUIRE_SERVER(ts);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed());
+  const gpu::ImageDesc desc{517, 700, 2, SampleType::kFloat32};  // 5.8 MB per table: two parts
+  HostImage img = HostImage::Zeros(desc);
+  std::uniform_int_distribution<int> sample(-1000, 1000);
+  for (size_t i = 0; i < img.data.size(); i += 4) {
+    const float v = float(sample(rng));
+    std::memcpy(&img.data[i], &v, 4);
+  }
+  absl::StatusOr<std::string> id = UploadImage(*ts->stub, img);
+  ASSERT_TRUE(id.ok());
+  absl::StatusOr<gpu::IntegralTables> ref = reference::IntegralImage(img, {.squared = true});
+  ASSERT_TRUE(ref.ok());
+  v1::IntegralImageRequest req;
+  *req.mutable_image() = ById(*id);
+  req.mutable_options()->set_squared(true);
+  std::string sum, squared;
+  grpc::Status s = ReadIntegral(*ts->stub, req, &sum, &squared);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(sum == AsBytes(ref->sum_f));
+  EXPECT_TRUE(squared == AsBytes(ref->sq_f));
 }
 
 }  // namespace

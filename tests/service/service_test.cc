@@ -441,11 +441,6 @@ IntegralStream ReadIntegral(v1::ImageAnalytics::Stub& stub, const v1::IntegralIm
   return out;
 }
 
-template <typename T>
-std::string AsBytes(const std::vector<T>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
-
 TEST_F(ServiceTest, IntegralImageMatchesReference) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng = Rng();

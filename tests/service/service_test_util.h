@@ -231,6 +231,12 @@ inline std::string Bytes(const gpu::HostImage& img) {
   return std::string(reinterpret_cast<const char*>(img.data.data()), img.data.size());
 }
 
+// A vector's bytes, to compare with a result's bytes field.
+template <typename T>
+std::string AsBytes(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
 inline absl::StatusOr<std::string> UploadImage(v1::ImageAnalytics::Stub& stub,
                                                const gpu::HostImage& img) {
   v1::UploadHeader header;
