@@ -44,6 +44,7 @@ struct FlagValues {
   int64_t max_message_bytes = int64_t(defaults.limits.max_message_bytes);
   int64_t batch_in_flight = int64_t(defaults.limits.batch_in_flight);
   int64_t batch_pack_images = int64_t(defaults.limits.batch_pack_images);
+  int64_t host_nice = defaults.limits.host_nice;
   int64_t max_connection_age_s = defaults.max_connection_age_s;
   int64_t shutdown_grace_s = 20;
   int64_t result_buffer_bytes = int64_t(defaults.worker.result_buffer_bytes);
@@ -123,6 +124,12 @@ void DefineFlags(glimpse::server::FlagSet& flags, FlagValues& v) {
                "AnalyzeBatch: at most this many small inline images' histograms (up to 512x512 "
                "each, of one format) run as one GPU job, with one upload, dispatch and read-back "
                "(1 = each image alone)");
+  flags.AddInt("host-nice", &v.host_nice, 0, 19,
+               "nice value of the decoding threads (and those encoding and streaming results "
+               "out): above 0, the threads that feed the GPU and answer calls preempt a decode "
+               "on a shared CPU instead of waiting behind it (on CPU renderers, where the "
+               "renderer's threads share the CPUs with the decoders, this keeps both CPUs of a "
+               "2-core server busy); 0 = as every other thread");
   flags.AddInt("max-connection-age-s", &v.max_connection_age_s, 0, INT32_MAX / 1000,
                "close connections (GOAWAY) after this many seconds, so clients behind a load "
                "balancer reconnect and spread (0 = never)");
@@ -201,6 +208,7 @@ absl::StatusOr<glimpse::server::ServerOptions> ToOptions(const FlagValues& v) {
   o.limits.max_message_bytes = uint64_t(v.max_message_bytes);
   o.limits.batch_in_flight = uint32_t(v.batch_in_flight);
   o.limits.batch_pack_images = uint32_t(v.batch_pack_images);
+  o.limits.host_nice = int(v.host_nice);
   o.max_connection_age_s = int(v.max_connection_age_s);
   o.tls_cert_file = v.tls_cert;
   o.tls_key_file = v.tls_key;

@@ -22,7 +22,7 @@ ImageAnalyticsService::ImageAnalyticsService(GpuWorker& worker, const ServiceLim
     : worker_(worker),
       limits_(limits),
       started_(std::chrono::steady_clock::now()),
-      pool_(DecoderThreads()),
+      pool_(DecoderThreads(), limits.host_nice),
       env_{worker_, limits_, pool_, redis, access, rate} {}
 
 ImageAnalyticsService::~ImageAnalyticsService() = default;

@@ -35,6 +35,13 @@ struct ServiceLimits {
   // pack's results are answered one after another on the GPU's thread, so it stays short enough
   // not to hold other tenants' jobs back for long.
   uint32_t batch_pack_images = 64;
+  // The nice value of the service's host threads (decoding, encoding, streaming results out),
+  // 0-19: above 0 the threads that feed the GPU and answer calls preempt a decode on a shared CPU
+  // rather than wait behind it. On a 2-core llvmpipe server at 0, the renderer's threads (pinned
+  // one per CPU) waited behind decodes while the other CPU sat idle: 9-11% of the machine idle
+  // under 4 and 16 callers of 1080p JPEG histograms; at 10, 2.4-3%
+  // (bench/results/e2e_llvmpipe.md).
+  int host_nice = 10;
 };
 
 }  // namespace glimpse::server

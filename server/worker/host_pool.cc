@@ -2,6 +2,9 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -31,10 +34,13 @@ int UsableCpus() {
 
 int DecoderThreads() { return std::max(4, UsableCpus()); }
 
-HostPool::HostPool(int threads) {
+HostPool::HostPool(int threads, int nice) {
   for (int i = 0; i < threads; ++i) {
-    threads_.emplace_back([this] {
+    threads_.emplace_back([this, nice] {
       pthread_setname_np(pthread_self(), "glimpse-host");  // for top -H and profilers
+      // Per thread on Linux (PRIO_PROCESS of a thread id). Raising one's own nice value needs no
+      // privilege, so this cannot fail for 0-19.
+      if (nice != 0) setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), nice);
       Loop();
     });
   }

@@ -21,11 +21,14 @@ int UsableCpus();
 int DecoderThreads();
 
 // Threads for host work, tasks run in the order posted. Example:
-//   HostPool pool(DecoderThreads());
+//   HostPool pool(DecoderThreads(), /*nice=*/10);
 //   pool.Post([&] { Decode(bytes); });
 class HostPool {
  public:
-  explicit HostPool(int threads);
+  // `nice`: the threads' nice value (0-19; Linux sets it per thread). Above 0, the threads that
+  // feed the GPU and answer calls (the GL thread, a CPU renderer's threads, gRPC's) preempt them
+  // where they share a CPU, instead of waiting behind a decode.
+  explicit HostPool(int threads, int nice = 0);
   // Runs every task already posted, then joins the threads.
   ~HostPool();
   HostPool(const HostPool&) = delete;
