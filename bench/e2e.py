@@ -401,6 +401,14 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_ticks():
+    """(all, idle) CPU time of the whole machine so far, in clock ticks, from /proc/stat: idle
+    counts idle and waiting for I/O."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return sum(ticks), ticks[3] + ticks[4]
+
+
 def _call_back_to_back(caller, address, callers, seconds, ready, start=None):
     """`callers` threads of this process, each on its own channel and connection, warmed by one
     call; after ready.wait() (every process's threads connected) they call back to back for
@@ -454,13 +462,15 @@ def throughput(caller, address, callers, seconds, pid, processes=1):
     on its own channel and connection (connected and warmed by one call before the clock
     starts), as threads of this process or spread over `processes` client processes (one Python
     process's grpcio tops out near 1300 small calls/s, under what a server on a GPU machine
-    answers); the server's (process `pid`) CPU ms per completed call over those seconds; and the
-    calls that failed."""
+    answers); the server's (process `pid`) CPU ms per completed call over those seconds; the
+    share of the machine's CPU time that was idle over them (%); and the calls that failed."""
     processes = max(1, min(processes, callers))
     cpu0 = [0.0]
+    ticks0 = [(0, 0)]
 
     def start():
         cpu0[0] = cpu_seconds(pid)
+        ticks0[0] = machine_cpu_ticks()
 
     if processes == 1:
         calls, elapsed, errors = _call_back_to_back(
@@ -482,7 +492,8 @@ def throughput(caller, address, callers, seconds, pid, processes=1):
         elapsed = max(p[1] for p in parts)
         errors = [e for p in parts for e in p[2]]
     cpu = cpu_seconds(pid) - cpu0[0]
-    return calls / elapsed, cpu * 1e3 / max(calls, 1), errors
+    ticks, idle = (b - a for a, b in zip(ticks0[0], machine_cpu_ticks()))
+    return calls / elapsed, cpu * 1e3 / max(calls, 1), 100 * idle / max(ticks, 1), errors
 
 
 class Profile:
@@ -621,13 +632,14 @@ def run_row(row, inp, glimpse_svc, peer_svc, args):
                                   args.client_processes)
             if args.profile and n == args.profile.callers:
                 name = re.sub(r"[^a-z0-9]+", "-", f"{row.name} {key}".lower())
-                (rate, cpu_ms, errors), data = args.profile.record(name, cell)
+                (rate, cpu_ms, idle, errors), data = args.profile.record(name, cell)
                 r[key]["profile"] = args.profile.breakdown(
                     data, {key: svc.proc.pid, "client": os.getpid()}, rate * args.seconds)
             else:
-                rate, cpu_ms, errors = cell()
+                rate, cpu_ms, idle, errors = cell()
             r[key][f"rps{n}"] = rate
             r[key][f"cpu_ms{n}"] = cpu_ms
+            r[key][f"idle{n}"] = idle
             if key == "glimpse":
                 # Images decoded into ordinary memory for want of staging room, and jobs that
                 # waited for result buffer space: where a row's rate stops growing with callers.
@@ -658,6 +670,8 @@ def format_row(r, callers):
     n = callers[-1]
     rates += f" | server CPU ms/call @{n} {g[f'cpu_ms{n}']:.2f}/{p[f'cpu_ms{n}']:.2f}"
     rates += f" | G no staging room @{n} {g[f'staging_full{n}']} of ~{g[f'calls{n}']}"
+    rates += " | idle % " + "  ".join(f"@{c} {g[f'idle{c}']:.1f}/{p[f'idle{c}']:.1f}"
+                                      for c in callers)
     return (f"{r['row']:<44} G p50 {g['p50']:8.1f} p99 {g['p99']:8.1f} | peer p50 {p['p50']:8.1f} "
             f"p99 {p['p99']:8.1f} | local {r['local']['p50']:7.1f} ms | {rates} | G split "
             f"dec {g['decode']:.1f} up {g['upload']:.1f} q {g['queue']:.1f} gpu {g['gpu']:.1f} "
@@ -671,10 +685,12 @@ def markdown(rows, header, command, callers):
            f"G/P p50 | local ms |{rate_cols} Glimpse server ms: decode / upload / queue / GPU / "
            f"rest | client+wire ms: Glimpse / peer | server CPU ms per call @{callers[-1]}: "
            f"Glimpse / peer | Glimpse images without staging room @{callers[-1]} (of calls) | "
+           f"machine idle % {' / '.join(f'@{c}' for c in callers)}: Glimpse; peer | "
            f"same answer |",
            "|---|---|---:|---:|---:|---:|" + "---:|" * (3 * len(callers)) +
-           "---|---|---|---:|---|"]
+           "---|---|---|---:|---|---|"]
     n = callers[-1]
+    idles = [f"idle{c}" for c in callers]
     for r in rows:
         g, p = r["glimpse"], r["peer"]
         rates = "".join(f" {g[f'rps{n}']:.1f} | {p[f'rps{n}']:.1f} | "
@@ -690,7 +706,9 @@ def markdown(rows, header, command, callers):
             f"{g['decode']:.1f} / {g['upload']:.1f} / {g['queue']:.1f} / {g['gpu']:.1f} / "
             f"{g['rest']:.1f} | {g['client_wire']:.1f} / {p['client_wire']:.1f} | "
             f"{g[f'cpu_ms{n}']:.2f} / {p[f'cpu_ms{n}']:.2f} | "
-            f"{g[f'staging_full{n}']} ({g[f'calls{n}']}) | {r['check']}"
+            f"{g[f'staging_full{n}']} ({g[f'calls{n}']}) | "
+            f"{' / '.join(f'{g[idle]:.1f}' for idle in idles)}; "
+            f"{' / '.join(f'{p[idle]:.1f}' for idle in idles)} | {r['check']}"
             f"{' ' + errors if errors else ''} |")
     loads = [r["load"] for r in rows]
     load = (f"Load average (1 min) of the machine as each row started: {min(loads):.1f} to "
@@ -763,7 +781,9 @@ NOTES = [
     "calls completed in the throughput cell with the most callers; 1000 / it is the photos per "
     "second one core of that server answers. Images without staging room: those of that cell "
     "that Glimpse decoded into ordinary memory because its staging memory (--staging-bytes) was "
-    "full (ServerInfo.staging_full), beside the cell's calls. "
+    "full (ServerInfo.staging_full), beside the cell's calls. Machine idle: the share of all "
+    "CPUs' time (/proc/stat: idle and I/O wait) that no process used over each throughput cell; "
+    "where a service leaves CPUs idle with callers waiting, its rate is not the CPUs' limit. "
     "client+wire: p50 latency - the server's median own time (serializing, the loopback "
     "connection, reading the answer into numpy).",
     "",
