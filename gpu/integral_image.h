@@ -100,6 +100,9 @@ class IntegralBand {  // rows [y0, y0 + rows) of one table, y0 counted from the 
   // The whole band as 8-byte elements: the device's table where it holds them, else rebuilt into
   // a host buffer the kernel reuses. Valid during the sink's call only.
   std::span<const uint8_t> bytes() const;
+  // Whether the rows are rebuilt from 4-byte sums as they are read (CopyRows, bytes()); where
+  // they are not, bytes() is the device's own rows and costs nothing.
+  bool rebuilt() const { return narrow_; }
 
  private:
   friend class IntegralImageKernel;

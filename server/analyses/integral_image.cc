@@ -89,8 +89,13 @@ absl::Status RunPart(const StreamWork<v1::IntegralImageResponse>& w, GpuEnv& env
           c->set_y0(uint32_t(band.y0 + y));
           c->set_rows(uint32_t(n));
           std::string* data = c->mutable_data();
-          data->resize(n * plan.row_bytes);
-          band.CopyRows(y, n, reinterpret_cast<uint8_t*>(data->data()));
+          if (band.rebuilt()) {  // rebuilt straight into the message
+            data->resize(n * plan.row_bytes);
+            band.CopyRows(y, n, reinterpret_cast<uint8_t*>(data->data()));
+          } else {  // copied once, without zero-filling the message first
+            data->assign(reinterpret_cast<const char*>(band.bytes().data()) + y * plan.row_bytes,
+                         n * plan.row_bytes);
+          }
         }
         return absl::OkStatus();
       });
