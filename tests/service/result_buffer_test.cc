@@ -192,8 +192,29 @@ TEST_F(ResultBufferTest, ResultLargerThanTheBudgetIsRefusedNamingTheFlag) {
       << s.error_message();
 }
 
+// Reads the integral tables (both) of `img` from `ts` and checks them against the reference's
+// byte for byte.
+void ExpectTablesEqualReference(TestServer& ts, const HostImage& img) {
+  SCOPED_TRACE(gpu::DescribeImage(img.desc));
+  absl::StatusOr<std::string> id = UploadImage(*ts.stub, img);
+  ASSERT_TRUE(id.ok());
+  absl::StatusOr<gpu::IntegralTables> ref = reference::IntegralImage(img, {.squared = true});
+  ASSERT_TRUE(ref.ok());
+  v1::IntegralImageRequest req;
+  *req.mutable_image() = ById(*id);
+  req.mutable_options()->set_squared(true);
+  std::string sum, squared;
+  grpc::Status s = ReadIntegral(*ts.stub, req, &sum, &squared);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const bool f = img.desc.type == SampleType::kFloat32;
+  EXPECT_TRUE(sum == (f ? AsBytes(ref->sum_f) : AsBytes(ref->sum_u)));
+  EXPECT_TRUE(squared == (f ? AsBytes(ref->sq_f) : AsBytes(ref->sq_u)));
+}
+
 // Parts of several chunks each (a budget whose eighth holds more than one 1 MiB chunk): every
-// chunk of a part gets the carry from the parts above, not from the chunk before it.
+// chunk of a part gets the carry from the parts above, not from the chunk before it. Each part
+// starts from the row above it; a float table from its double row, here of integer samples, so
+// that every sum is exact in double and the tables equal the reference's bit for bit.
 TEST(ResultBufferPartsTest, PartsOfSeveralChunksAreExact) {
   server::ServerOptions o;
   o.worker.result_buffer_bytes = 24 << 20;  // parts of 3 MiB: three 1 MiB chunks
@@ -203,53 +224,15 @@ TEST(ResultBufferPartsTest, PartsOfSeveralChunksAreExact) {
   std::mt19937_64 rng(TestSeed());
   for (const gpu::ImageDesc& desc : {gpu::ImageDesc{1024, 1500, 1, SampleType::kUint8},
                                      gpu::ImageDesc{333, 1201, 3, SampleType::kUint16}}) {
-    SCOPED_TRACE(gpu::DescribeImage(desc));
-    const HostImage img = RandomImage(desc, rng);
-    absl::StatusOr<std::string> id = UploadImage(*ts->stub, img);
-    ASSERT_TRUE(id.ok());
-    gpu::IntegralImageOptions opt;
-    opt.squared = true;
-    absl::StatusOr<gpu::IntegralTables> ref = reference::IntegralImage(img, opt);
-    ASSERT_TRUE(ref.ok());
-    v1::IntegralImageRequest req;
-    *req.mutable_image() = ById(*id);
-    req.mutable_options()->set_squared(true);
-    std::string sum, squared;
-    grpc::Status s = ReadIntegral(*ts->stub, req, &sum, &squared);
-    ASSERT_TRUE(s.ok()) << s.error_message();
-    EXPECT_TRUE(sum == AsBytes(ref->sum_u));
-    EXPECT_TRUE(squared == AsBytes(ref->sq_u));
+    ExpectTablesEqualReference(*ts, RandomImage(desc, rng));
   }
-}
-
-// A float table in parts: each part starts from the double row above it. Integer samples, so that
-// every sum is exact in double and the tables equal the reference's bit for bit.
-TEST(ResultBufferPartsTest, FloatTablesInPartsEqualTheWholeTable) {
-  server::ServerOptions o;
-  o.worker.result_buffer_bytes = 24 << 20;  // parts of 3 MiB
-  std::unique_ptr<TestServer> ts = TestServer::Start(o);
-  GLIMPSE_REQUIRE_SERVER(ts);
-  GLIMPSE_SEED_TRACE();
-  std::mt19937_64 rng(TestSeed());
-  const gpu::ImageDesc desc{517, 700, 2, SampleType::kFloat32};  // 5.8 MB per table: two parts
-  HostImage img = HostImage::Zeros(desc);
+  HostImage floats = HostImage::Zeros({517, 700, 2, SampleType::kFloat32});  // 5.8 MB per table
   std::uniform_int_distribution<int> sample(-1000, 1000);
-  for (size_t i = 0; i < img.data.size(); i += 4) {
+  for (size_t i = 0; i < floats.data.size(); i += 4) {
     const float v = float(sample(rng));
-    std::memcpy(&img.data[i], &v, 4);
+    std::memcpy(&floats.data[i], &v, 4);
   }
-  absl::StatusOr<std::string> id = UploadImage(*ts->stub, img);
-  ASSERT_TRUE(id.ok());
-  absl::StatusOr<gpu::IntegralTables> ref = reference::IntegralImage(img, {.squared = true});
-  ASSERT_TRUE(ref.ok());
-  v1::IntegralImageRequest req;
-  *req.mutable_image() = ById(*id);
-  req.mutable_options()->set_squared(true);
-  std::string sum, squared;
-  grpc::Status s = ReadIntegral(*ts->stub, req, &sum, &squared);
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_TRUE(sum == AsBytes(ref->sum_f));
-  EXPECT_TRUE(squared == AsBytes(ref->sq_f));
+  ExpectTablesEqualReference(*ts, floats);
 }
 
 }  // namespace
