@@ -224,8 +224,9 @@ class IntegralImageKernel {
     Buffer carry[2], sums, scratch;
   };
   WorkBuffers work_;
-  // Where a piece of a band of 4-byte sums is rebuilt for the sink: small enough to stay in the
-  // CPU's cache, kept so that calls do not fault in fresh pages for it.
+  // Where IntegralBand::bytes() rebuilds a piece of a band of 4-byte sums (at most
+  // kSinkPieceBytes, or one row) for a sink that asks for the whole piece rather than copying its
+  // rows out (CopyRows); kept so that calls do not fault in fresh pages for it.
   std::vector<uint8_t> staging_;
 };
 
