@@ -1,6 +1,11 @@
 #include "server/service.h"
 
+#include <google/protobuf/descriptor.h>
+#include <grpcpp/impl/codegen/server_callback_handlers.h>
+
 #include <algorithm>
+#include <string>
+#include <string_view>
 
 #include "server/analyses/analyze.h"
 #include "server/analyses/batch.h"
@@ -15,6 +20,16 @@
 #include "server/store/shared_images.h"
 
 namespace glimpse::server {
+namespace {
+
+// The index gRPC's generated service gives the method: its place in the proto's service.
+int MethodIndex(std::string_view name) {
+  const google::protobuf::ServiceDescriptor* service =
+      v1::AnalyzeRequest::descriptor()->file()->FindServiceByName("ImageAnalytics");
+  return service->FindMethodByName(std::string(name))->index();
+}
+
+}  // namespace
 
 ImageAnalyticsService::ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits,
                                              RedisStore* redis, const Access* access,
@@ -23,7 +38,30 @@ ImageAnalyticsService::ImageAnalyticsService(GpuWorker& worker, const ServiceLim
       limits_(limits),
       started_(std::chrono::steady_clock::now()),
       pool_(DecoderThreads(), limits.host_nice),
-      env_{worker_, limits_, pool_, redis, access, rate} {}
+      env_{worker_, limits_, pool_, redis, access, rate} {
+  // What the generated WithRawCallbackMethod_ classes do, with the request still typed.
+  using grpc::internal::CallbackBidiHandler;
+  using grpc::internal::CallbackServerStreamingHandler;
+  using Context = grpc::CallbackServerContext;
+  MarkMethodCallback(
+      MethodIndex("IntegralImage"),
+      new CallbackServerStreamingHandler<v1::IntegralImageRequest, grpc::ByteBuffer>(
+          [this](Context* c, const v1::IntegralImageRequest* r) { return IntegralImage(c, r); }));
+  MarkMethodCallback(
+      MethodIndex("Compact"),
+      new CallbackServerStreamingHandler<v1::CompactRequest, grpc::ByteBuffer>(
+          [this](Context* c, const v1::CompactRequest* r) { return Compact(c, r); }));
+  MarkMethodCallback(
+      MethodIndex("BoxFilter"),
+      new CallbackServerStreamingHandler<v1::BoxFilterRequest, grpc::ByteBuffer>(
+          [this](Context* c, const v1::BoxFilterRequest* r) { return BoxFilter(c, r); }));
+  MarkMethodCallback(MethodIndex("Analyze"),
+                     new CallbackBidiHandler<v1::AnalyzeRequest, grpc::ByteBuffer>(
+                         [this](Context* c) { return Analyze(c); }));
+  MarkMethodCallback(MethodIndex("AnalyzeBatch"),
+                     new CallbackBidiHandler<v1::AnalyzeBatchRequest, grpc::ByteBuffer>(
+                         [this](Context* c) { return AnalyzeBatch(c); }));
+}
 
 ImageAnalyticsService::~ImageAnalyticsService() = default;
 
@@ -38,27 +76,27 @@ grpc::ServerUnaryReactor* ImageAnalyticsService::Histogram(grpc::CallbackServerC
   return ServeUnary<HistogramAnalysis>(env_, context, request, response);
 }
 
-grpc::ServerWriteReactor<v1::IntegralImageResponse>* ImageAnalyticsService::IntegralImage(
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ImageAnalyticsService::IntegralImage(
     grpc::CallbackServerContext* context, const v1::IntegralImageRequest* request) {
   return ServeStream<IntegralImageAnalysis>(env_, context, request);
 }
 
-grpc::ServerWriteReactor<v1::CompactResponse>* ImageAnalyticsService::Compact(
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ImageAnalyticsService::Compact(
     grpc::CallbackServerContext* context, const v1::CompactRequest* request) {
   return ServeStream<CompactionAnalysis>(env_, context, request);
 }
 
-grpc::ServerWriteReactor<v1::BoxFilterResponse>* ImageAnalyticsService::BoxFilter(
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ImageAnalyticsService::BoxFilter(
     grpc::CallbackServerContext* context, const v1::BoxFilterRequest* request) {
   return ServeStream<BoxFilterAnalysis>(env_, context, request);
 }
 
-grpc::ServerBidiReactor<v1::AnalyzeRequest, v1::AnalyzeResponse>* ImageAnalyticsService::Analyze(
+grpc::ServerBidiReactor<v1::AnalyzeRequest, grpc::ByteBuffer>* ImageAnalyticsService::Analyze(
     grpc::CallbackServerContext* context) {
   return ServeAnalyze(env_, context);
 }
 
-grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, v1::AnalyzeBatchResponse>*
+grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, grpc::ByteBuffer>*
 ImageAnalyticsService::AnalyzeBatch(grpc::CallbackServerContext* context) {
   return ServeAnalyzeBatch(env_, context);
 }

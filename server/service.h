@@ -19,7 +19,19 @@
 
 namespace glimpse::server {
 
-class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
+// The methods whose responses are small, with gRPC's own protobuf serialization. The streaming
+// analyses (IntegralImage, Compact, BoxFilter, Analyze, AnalyzeBatch) are registered by the
+// service itself with the same request types and raw-bytes responses, encoded without copying
+// their tables and pixels (server/rpc/wire.h); clients see the same protobuf messages.
+using TypedMethods = v1::ImageAnalytics::WithCallbackMethod_UploadImage<
+    v1::ImageAnalytics::WithCallbackMethod_GetImageInfo<
+        v1::ImageAnalytics::WithCallbackMethod_ListImages<
+            v1::ImageAnalytics::WithCallbackMethod_DeleteImage<
+                v1::ImageAnalytics::WithCallbackMethod_Histogram<
+                    v1::ImageAnalytics::WithCallbackMethod_GetServerInfo<
+                        v1::ImageAnalytics::Service>>>>>>;
+
+class ImageAnalyticsService final : public TypedMethods {
  public:
   // `redis`: the shared image store, or nullptr (each replica keeps its own images). `access`:
   // who may call (server/access/access.h), or nullptr for anyone.
@@ -42,17 +54,18 @@ class ImageAnalyticsService final : public v1::ImageAnalytics::CallbackService {
   grpc::ServerUnaryReactor* Histogram(grpc::CallbackServerContext* context,
                                       const v1::HistogramRequest* request,
                                       v1::HistogramResponse* response) override;
-  grpc::ServerWriteReactor<v1::IntegralImageResponse>* IntegralImage(
-      grpc::CallbackServerContext* context, const v1::IntegralImageRequest* request) override;
+  // The streaming analyses (registered in the constructor).
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* IntegralImage(
+      grpc::CallbackServerContext* context, const v1::IntegralImageRequest* request);
   // The compaction analysis.
-  grpc::ServerWriteReactor<v1::CompactResponse>* Compact(
-      grpc::CallbackServerContext* context, const v1::CompactRequest* request) override;
-  grpc::ServerWriteReactor<v1::BoxFilterResponse>* BoxFilter(
-      grpc::CallbackServerContext* context, const v1::BoxFilterRequest* request) override;
-  grpc::ServerBidiReactor<v1::AnalyzeRequest, v1::AnalyzeResponse>* Analyze(
-      grpc::CallbackServerContext* context) override;
-  grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, v1::AnalyzeBatchResponse>* AnalyzeBatch(
-      grpc::CallbackServerContext* context) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Compact(grpc::CallbackServerContext* context,
+                                                      const v1::CompactRequest* request);
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* BoxFilter(grpc::CallbackServerContext* context,
+                                                        const v1::BoxFilterRequest* request);
+  grpc::ServerBidiReactor<v1::AnalyzeRequest, grpc::ByteBuffer>* Analyze(
+      grpc::CallbackServerContext* context);
+  grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, grpc::ByteBuffer>* AnalyzeBatch(
+      grpc::CallbackServerContext* context);
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
                                           const v1::GetServerInfoRequest* request,
                                           v1::ServerInfo* response) override;

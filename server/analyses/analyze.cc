@@ -25,7 +25,7 @@ namespace {
 // Analyze serves every analysis of the registry (server/analyses/registry.h): its request is the
 // v1::Analysis field and its response the v1::AnalyzeResponse field named A::kName.
 
-using Bidi = grpc::ServerBidiReactor<v1::AnalyzeRequest, v1::AnalyzeResponse>;
+using Bidi = grpc::ServerBidiReactor<v1::AnalyzeRequest, grpc::ByteBuffer>;
 
 class AnalyzeCall;
 

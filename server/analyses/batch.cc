@@ -31,7 +31,7 @@
 namespace glimpse::server {
 namespace {
 
-using Bidi = grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, v1::AnalyzeBatchResponse>;
+using Bidi = grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, grpc::ByteBuffer>;
 
 std::atomic<int64_t> g_calls_open{0};
 std::atomic<int64_t> g_images_in_flight{0};

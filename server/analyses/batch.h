@@ -17,7 +17,7 @@
 
 namespace glimpse::server {
 
-grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, v1::AnalyzeBatchResponse>* ServeAnalyzeBatch(
+grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, grpc::ByteBuffer>* ServeAnalyzeBatch(
     ServiceEnv& service, grpc::CallbackServerContext* context);
 
 // AnalyzeBatch calls of this process, all servers in it together (for tests and monitoring).

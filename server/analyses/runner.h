@@ -272,9 +272,9 @@ struct StreamWork {
 //                           const Options&, Lease);
 // which sends its messages through the call, closes it, or returns an error.
 template <typename A>
-grpc::ServerWriteReactor<typename A::Response>* ServeStream(ServiceEnv& service,
-                                                            grpc::CallbackServerContext* context,
-                                                            const typename A::Request* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ServeStream(ServiceEnv& service,
+                                                        grpc::CallbackServerContext* context,
+                                                        const typename A::Request* request) {
   auto* call = new StreamCall<typename A::Response>(std::string(A::kMethod));
   if (absl::Status s = Admit(service, context, call->record); !s.ok()) return call->Close(s), call;
   absl::StatusOr<typename A::Options> options = A::MapOptions(*request);

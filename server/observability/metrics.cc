@@ -220,6 +220,8 @@ const std::unordered_map<std::string_view, RequestSizeFn>& RequestSizes() {
       {"IntegralImage", RequestSize<v1::IntegralImageRequest>},
       {"Compact", RequestSize<v1::CompactRequest>},
       {"BoxFilter", RequestSize<v1::BoxFilterRequest>},
+      {"Analyze", RequestSize<v1::AnalyzeRequest>},
+      {"AnalyzeBatch", RequestSize<v1::AnalyzeBatchRequest>},
       {"GetServerInfo", RequestSize<v1::GetServerInfoRequest>},
   };
   return kSizes;

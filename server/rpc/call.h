@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <iterator>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "glimpse/v1/image_analytics.pb.h"
+#include "server/rpc/wire.h"
 #include "server/store/result_buffer.h"
 #include "server/worker/fair_queue.h"
 
@@ -127,9 +128,11 @@ class UnaryCall : public grpc::ServerUnaryReactor {
 // A server stream that never makes its producer wait. A producer (any thread) hands over whole
 // batches of messages with the lease of their bytes; the lease is given back when the batch has
 // been sent, or at once when the reader cancels or passes its deadline. Close ends the call once
-// everything handed over has been sent. `Reactor` is a bidirectional reactor for calls that also
-// read a stream (Analyze).
-template <typename Response, typename Reactor = grpc::ServerWriteReactor<Response>>
+// everything handed over has been sent. The method's responses are registered as raw bytes
+// (server/service.h): each message is encoded when handed over, its large bytes fields given to
+// gRPC without a copy (server/rpc/wire.h). `Reactor` is a bidirectional reactor for calls that
+// also read a stream (Analyze).
+template <typename Response, typename Reactor = grpc::ServerWriteReactor<grpc::ByteBuffer>>
 class StreamCall : public Reactor {
  public:
   explicit StreamCall(std::string method) : record(std::move(method)) {
@@ -146,11 +149,13 @@ class StreamCall : public Reactor {
   // there. CANCELLED if the reader has already gone (nothing is queued, drained is not run).
   absl::Status Send(std::vector<Response> messages, Lease lease,
                     std::function<void()> drained = nullptr) {
+    std::deque<grpc::ByteBuffer> wire;
+    for (Response& m : messages) {
+      wire.push_back(EncodeAliasing(std::make_unique<Response>(std::move(m))));
+    }
     std::unique_lock lock(mu_);
     if (cancelled_) return absl::CancelledError("the client cancelled the call");
-    batches_.push_back({std::deque<Response>(std::make_move_iterator(messages.begin()),
-                                             std::make_move_iterator(messages.end())),
-                        std::move(lease), std::move(drained)});
+    batches_.push_back({std::move(wire), std::move(lease), std::move(drained)});
     if (!writing_) StartNextLocked(lock);
     return absl::OkStatus();
   }
@@ -175,7 +180,7 @@ class StreamCall : public Reactor {
 
  private:
   struct Batch {
-    std::deque<Response> messages;
+    std::deque<grpc::ByteBuffer> messages;
     Lease lease;
     std::function<void()> drained;
   };
@@ -250,7 +255,7 @@ class StreamCall : public Reactor {
 
   mutable std::mutex mu_;
   std::deque<Batch> batches_;
-  Response current_;
+  grpc::ByteBuffer current_;
   bool writing_ = false, closed_ = false, cancelled_ = false, finished_ = false;
   grpc::Status status_;
 };

@@ -11,7 +11,9 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "tests/service/service_test_util.h"
@@ -413,6 +415,69 @@ TEST_F(MetricsTest, CountersAndHistogramsMoveAsTheCallsSay) {
                                               {"gl_version", info.gl_version()},
                                               {"software", info.software() ? "true" : "false"}}),
             1);
+}
+
+// The client streams' bytes are counted too, and a response stream's are those of the messages
+// the client reads (the service encodes them itself: server/rpc/wire.h).
+TEST_F(MetricsTest, AnalyzeAndBatchBytesAreCounted) {
+  std::unique_ptr<TestServer> ts = Start({});
+  GLIMPSE_REQUIRE_SERVER(ts);
+  const int port = ts->server->metrics_port();
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed());
+  // Large enough that the table's chunks and the filtered pixels go out as slices of their own.
+  const HostImage img = RandomImage({211, 97, 3, SampleType::kUint8}, rng);
+  const Scrape before = Scrape::Fetch(port);
+  uint64_t received = 0, sent = 0;
+  {
+    grpc::ClientContext ctx;
+    auto stream = ts->stub->Analyze(&ctx);
+    v1::AnalyzeRequest req;
+    *req.mutable_header()->mutable_image() = InlineRaw(img);
+    req.mutable_header()->add_analyses()->mutable_integral_image();
+    v1::BoxFilterRequest* box = req.mutable_header()->add_analyses()->mutable_box_filter();
+    box->mutable_options()->set_rx(2);
+    box->mutable_options()->set_ry(1);
+    box->set_encoding(v1::PIXEL_ENCODING_RAW);
+    ASSERT_TRUE(stream->Write(req));
+    stream->WritesDone();
+    v1::AnalyzeResponse m;
+    while (stream->Read(&m)) sent += m.ByteSizeLong();
+    ASSERT_TRUE(stream->Finish().ok());
+    received += req.ByteSizeLong();
+  }
+  uint64_t batch_received = 0, batch_sent = 0;
+  {
+    grpc::ClientContext ctx;
+    auto stream = ts->stub->AnalyzeBatch(&ctx);
+    v1::AnalyzeBatchRequest header;
+    header.mutable_header()->add_analyses()->mutable_integral_image();
+    v1::AnalyzeBatchRequest image;
+    image.mutable_image()->set_key("one");
+    *image.mutable_image()->mutable_image() = InlineRaw(img);
+    ASSERT_TRUE(stream->Write(header));
+    ASSERT_TRUE(stream->Write(image));
+    stream->WritesDone();
+    v1::AnalyzeBatchResponse m;
+    while (stream->Read(&m)) batch_sent += m.ByteSizeLong();
+    ASSERT_TRUE(stream->Finish().ok());
+    batch_received += header.ByteSizeLong() + image.ByteSizeLong();
+  }
+  const Scrape after = Scrape::Fetch(port);
+  SCOPED_TRACE(after.text());
+  for (const auto& [method, in, out] :
+       {std::tuple<std::string, uint64_t, uint64_t>{"Analyze", received, sent},
+        {"AnalyzeBatch", batch_received, batch_sent}}) {
+    EXPECT_GT(out, uint64_t(211 * 97 * 3 * 8)) << method << ": the whole table came back";
+    EXPECT_EQ(after.Get("glimpse_received_bytes_total", {{"method", method}}) -
+                  before.Get("glimpse_received_bytes_total", {{"method", method}}),
+              double(in))
+        << method;
+    EXPECT_EQ(after.Get("glimpse_sent_bytes_total", {{"method", method}}) -
+                  before.Get("glimpse_sent_bytes_total", {{"method", method}}),
+              double(out))
+        << method;
+  }
 }
 
 TEST_F(MetricsTest, QueueRejectionsDropsEvictionsAndExpiries) {

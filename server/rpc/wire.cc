@@ -1,0 +1,132 @@
+#include "server/rpc/wire.h"
+
+#include <grpcpp/support/slice.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace glimpse::server {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+// The message that holds the aliased strings, kept until gRPC drops the last slice of them.
+struct Held {
+  std::unique_ptr<Message> message;
+};
+
+void Unhold(void* held) { delete static_cast<std::shared_ptr<Held>*>(held); }
+
+void AppendVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(char(uint8_t(v) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(char(v));
+}
+
+// The tag of a length-delimited field (bytes or message).
+void AppendTag(std::string* out, int number) {
+  AppendVarint(out, (uint64_t(uint32_t(number)) << 3) | 2);
+}
+
+bool IsAliasable(const FieldDescriptor* f) {
+  return !f->is_repeated() && f->type() == FieldDescriptor::TYPE_BYTES;
+}
+
+// Whether `m` holds an aliasable field of at least `min` bytes, at any depth.
+bool HoldsLarge(const Message& m, size_t min) {
+  if (m.ByteSizeLong() < min) return false;
+  const Reflection* r = m.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  std::string scratch;
+  for (const FieldDescriptor* f : fields) {
+    if (IsAliasable(f) && r->GetStringReference(m, f, &scratch).size() >= min) return true;
+    if (!f->is_repeated() && f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
+        HoldsLarge(r->GetMessage(m, f), min)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+class Encoder {
+ public:
+  Encoder(std::shared_ptr<Held> held, size_t min) : held_(std::move(held)), min_(min) {}
+
+  // Appends the encoding of `m`, a message the buffer keeps: its small fields serialized, then
+  // each field holding something large, its large strings as slices of themselves.
+  void Encode(Message& m) {
+    const Reflection* r = m.GetReflection();
+    std::vector<const FieldDescriptor*> fields, small, large;
+    r->ListFields(m, &fields);
+    std::string scratch;
+    for (const FieldDescriptor* f : fields) {
+      const bool holds_large =
+          (IsAliasable(f) && r->GetStringReference(m, f, &scratch).size() >= min_) ||
+          (!f->is_repeated() && f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
+           HoldsLarge(r->GetMessage(m, f), min_));
+      (holds_large ? large : small).push_back(f);
+    }
+    if (large.empty()) {
+      m.AppendToString(&pending_);
+      return;
+    }
+    // The small fields move out to be serialized; the large ones stay where they are. (Swapping
+    // a large field out instead would copy it when it is a member of a oneof.)
+    std::unique_ptr<Message> rest(m.New());
+    r->SwapFields(&m, rest.get(), small);
+    rest->AppendToString(&pending_);
+    for (const FieldDescriptor* f : large) {
+      AppendTag(&pending_, f->number());
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        Message* sub = r->MutableMessage(&m, f);
+        // The whole submessage's size: its fields' sizes do not depend on their order.
+        AppendVarint(&pending_, sub->ByteSizeLong());
+        Encode(*sub);
+        continue;
+      }
+      const std::string& bytes = r->GetStringReference(m, f, &scratch);
+      AppendVarint(&pending_, bytes.size());
+      Flush();
+      slices_.emplace_back(const_cast<char*>(bytes.data()), bytes.size(), Unhold,
+                           new std::shared_ptr<Held>(held_));
+    }
+  }
+
+  grpc::ByteBuffer Finish() {
+    Flush();
+    return grpc::ByteBuffer(slices_.data(), slices_.size());
+  }
+
+ private:
+  // The small bytes so far become a slice of their own (copied: they are small).
+  void Flush() {
+    if (pending_.empty()) return;
+    slices_.emplace_back(pending_.data(), pending_.size());
+    pending_.clear();
+  }
+
+  const std::shared_ptr<Held> held_;
+  const size_t min_;
+  std::vector<grpc::Slice> slices_;
+  std::string pending_;
+};
+
+}  // namespace
+
+grpc::ByteBuffer EncodeAliasing(std::unique_ptr<Message> message, size_t min_alias_bytes) {
+  auto held = std::make_shared<Held>();
+  held->message = std::move(message);
+  Encoder e(held, min_alias_bytes);
+  e.Encode(*held->message);
+  return e.Finish();
+}
+
+}  // namespace glimpse::server

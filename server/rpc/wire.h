@@ -1,0 +1,39 @@
+// Responses put on the wire without copying their large bytes fields.
+//
+// gRPC serializes a protobuf response into fresh memory: every byte of a summed-area table or of
+// filtered pixels is copied once more on its way to the socket. EncodeAliasing writes the
+// message's small fields as usual and hands each large bytes field (an integral table's rows, a
+// filtered image's pixels, a compaction's pixel list), wherever it is nested, to gRPC as a slice
+// of the string that already holds it; the string lives until gRPC drops the slice. The bytes on
+// the wire are a valid encoding of the same message (a large field comes after its siblings
+// instead of in field-number order, which every protobuf parser accepts).
+//
+//   v1::IntegralImageResponse part = ...;  // a chunk of 1 MiB
+//   grpc::ByteBuffer wire =                // the message moved (not copied) into the buffer's keeping
+//       EncodeAliasing(std::make_unique<v1::IntegralImageResponse>(std::move(part)));
+//   writer->StartWrite(&wire);             // a method registered with a ByteBuffer response
+#ifndef GLIMPSE_SERVER_RPC_WIRE_H_
+#define GLIMPSE_SERVER_RPC_WIRE_H_
+
+#include <google/protobuf/message.h>
+#include <grpcpp/support/byte_buffer.h>
+
+#include <cstddef>
+#include <memory>
+
+namespace glimpse::server {
+
+// Below this a bytes field is copied: a copy of 16 KiB costs about what a slice's bookkeeping
+// does.
+inline constexpr size_t kMinAliasBytes = size_t{16} << 10;
+
+// The encoding of `message`, which the buffer keeps until gRPC has sent it: its singular bytes
+// fields of at least `min_alias_bytes`, at any depth of singular message fields, are slices of
+// their own strings. (A generated message's move constructor moves its fields without copying
+// them, so a message can be handed over as std::make_unique<T>(std::move(m)).)
+grpc::ByteBuffer EncodeAliasing(std::unique_ptr<google::protobuf::Message> message,
+                                size_t min_alias_bytes = kMinAliasBytes);
+
+}  // namespace glimpse::server
+
+#endif  // GLIMPSE_SERVER_RPC_WIRE_H_
