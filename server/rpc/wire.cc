@@ -2,6 +2,7 @@
 
 #include <grpcpp/support/slice.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,11 +17,19 @@ using google::protobuf::Message;
 using google::protobuf::Reflection;
 
 // The message that holds the aliased strings, kept until gRPC drops the last slice of them.
+// Counted by hand: each slice's reference is this object itself, released on whichever gRPC
+// thread drops the slice; the encoder's own reference, released last on its thread, orders
+// everything it did to the message before the delete.
 struct Held {
+  explicit Held(std::unique_ptr<Message> m) : message(std::move(m)) {}
   std::unique_ptr<Message> message;
+  std::atomic<int64_t> refs{1};
 };
 
-void Unhold(void* held) { delete static_cast<std::shared_ptr<Held>*>(held); }
+void Unhold(void* p) {
+  auto* held = static_cast<Held*>(p);
+  if (held->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete held;
+}
 
 void AppendVarint(std::string* out, uint64_t v) {
   while (v >= 0x80) {
@@ -58,7 +67,7 @@ bool HoldsLarge(const Message& m, size_t min) {
 
 class Encoder {
  public:
-  Encoder(std::shared_ptr<Held> held, size_t min) : held_(std::move(held)), min_(min) {}
+  Encoder(Held* held, size_t min) : held_(held), min_(min) {}
 
   // Appends the encoding of `m`, a message the buffer keeps: its small fields serialized, then
   // each field holding something large, its large strings as slices of themselves.
@@ -95,8 +104,8 @@ class Encoder {
       const std::string& bytes = r->GetStringReference(m, f, &scratch);
       AppendVarint(&pending_, bytes.size());
       Flush();
-      slices_.emplace_back(const_cast<char*>(bytes.data()), bytes.size(), Unhold,
-                           new std::shared_ptr<Held>(held_));
+      held_->refs.fetch_add(1, std::memory_order_relaxed);
+      slices_.emplace_back(const_cast<char*>(bytes.data()), bytes.size(), Unhold, held_);
     }
   }
 
@@ -113,7 +122,7 @@ class Encoder {
     pending_.clear();
   }
 
-  const std::shared_ptr<Held> held_;
+  Held* const held_;
   const size_t min_;
   std::vector<grpc::Slice> slices_;
   std::string pending_;
@@ -122,11 +131,12 @@ class Encoder {
 }  // namespace
 
 grpc::ByteBuffer EncodeAliasing(std::unique_ptr<Message> message, size_t min_alias_bytes) {
-  auto held = std::make_shared<Held>();
-  held->message = std::move(message);
+  auto* held = new Held(std::move(message));
   Encoder e(held, min_alias_bytes);
   e.Encode(*held->message);
-  return e.Finish();
+  grpc::ByteBuffer wire = e.Finish();
+  Unhold(held);  // the encoder's reference: the slices keep the message, if any aliases it
+  return wire;
 }
 
 }  // namespace glimpse::server

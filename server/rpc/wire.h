@@ -9,9 +9,10 @@
 // instead of in field-number order, which every protobuf parser accepts).
 //
 //   v1::IntegralImageResponse part = ...;  // a chunk of 1 MiB
-//   grpc::ByteBuffer wire =                // the message moved (not copied) into the buffer's keeping
+//   // The message moves (nothing copied) into the buffer's keeping:
+//   grpc::ByteBuffer wire =
 //       EncodeAliasing(std::make_unique<v1::IntegralImageResponse>(std::move(part)));
-//   writer->StartWrite(&wire);             // a method registered with a ByteBuffer response
+//   writer->StartWrite(&wire);  // a method registered with a ByteBuffer response
 #ifndef GLIMPSE_SERVER_RPC_WIRE_H_
 #define GLIMPSE_SERVER_RPC_WIRE_H_
 

@@ -29,8 +29,8 @@ class Random {
   uint64_t Below(uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(rng_); }
   // Sizes on both sides of `min`, and some far above it.
   std::string Bytes(size_t min) {
-    const size_t sizes[] = {0, 1, min - 1, min, min + 1, size_t(Below(4 * min + 1)),
-                            size_t(Below(300000))};
+    const size_t sizes[] = {
+        0, 1, min - 1, min, min + 1, size_t(Below(4 * min + 1)), size_t(Below(300000))};
     std::string s(sizes[Below(std::size(sizes))], '\0');
     for (char& c : s) c = char(Below(256));
     return s;
@@ -118,7 +118,8 @@ v1::AnalyzeBatchResponse RandomBatch(Random& r, size_t min) {
   return m;
 }
 
-// Every bytes field of `m` of at least `min` bytes, at any depth: where its bytes are, and how many.
+// Every bytes field of `m` of at least `min` bytes, at any depth: where its bytes are, and how
+// many.
 void LargeFields(const google::protobuf::Message& m, size_t min,
                  std::vector<std::pair<const char*, size_t>>* out) {
   const google::protobuf::Reflection* r = m.GetReflection();
