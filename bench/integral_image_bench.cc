@@ -121,7 +121,7 @@ int Main(int argc, char** argv) {
               const size_t table_bytes = size_t(w) * size_t(h) * size_t(ch) * 8;
               std::vector<uint8_t> out(table_bytes * (squared ? 2 : 1), 1);
               auto sink = [&](const gpu::IntegralBand& b) {
-                const size_t at = (b.squared ? table_bytes : 0) + size_t(b.y0) * size_t(w) * ch * 8;
+                const size_t at = (b.squared ? table_bytes : 0) + size_t(b.y0) * b.row_bytes();
                 std::memcpy(out.data() + at, b.bytes().data(), b.bytes().size());
                 return absl::OkStatus();
               };

@@ -134,9 +134,9 @@ int Main(int argc, char** argv) {
                                          [&] {
                                            const auto t0 = std::chrono::steady_clock::now();
                                            glBindTexture(GL_TEXTURE_2D, plain->texture());
-                                           glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, w, h,
-                                                           formats[c - 1], GL_UNSIGNED_BYTE,
-                                                           host.data.data());
+                                           glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, desc.width,
+                                                           desc.height, formats[c - 1],
+                                                           GL_UNSIGNED_BYTE, host.data.data());
                                            glFinish();
                                            return Ms(t0);
                                          },
@@ -148,8 +148,8 @@ int Main(int argc, char** argv) {
                 [&] {
                   const auto t0 = std::chrono::steady_clock::now();
                   glBindTexture(GL_TEXTURE_2D, packed.get());
-                  glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, gpu::PackedTexelsPerRow(desc), h,
-                                  GL_RGBA_INTEGER, GL_UNSIGNED_INT, host.data.data());
+                  glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, gpu::PackedTexelsPerRow(desc),
+                                  desc.height, GL_RGBA_INTEGER, GL_UNSIGNED_INT, host.data.data());
                   glFinish();
                   return Ms(t0);
                 },

@@ -54,7 +54,13 @@ class ImageAnalyticsService final : public TypedMethods {
   grpc::ServerUnaryReactor* Histogram(grpc::CallbackServerContext* context,
                                       const v1::HistogramRequest* request,
                                       v1::HistogramResponse* response) override;
-  // The streaming analyses (registered in the constructor).
+  // The streaming analyses, registered in the constructor with raw-bytes responses. (The
+  // generated synchronous forms of the same names stay unused; named here, they are not hidden.)
+  using TypedMethods::Analyze;
+  using TypedMethods::AnalyzeBatch;
+  using TypedMethods::BoxFilter;
+  using TypedMethods::Compact;
+  using TypedMethods::IntegralImage;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* IntegralImage(
       grpc::CallbackServerContext* context, const v1::IntegralImageRequest* request);
   // The compaction analysis.
