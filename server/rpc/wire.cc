@@ -44,23 +44,26 @@ void AppendTag(std::string* out, int number) {
   AppendVarint(out, (uint64_t(uint32_t(number)) << 3) | 2);
 }
 
-bool IsAliasable(const FieldDescriptor* f) {
-  return !f->is_repeated() && f->type() == FieldDescriptor::TYPE_BYTES;
+bool HoldsLarge(const Message& m, size_t min);
+
+// Whether field `f` of `m` is, or holds at any depth, a bytes field of at least `min` bytes.
+bool FieldHoldsLarge(const Message& m, const FieldDescriptor* f, size_t min) {
+  if (f->is_repeated()) return false;
+  const Reflection* r = m.GetReflection();
+  std::string scratch;
+  if (f->type() == FieldDescriptor::TYPE_BYTES) {
+    return r->GetStringReference(m, f, &scratch).size() >= min;
+  }
+  return f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE && HoldsLarge(r->GetMessage(m, f), min);
 }
 
-// Whether `m` holds an aliasable field of at least `min` bytes, at any depth.
+// Whether `m` holds a bytes field of at least `min` bytes, at any depth.
 bool HoldsLarge(const Message& m, size_t min) {
   if (m.ByteSizeLong() < min) return false;
-  const Reflection* r = m.GetReflection();
   std::vector<const FieldDescriptor*> fields;
-  r->ListFields(m, &fields);
-  std::string scratch;
+  m.GetReflection()->ListFields(m, &fields);
   for (const FieldDescriptor* f : fields) {
-    if (IsAliasable(f) && r->GetStringReference(m, f, &scratch).size() >= min) return true;
-    if (!f->is_repeated() && f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
-        HoldsLarge(r->GetMessage(m, f), min)) {
-      return true;
-    }
+    if (FieldHoldsLarge(m, f, min)) return true;
   }
   return false;
 }
@@ -75,13 +78,8 @@ class Encoder {
     const Reflection* r = m.GetReflection();
     std::vector<const FieldDescriptor*> fields, small, large;
     r->ListFields(m, &fields);
-    std::string scratch;
     for (const FieldDescriptor* f : fields) {
-      const bool holds_large =
-          (IsAliasable(f) && r->GetStringReference(m, f, &scratch).size() >= min_) ||
-          (!f->is_repeated() && f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
-           HoldsLarge(r->GetMessage(m, f), min_));
-      (holds_large ? large : small).push_back(f);
+      (FieldHoldsLarge(m, f, min_) ? large : small).push_back(f);
     }
     if (large.empty()) {
       m.AppendToString(&pending_);
@@ -101,6 +99,7 @@ class Encoder {
         Encode(*sub);
         continue;
       }
+      std::string scratch;
       const std::string& bytes = r->GetStringReference(m, f, &scratch);
       AppendVarint(&pending_, bytes.size());
       Flush();
