@@ -34,16 +34,18 @@ int UsableCpus() {
 
 int DecoderThreads() { return std::max(4, UsableCpus()); }
 
-HostPool::HostPool(int threads, int nice) {
+HostPool::HostPool(int threads, int nice) : started_(threads) {
   for (int i = 0; i < threads; ++i) {
     threads_.emplace_back([this, nice] {
       pthread_setname_np(pthread_self(), "glimpse-host");  // for top -H and profilers
       // Per thread on Linux (PRIO_PROCESS of a thread id). Raising one's own nice value needs no
       // privilege, so this cannot fail for 0-19.
       if (nice != 0) setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), nice);
+      started_.count_down();
       Loop();
     });
   }
+  started_.wait();
 }
 
 HostPool::~HostPool() {

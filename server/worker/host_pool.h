@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <latch>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -27,7 +28,8 @@ class HostPool {
  public:
   // `nice`: the threads' nice value (0-19; Linux sets it per thread). Above 0, the threads that
   // feed the GPU and answer calls (the GL thread, a CPU renderer's threads, gRPC's) preempt them
-  // where they share a CPU, instead of waiting behind a decode.
+  // where they share a CPU, instead of waiting behind a decode. Returns once every thread is named
+  // and at its nice value.
   explicit HostPool(int threads, int nice = 0);
   // Runs every task already posted, then joins the threads.
   ~HostPool();
@@ -43,6 +45,7 @@ class HostPool {
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
   bool stopping_ = false;
+  std::latch started_;  // counted down by each thread once named and at its nice value
   std::vector<std::thread> threads_;
 };
 
