@@ -1,6 +1,7 @@
 """Every analysis through the client against numpy references, on random images of awkward
 sizes, every format and 1-4 channels; results compared exactly."""
 import itertools
+import re
 
 import grpc
 import numpy as np
@@ -54,6 +55,57 @@ def test_histogram_errors(client):
             client.histogram(a, **kwargs)
         assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT, kwargs
         assert field in e.value.details, e.value.details
+
+
+@pytest.mark.parametrize("method,args,kwargs,message", [
+    ("histogram", (), {"bins": -5}, "bins must be an integer in [0, 4294967295], got -5"),
+    ("histogram", (), {"bins": 1 << 40},
+     f"bins must be an integer in [0, 4294967295], got {1 << 40}"),
+    ("histogram", (), {"channel": -1}, "channel must be an integer in [0, 4294967295], got -1"),
+    ("histogram", (), {"lo": "0"}, "lo must be a number, got '0'"),
+    ("box_filter", (-1,), {}, "rx must be an integer in [0, 4294967295], got -1"),
+    ("box_filter", (1, -2), {}, "ry must be an integer in [0, 4294967295], got -2"),
+    ("box_filter", (1,), {"keep": True, "label": 7}, "label must be a str, got 7"),
+    ("compaction", (0, 1), {"max_results": 1 << 63},
+     f"max_results must be an integer in [{-(1 << 63)}, {(1 << 63) - 1}], got {1 << 63}"),
+    ("integral_image", (), {"squared": "yes"}, "squared must be True or False, got 'yes'"),
+])
+def test_options_a_field_cannot_hold_are_refused_naming_the_option(client, method, args, kwargs,
+                                                                   message):
+    """Protobuf alone says "Value out of range: -5": the client names the option, the value and
+    what the field takes, before anything is sent; as an option of Analyze too."""
+    a = np.zeros((4, 4), np.uint8)
+    with pytest.raises((ValueError, TypeError)) as e:
+        getattr(client, method)(a, *args, **kwargs)
+    assert str(e.value) == message
+    positional = {"box_filter": ("rx", "ry"), "compaction": ("lo", "hi")}.get(method, ())
+    options = dict(zip(positional, args), **kwargs)
+    with pytest.raises((ValueError, TypeError)) as e:
+        client.analyze(a, [(method, options)])
+    assert str(e.value) == message
+
+
+def test_a_wrong_option_name_names_the_method(client):
+    a = np.zeros((4, 4), np.uint8)
+    with pytest.raises(TypeError, match=r"^histogram\(\) got an unexpected keyword argument 'binz'"):
+        client.histogram(a, binz=4)
+    with pytest.raises(TypeError, match=r"^box_filter\(\) got an unexpected keyword argument 'foo'"):
+        client.analyze(a, [("box_filter", {"rx": 1, "foo": 2})])
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 0, 3), (3, 0, 4)])
+def test_arrays_without_pixels_are_refused_by_the_server_naming_the_side(client, shape):
+    """An empty array reaches the server, which owns the limits and names the side that is 0."""
+    a = np.zeros(shape, np.uint8)
+    side = "width" if shape[1] == 0 else "height"  # the width is checked first
+    for call in (lambda: client.histogram(a), lambda: client.upload(a),
+                 lambda: client.analyze(a, [("histogram", {})])):
+        with pytest.raises(glimpse.GlimpseError) as e:
+            call()
+        assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        # image.raw.layout.width (inline), header.raw.width (upload), header.upload.raw.width
+        assert re.search(rf"raw(\.layout)?\.{side} must be in \[1, \d+\].*, got 0$",
+                         e.value.details), e.value.details
 
 
 @pytest.mark.parametrize("size,dtype,channels", CASES, ids=IDS)

@@ -17,6 +17,7 @@ from typing import Any, Iterator, Optional, Union
 
 import grpc
 import numpy as np
+from google.protobuf.descriptor import FieldDescriptor
 
 from glimpse import _health
 from glimpse._types import (AnalyzeResult, BatchItem, BoxFilterResult, CompactionResult, GlimpseError,
@@ -43,6 +44,47 @@ def _choice(name: str, value: str, table: dict) -> int:
     if value not in table:
         raise ValueError(f"{name} must be one of {', '.join(table)}, got {value!r}")
     return table[value]
+
+
+_F = FieldDescriptor
+_INTEGER_RANGES = {
+    **dict.fromkeys((_F.TYPE_INT32, _F.TYPE_SINT32, _F.TYPE_SFIXED32), (-(1 << 31), (1 << 31) - 1)),
+    **dict.fromkeys((_F.TYPE_UINT32, _F.TYPE_FIXED32), (0, (1 << 32) - 1)),
+    **dict.fromkeys((_F.TYPE_INT64, _F.TYPE_SINT64, _F.TYPE_SFIXED64), (-(1 << 63), (1 << 63) - 1)),
+    **dict.fromkeys((_F.TYPE_UINT64, _F.TYPE_FIXED64), (0, (1 << 64) - 1)),
+}
+
+
+def _what_field_takes(field: FieldDescriptor) -> str:
+    if field.type in _INTEGER_RANGES:
+        lo, hi = _INTEGER_RANGES[field.type]
+        return f"an integer in [{lo}, {hi}]"
+    if field.message_type is not None:
+        return f"a {field.message_type.name}"
+    return {_F.TYPE_DOUBLE: "a number", _F.TYPE_FLOAT: "a number", _F.TYPE_BOOL: "True or False",
+            _F.TYPE_STRING: "a str", _F.TYPE_BYTES: "bytes"}.get(field.type, "a valid value")
+
+
+def _set(message, name: str, value) -> None:
+    """message.<name> = value, where protobuf's refusal of a value its field cannot hold ("Value
+    out of range: -1") is raised again naming the option, the value and what the field takes.
+    The server owns the options' own limits (bins in [1, 65536], ...) and names them."""
+    field = message.DESCRIPTOR.fields_by_name[name]
+    try:
+        if field.message_type is not None:
+            getattr(message, name).CopyFrom(value)
+        else:
+            setattr(message, name, value)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{name} must be {_what_field_takes(field)}, got {value!r}") from None
+
+
+def _message(message_type, **fields):
+    """message_type(**fields), each field set by _set."""
+    message = message_type()
+    for name, value in fields.items():
+        _set(message, name, value)
+    return message
 
 
 def _data_loss(method: str, message: str) -> GlimpseError:
@@ -205,12 +247,12 @@ def _histogram_plan(method, *, bins: int = 256, lo: Optional[float] = None,
                     channel: Optional[int] = None, variant: str = "auto"):
     if source is None:
         source = "all" if channel is None else "channel"
-    options = pb.HistogramOptions(bins=bins, channel=channel or 0,
-                                  source=_choice("source", source, _HISTOGRAM_SOURCES))
+    options = _message(pb.HistogramOptions, bins=bins, channel=channel or 0,
+                       source=_choice("source", source, _HISTOGRAM_SOURCES))
     if lo is not None:
-        options.lo = lo
+        _set(options, "lo", lo)
     if hi is not None:
-        options.hi = hi
+        _set(options, "hi", hi)
 
     @_reader
     def read():
@@ -225,7 +267,7 @@ def _histogram_plan(method, *, bins: int = 256, lo: Optional[float] = None,
                                image=ImageHandle.from_proto(r.image),
                                timing=Timing.from_proto(r.timing))
 
-    return pb.HistogramRequest(options=options, variant=variant), read()
+    return _message(pb.HistogramRequest, options=options, variant=variant), read()
 
 
 def _integral_image_plan(method, *, squared: bool = False, variant: str = "auto"):
@@ -267,18 +309,18 @@ def _integral_image_plan(method, *, squared: bool = False, variant: str = "auto"
                               variant=trailer.variant, image=ImageHandle.from_proto(header.image),
                               timing=Timing.from_proto(trailer.timing))
 
-    return pb.IntegralImageRequest(options=pb.IntegralImageOptions(squared=squared),
-                                   variant=variant), read()
+    return _message(pb.IntegralImageRequest,
+                    options=_message(pb.IntegralImageOptions, squared=squared),
+                    variant=variant), read()
 
 
 def _compaction_plan(method, *, lo: float, hi: float, outside: bool = False,
                      source: str = "channel", channel: int = 0, max_results: Optional[int] = None,
                      count_only: bool = False, variant: str = "auto"):
-    options = pb.CompactOptions(source=_choice("source", source, _COMPACT_SOURCES),
-                                channel=channel, lo=lo, hi=hi, outside=outside,
-                                count_only=count_only)
+    options = _message(pb.CompactOptions, source=_choice("source", source, _COMPACT_SOURCES),
+                       channel=channel, lo=lo, hi=hi, outside=outside, count_only=count_only)
     if max_results is not None:
-        options.max_results = max_results
+        _set(options, "max_results", max_results)
 
     @_reader
     def read():
@@ -320,7 +362,7 @@ def _compaction_plan(method, *, lo: float, hi: float, outside: bool = False,
             total=header.total, truncated=header.truncated, variant=header.variant,
             image=ImageHandle.from_proto(header.image), timing=Timing.from_proto(timing))
 
-    return pb.CompactRequest(options=options, variant=variant), read()
+    return _message(pb.CompactRequest, options=options, variant=variant), read()
 
 
 def _box_filter_plan(method, *, rx: int, ry: Optional[int] = None, border: str = "reflect101",
@@ -328,11 +370,10 @@ def _box_filter_plan(method, *, rx: int, ry: Optional[int] = None, border: str =
                      output: Optional[str] = None, variant: str = "auto"):
     if output is None:
         output = "none" if keep else "array"
-    options = pb.BoxFilterOptions(rx=rx, ry=rx if ry is None else ry,
-                                  border=_choice("border", border, _BORDERS),
-                                  border_value=border_value)
-    request = pb.BoxFilterRequest(options=options, variant=variant, keep=keep, label=label,
-                                  encoding=_choice("output", output, _OUTPUTS))
+    options = _message(pb.BoxFilterOptions, rx=rx, ry=rx if ry is None else ry,
+                       border=_choice("border", border, _BORDERS), border_value=border_value)
+    request = _message(pb.BoxFilterRequest, options=options, variant=variant, keep=keep,
+                       label=label, encoding=_choice("output", output, _OUTPUTS))
 
     @_reader
     def read():
@@ -377,6 +418,10 @@ _PLANS = {"histogram": _histogram_plan, "integral_image": _integral_image_plan,
           "compaction": _compaction_plan, "compact": _compaction_plan,
           "box_filter": _box_filter_plan}
 _FIELDS = {"compact": "compaction"}
+# A wrong keyword then reads "histogram() got an unexpected keyword argument 'binz'", naming the
+# method the caller called rather than this module's function.
+for _name in ("histogram", "integral_image", "compaction", "box_filter"):
+    _PLANS[_name].__qualname__ = _PLANS[_name].__name__ = _name
 
 
 @_reader
@@ -564,14 +609,15 @@ class Calls:
             if channels:
                 raise ValueError(f"channels applies to encoded files, not arrays (got {channels})")
             layout, pixels = raw_pixels(image)
-            header = pb.UploadHeader(raw=layout, label=label or "")
+            header = _message(pb.UploadHeader, raw=layout, label=label or "")
             return (yield from self._upload("upload", header, memoryview(pixels).cast("B")))
         if not 0 <= channels <= 4:
             raise ValueError(f"channels must be in [0, 4], got {channels}")
         if label is None:
             label = os.path.basename(os.fspath(image)) if isinstance(image, (str, os.PathLike)) else ""
         data = _encoded_bytes(image)
-        header = pb.UploadHeader(encoded=pb.EncodedUpload(desired_channels=channels), label=label)
+        header = _message(pb.UploadHeader, encoded=pb.EncodedUpload(desired_channels=channels),
+                          label=label)
         return (yield from self._upload("upload", header, memoryview(data)))
 
     def image_info(self, image: Union[ImageHandle, str]):
@@ -640,7 +686,7 @@ class Calls:
         keep=True (then `.kept` is the stored image). Returns an AnalyzeResult: the results in
         order."""
         method = "analyze"
-        header = pb.AnalyzeHeader(keep=keep, label=label)
+        header = _message(pb.AnalyzeHeader, keep=keep, label=label)
         readers = []
         for name, options in analyses:
             if name not in _PLANS:
@@ -678,7 +724,7 @@ class Calls:
         lazily. Each item is an image (see _batch_image) or a (key, image) pair. An image the
         client cannot send (unreadable file, bad array, larger than inline_bytes) goes as an empty
         message, keeping the positions, and its item carries the client's error."""
-        header = pb.AnalyzeBatchHeader(ordered=ordered, max_in_flight=max_in_flight)
+        header = _message(pb.AnalyzeBatchHeader, ordered=ordered, max_in_flight=max_in_flight)
         analyses = [(name, dict(options)) for name, options in analyses]
         for name, options in analyses:
             if name not in _PLANS:

@@ -43,7 +43,9 @@ def dtype_of_format(fmt: int) -> np.dtype:
 
 
 def raw_pixels(array: np.ndarray):
-    """(layout, little-endian bytes) of an (H, W) or (H, W, C) uint8/uint16/float32 array."""
+    """(layout, its little-endian bytes as a flat uint8 array) of an (H, W) or (H, W, C)
+    uint8/uint16/float32 array. An array with no pixels passes: the server names the side that is
+    0 and its limit."""
     a = np.asarray(array)
     if a.ndim not in (2, 3):
         raise ValueError(f"image array must have shape (H, W) or (H, W, C), got shape {a.shape}")
@@ -56,7 +58,7 @@ def raw_pixels(array: np.ndarray):
         raise TypeError(f"image array dtype must be uint8, uint16 or float32, got {a.dtype}")
     a = np.ascontiguousarray(a, dtype=_DTYPE_OF_FORMAT[fmt])
     layout = pb.ImageLayout(width=a.shape[1], height=a.shape[0], channels=channels, format=fmt)
-    return layout, a
+    return layout, a.reshape(-1).view(np.uint8)
 
 
 @dataclasses.dataclass(frozen=True)
