@@ -233,11 +233,6 @@ absl::Status DecodeStb(std::span<const uint8_t> file, const Probed& probed, int 
           field, " is a truncated PNM file: its header (", gpu::DescribeImage(desc), ") needs ",
           needed, " bytes of samples, it has ", file.size() < pnm ? 0 : file.size() - pnm));
     }
-    if (desc.type == gpu::SampleType::kUint16 && channels != desc.channels) {
-      return absl::InvalidArgumentError(StrCat("desired_channels ", channels,
-                                               " cannot be applied to a 16-bit PNM file (",
-                                               desc.channels, " channels); send 0 to keep them"));
-    }
   }
   if (probed.format == ImageFormat::kHdr) {
     if (absl::Status s = CheckHdrData(file, desc, field); !s.ok()) return s;
@@ -247,6 +242,11 @@ absl::Status DecodeStb(std::span<const uint8_t> file, const Probed& probed, int 
   const std::span<const uint8_t> bytes = bmp ? std::span<const uint8_t>(*bmp) : file;
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
   const int len = int(std::min<size_t>(bytes.size(), INT_MAX));
+  // stb_image leaves a 16-bit PNM's samples big-endian, and would convert its channels on them as
+  // they are (the luma of byte-swapped values): such a file decodes at its own channels, and its
+  // samples are swapped, then converted by the same rules here.
+  const bool pnm16 = pnm != 0 && desc.type == gpu::SampleType::kUint16;
+  const int decoded_channels = pnm16 ? desc.channels : channels;
   int w = 0, h = 0, comp = 0;
   void* pixels = nullptr;
   switch (desc.type) {
@@ -254,7 +254,7 @@ absl::Status DecodeStb(std::span<const uint8_t> file, const Probed& probed, int 
       pixels = stbi_loadf_from_memory(data, len, &w, &h, &comp, channels);
       break;
     case gpu::SampleType::kUint16:
-      pixels = stbi_load_16_from_memory(data, len, &w, &h, &comp, channels);
+      pixels = stbi_load_16_from_memory(data, len, &w, &h, &comp, decoded_channels);
       break;
     case gpu::SampleType::kUint8:
       pixels = stbi_load_from_memory(data, len, &w, &h, &comp, channels);
@@ -267,14 +267,22 @@ absl::Status DecodeStb(std::span<const uint8_t> file, const Probed& probed, int 
                                              ", which disagrees with its header's ", desc.width,
                                              "x", desc.height));
   }
-  const size_t row = RowBytes(desc, channels);
-  const bool swap = pnm != 0 && desc.type == gpu::SampleType::kUint16;
+  const size_t row = RowBytes(desc, decoded_channels);
+  std::vector<uint8_t> swapped(pnm16 && channels != decoded_channels ? row : 0);
   for (size_t y = 0; y < size_t(h); ++y) {
+    const uint8_t* from = static_cast<const uint8_t*>(pixels) + y * row;
     uint8_t* to = out.data() + y * row_stride;
-    std::memcpy(to, static_cast<const uint8_t*>(pixels) + y * row, row);
-    // PNM samples are big-endian; stb_image leaves them so.
-    if (swap) {
-      for (size_t i = 0; i + 1 < row; i += 2) std::swap(to[i], to[i + 1]);
+    if (!pnm16) {
+      std::memcpy(to, from, row);
+      continue;
+    }
+    uint8_t* little = swapped.empty() ? to : swapped.data();
+    for (size_t i = 0; i + 1 < row; i += 2) {
+      little[i] = from[i + 1];
+      little[i + 1] = from[i];
+    }
+    if (!swapped.empty()) {
+      ConvertRow(desc.type, little, decoded_channels, to, channels, size_t(w));
     }
   }
   return absl::OkStatus();

@@ -924,6 +924,53 @@ TEST(DecodeTest, ThreeChannelImagesDecodeStraightIntoWidenedRowsForAGpu) {
   }
 }
 
+// 16-bit PNM samples are big-endian: converted to other channel counts by stb_image's rules on
+// their values, where stb_image alone would convert the bytes as they lie. For a GPU, a 16-bit PPM
+// decodes into four-channel rows as other RGB files do (a GPU server refused every 16-bit PPM
+// while the conversion was refused: it asks for four channels).
+TEST(DecodeTest, SixteenBitPnmConvertsChannelsOnItsValues) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  const int w = 23, h = 9;
+  gpu::DeviceLimits gpu_device;
+  gpu_device.plain_uploads = true;
+  for (int from : {1, 3}) {
+    std::vector<uint16_t> samples(size_t(w) * h * size_t(from));
+    for (uint16_t& v : samples) v = uint16_t(rng());
+    const std::string head = std::string(from == 1 ? "P5\n" : "P6\n") + std::to_string(w) + " " +
+                             std::to_string(h) + "\n65535\n";
+    File file(head.begin(), head.end());
+    for (uint16_t v : samples) {
+      file.push_back(uint8_t(v >> 8));
+      file.push_back(uint8_t(v));
+    }
+    for (int channels = 0; channels <= 4; ++channels) {
+      SCOPED_TRACE(::testing::Message() << from << "-channel PNM as " << channels << " channels");
+      const int to = channels == 0 ? from : channels;
+      std::vector<uint16_t> want;
+      for (size_t p = 0; p < size_t(w) * h; ++p) {
+        const uint16_t* s = &samples[p * size_t(from)];
+        const uint16_t r = s[0], g = s[from == 1 ? 0 : 1], b = s[from == 1 ? 0 : 2];
+        const uint16_t y = from == 1 ? r : uint16_t((77u * r + 150u * g + 29u * b) >> 8);
+        const std::vector<uint16_t> pixel[4] = {{y}, {y, 65535}, {r, g, b}, {r, g, b, 65535}};
+        want.insert(want.end(), pixel[to - 1].begin(), pixel[to - 1].end());
+      }
+      absl::StatusOr<gpu::HostImage> got = DecodeEncoded(file, channels, kMaxPixels, "image");
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->desc, (ImageDesc{w, h, to, SampleType::kUint16}));
+      ASSERT_EQ(got->data.size(), want.size() * 2);
+      std::vector<uint16_t> values(want.size());
+      std::memcpy(values.data(), got->data.data(), got->data.size());  // samples little-endian
+      EXPECT_EQ(values, want);
+      absl::StatusOr<DecodedImage> for_gpu =
+          DecodeEncodedFor(gpu_device, file, channels, kMaxPixels, "image");
+      ASSERT_TRUE(for_gpu.ok()) << for_gpu.status();
+      EXPECT_TRUE((to == 3 ? gpu::NarrowFromUpload(got->desc, for_gpu->widened)
+                           : for_gpu->host.data) == got->data);
+    }
+  }
+}
+
 TEST(DecodeTest, HeadersOverThePixelLimitAreRefusedBeforeDecoding) {
   std::mt19937_64 rng = SeededRng();
   GLIMPSE_SEED_TRACE();
