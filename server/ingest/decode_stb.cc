@@ -161,6 +161,26 @@ absl::Status CheckHdrData(std::span<const uint8_t> f, const gpu::ImageDesc& desc
   return absl::OkStatus();
 }
 
+// The name of a common image format this server does not read, by its signature, or empty: so
+// that such a file is refused as what it is rather than as an unknown file.
+std::string_view UnreadFormat(std::span<const uint8_t> f) {
+  auto at = [&](size_t offset, std::string_view sig) {
+    return f.size() >= offset + sig.size() &&
+           std::memcmp(f.data() + offset, sig.data(), sig.size()) == 0;
+  };
+  using std::string_view_literals::operator""sv;
+  if (at(0, "II*\0"sv) || at(0, "MM\0*"sv) || at(0, "II+\0"sv) || at(0, "MM\0+"sv)) return "TIFF";
+  if (at(4, "ftypavif") || at(4, "ftypavis")) return "AVIF";
+  if (at(4, "ftypheic") || at(4, "ftypheix") || at(4, "ftyphevc") || at(4, "ftypmif1") ||
+      at(4, "ftypmsf1")) {
+    return "HEIF";
+  }
+  if (at(0, "\0\0\0\x0cjP  \r\n\x87\n"sv) || at(0, "\xff\x4f\xff\x51"sv)) return "JPEG 2000";
+  if (at(0, "\0\0\0\x0cJXL \r\n\x87\n"sv) || at(0, "\xff\x0a"sv)) return "JPEG XL";
+  if (at(0, "v/1\x01"sv)) return "OpenEXR";
+  return {};
+}
+
 }  // namespace
 
 absl::StatusOr<Probed> ProbeStb(std::span<const uint8_t> file, std::optional<ImageFormat> sniffed,
@@ -171,6 +191,11 @@ absl::StatusOr<Probed> ProbeStb(std::span<const uint8_t> file, std::optional<Ima
   int w = 0, h = 0, comp = 0;
   if (!stbi_info_from_memory(data, len, &w, &h, &comp)) {
     if (sniffed) return Corrupt(field, *sniffed, stbi_failure_reason());
+    if (const std::string_view unread = UnreadFormat(file); !unread.empty()) {
+      return absl::InvalidArgumentError(
+          StrCat(field, " (", file.size(), " bytes) is a ", unread,
+                 " file, a format the server does not read (formats: ", kFormats, ")"));
+    }
     return absl::InvalidArgumentError(StrCat(field, " (", file.size(),
                                              " bytes) is not an image file that can be read "
                                              "(formats: ",

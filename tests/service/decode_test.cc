@@ -1130,5 +1130,30 @@ TEST(DecodeTest, FormatsAreNamed) {
   EXPECT_EQ(ImageFormatName(pgm->format), "PNM");
 }
 
+// Common formats the server does not read are refused as what they are, by their signatures.
+TEST(DecodeTest, FormatsTheServerDoesNotReadAreNamed) {
+  using std::string_literals::operator""s;
+  const std::pair<std::string, std::string> files[] = {
+      {"II*\0\x08\0\0\0"s, "TIFF"},
+      {"MM\0*\0\0\0\x08"s, "TIFF"},
+      {"\0\0\0\x1c"s + "ftypavif\0\0\0\0"s, "AVIF"},
+      {"\0\0\0\x18"s + "ftypheic\0\0\0\0"s, "HEIF"},
+      {"\0\0\0\x0cjP  \r\n\x87\n\0\0"s, "JPEG 2000"},
+      {"\xff\x4f\xff\x51\0\x2f"s, "JPEG 2000"},
+      {"\xff\x0a\xfa\x7f"s, "JPEG XL"},
+      {"v/1\x01\x02\0\0\0"s, "OpenEXR"},
+  };
+  for (const auto& [bytes, name] : files) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<Probed> p = Probe(Bytes(bytes), "image.encoded.data");
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(p.status().message(),
+              "image.encoded.data (" + std::to_string(bytes.size()) + " bytes) is a " + name +
+                  " file, a format the server does not read (formats: JPEG, PNG, WebP, BMP, GIF, "
+                  "TGA, PSD, HDR, PNM)");
+  }
+}
+
 }  // namespace
 }  // namespace glimpse::server::ingest
