@@ -23,10 +23,6 @@ constexpr uint64_t kEndsBytes = 4096;
 
 // stb's PNG writer: a filter byte per row, and fixed-Huffman deflate, whose literals take up to
 // 9 bits: at most 9/8 of the filtered bytes, plus block and stream framing.
-uint64_t PngBound(const gpu::ImageDesc& d) {
-  return (d.bytes() + uint64_t(d.height)) * 9 / 8 + 1024;
-}
-
 uint64_t Framing(uint64_t bytes, uint64_t chunk) { return (bytes / chunk + 1) * kChunkOverhead; }
 
 }  // namespace
@@ -79,8 +75,8 @@ absl::StatusOr<uint64_t> BoxFilterAnalysis::ResultBytes(const gpu::ImageDesc& de
   absl::StatusOr<gpu::BoxFilterOptions> resolved =
       gpu::ResolveBoxFilterOptions(desc, options.filter);
   if (!resolved.ok()) return resolved.status();
-  if (options.encoding == v1::PIXEL_ENCODING_PNG && desc.type != gpu::SampleType::kUint8) {
-    return absl::InvalidArgumentError(StrCat("encoding PNG needs a uint8 image, got ",
+  if (options.encoding == v1::PIXEL_ENCODING_PNG && desc.type == gpu::SampleType::kFloat32) {
+    return absl::InvalidArgumentError(StrCat("encoding PNG needs a uint8 or uint16 image, got ",
                                              gpu::DescribeImage(desc), "; ask for RAW pixels"));
   }
   // The downloaded pixels and the messages made from them exist together for a moment; RAW
@@ -89,7 +85,8 @@ absl::StatusOr<uint64_t> BoxFilterAnalysis::ResultBytes(const gpu::ImageDesc& de
     case v1::PIXEL_ENCODING_RAW:
       return (options.keep ? 2 : 1) * desc.bytes() + Framing(desc.bytes(), 1 << 20) + kEndsBytes;
     case v1::PIXEL_ENCODING_PNG:
-      return desc.bytes() + 2 * PngBound(desc) + Framing(PngBound(desc), 1 << 20) + kEndsBytes;
+      return desc.bytes() + 2 * PngBytesBound(desc) + Framing(PngBytesBound(desc), 1 << 20) +
+             kEndsBytes;
     default:
       return kEndsBytes;
   }

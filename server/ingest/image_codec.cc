@@ -5,18 +5,6 @@
 #include "absl/status/status.h"
 #include "common/str.h"
 
-// Functions private to this file: the client or a test may bring its own stb copy.
-#define STB_IMAGE_WRITE_STATIC
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wshadow"
-#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
-#include <stb/stb_image_write.h>
-#pragma GCC diagnostic pop
-
 namespace glimpse::server {
 
 absl::StatusOr<gpu::ImageDesc> ProbeEncoded(std::span<const uint8_t> file, std::string_view field) {
@@ -100,24 +88,6 @@ absl::StatusOr<DecodedImage> DecodeEncodedFor(const gpu::DeviceLimits& device,
           ingest::DecodeInto(file, *probed, d.channels, out.host.data, d.row_bytes(), field);
       !s.ok()) {
     return s;
-  }
-  return out;
-}
-
-absl::StatusOr<std::string> EncodePng(const gpu::HostImage& image) {
-  const gpu::ImageDesc& d = image.desc;
-  if (d.type != gpu::SampleType::kUint8) {
-    return absl::InvalidArgumentError(StrCat("encoding PNG needs a uint8 image, got ",
-                                             gpu::DescribeImage(d), "; ask for RAW pixels"));
-  }
-  std::string out;
-  auto write = [](void* context, void* bytes, int size) {
-    static_cast<std::string*>(context)->append(static_cast<const char*>(bytes), size_t(size));
-  };
-  if (!stbi_write_png_to_func(write, &out, d.width, d.height, d.channels, image.data.data(),
-                              int(d.row_bytes()))) {
-    return absl::InternalError(
-        StrCat("PNG encoding of a ", gpu::DescribeImage(d), " image failed"));
   }
   return out;
 }

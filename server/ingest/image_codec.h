@@ -1,13 +1,14 @@
 // Encoded image files <-> host pixels, on the host, never on the GPU thread: decoding by
 // server/ingest/decode.h (which says which library reads which format), PNG encoding by
-// stb_image_write. Sizes are checked from the file's header before anything is decoded.
+// server/ingest/encode_png.cc (libdeflate). Sizes are checked from the file's header before
+// anything is decoded.
 //
 //   absl::StatusOr<gpu::ImageDesc> desc = ProbeEncoded(file, "image.encoded.data");  // header only
 //   if (!desc.ok()) return desc.status();
 //   absl::StatusOr<gpu::HostImage> host =
 //       DecodeEncoded(file, /*desired_channels=*/0, limits.max_image_pixels, "image.encoded.data");
 //   if (!host.ok()) return host.status();
-//   absl::StatusOr<std::string> png = EncodePng(*host);  // uint8 images only
+//   absl::StatusOr<std::string> png = EncodePng(*host);  // uint8 and uint16 images
 //   if (!png.ok()) return png.status();
 #ifndef GLIMPSE_SERVER_INGEST_IMAGE_CODEC_H_
 #define GLIMPSE_SERVER_INGEST_IMAGE_CODEC_H_
@@ -69,9 +70,12 @@ bool WorthStaging(size_t bytes);
 gpu::StagingBlock ReserveStaged(gpu::StagingArena* staging, const gpu::DeviceLimits& device,
                                 const gpu::ImageDesc& desc, gpu::StagedRows* rows);
 
-// A PNG file of a uint8 image (1-4 channels); uint16 and float32 images are refused
-// (INVALID_ARGUMENT), since PNG output would lose their values.
+// A PNG file of a uint8 or uint16 image (1-4 channels: grey, grey + alpha, RGB, RGBA; 8- or
+// 16-bit samples), each row filtered adaptively, deflated with libdeflate. float32 images are
+// refused (INVALID_ARGUMENT): PNG holds no floats.
 absl::StatusOr<std::string> EncodePng(const gpu::HostImage& image);
+// The most bytes EncodePng writes for an image so described.
+uint64_t PngBytesBound(const gpu::ImageDesc& desc);
 
 }  // namespace glimpse::server
 

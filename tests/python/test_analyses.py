@@ -216,9 +216,17 @@ def test_box_filter_keep_png_and_chain(client, rng):
     assert png.startswith(b"\x89PNG")
     # The server decodes its own PNG back to the same pixels.
     np.testing.assert_array_equal(client.box_filter(png, 0).pixels, want)
+    # 16-bit results as 16-bit PNG files: OpenCV's decoder (libpng) reads back the same pixels.
+    cv2 = pytest.importorskip("cv2")
+    a16 = random_image(rng, 37, 53, 3, np.uint16)
+    r16 = client.box_filter(a16, 1, output="png")
+    back = cv2.imdecode(np.frombuffer(r16.png, np.uint8), cv2.IMREAD_UNCHANGED)
+    assert back.dtype == np.uint16
+    np.testing.assert_array_equal(back[:, :, ::-1], client.box_filter(a16, 1).pixels)
     with pytest.raises(glimpse.GlimpseError) as e:
         client.box_filter(a.astype(np.float32), 1, output="png")
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "uint8 or uint16" in e.value.details
 
 
 def test_plot_histogram(client, rng, tmp_path):

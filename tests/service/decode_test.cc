@@ -591,6 +591,81 @@ std::vector<uint8_t> SpngRgba(const File& file, bool sixteen) {
   return out;
 }
 
+// EncodePng's files, 8- and 16-bit, 1-4 channels, of awkward sizes, smooth rows and noisy ones (so
+// that each filter wins somewhere), read back by libspng (as RGBA, by PNG's rules for grey and
+// missing alpha) and by the server's own decoder: the same pixels, never over PngBytesBound.
+TEST(DecodeTest, EncodedPngsReadBackExactlyByLibspngAndTheServer) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  const std::pair<int, int> sizes[] = {{1, 1}, {3, 2}, {37, 21}, {301, 2}, {2, 300}, {64, 64}};
+  for (SampleType type : {SampleType::kUint8, SampleType::kUint16}) {
+    const bool sixteen = type == SampleType::kUint16;
+    const uint32_t max = sixteen ? 65535 : 255;
+    for (int channels = 1; channels <= 4; ++channels) {
+      for (const auto& [w, h] : sizes) {
+        SCOPED_TRACE(::testing::Message()
+                     << w << "x" << h << "x" << channels << (sixteen ? " 16" : " 8"));
+        gpu::HostImage img = gpu::HostImage::Zeros({w, h, channels, type});
+        for (int y = 0; y < h; ++y) {
+          const bool noisy = rng() % 3 == 0;
+          for (int x = 0; x < w; ++x) {
+            for (int c = 0; c < channels; ++c) {
+              const uint32_t smooth = uint32_t((x * 7 + y * 5 + c * 40) * max / 700) % (max + 1);
+              const uint32_t v = noisy ? uint32_t(rng()) % (max + 1) : smooth;
+              if (sixteen) {
+                img.set<uint16_t>(x, y, c, uint16_t(v));
+              } else {
+                img.set<uint8_t>(x, y, c, uint8_t(v));
+              }
+            }
+          }
+        }
+        absl::StatusOr<std::string> png = EncodePng(img);
+        ASSERT_TRUE(png.ok()) << png.status();
+        EXPECT_LE(png->size(), PngBytesBound(img.desc));
+        const File file(png->begin(), png->end());
+        absl::StatusOr<gpu::HostImage> ours = DecodeEncoded(file, 0, kMaxPixels, "png");
+        ASSERT_TRUE(ours.ok()) << ours.status();
+        EXPECT_EQ(ours->desc, img.desc);
+        EXPECT_TRUE(ours->data == img.data);
+        const std::vector<uint8_t> rgba = SpngRgba(file, sixteen);
+        ASSERT_EQ(rgba.size(), size_t(w) * size_t(h) * 4 * (sixteen ? 2 : 1));
+        for (int y = 0; y < h; ++y) {
+          for (int x = 0; x < w; ++x) {
+            const size_t p = size_t(y) * size_t(w) + size_t(x);
+            for (int c = 0; c < 4; ++c) {
+              const int from = channels <= 2 ? (c < 3           ? 0
+                                                : channels == 2 ? 1
+                                                                : -1)
+                                             : (c < 3           ? c
+                                                : channels == 4 ? 3
+                                                                : -1);
+              const uint32_t want = from < 0 ? max : uint32_t(img.value(x, y, from));
+              uint32_t got = 0;
+              if (sixteen) {
+                uint16_t v;
+                std::memcpy(&v, &rgba[(p * 4 + size_t(c)) * 2], 2);
+                got = v;
+              } else {
+                got = rgba[p * 4 + size_t(c)];
+              }
+              ASSERT_EQ(got, want) << "pixel " << x << "," << y << " channel " << c;
+            }
+          }
+        }
+      }
+    }
+  }
+  absl::StatusOr<std::string> refused =
+      EncodePng(gpu::HostImage::Zeros({4, 4, 1, SampleType::kFloat32}));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      refused.status().message(),
+      "encoding PNG needs a uint8 or uint16 image of 1-4 channels, got 4x4 1-channel float32; "
+      "ask for RAW pixels");
+}
+
 // Real compressed image data (zlib at every level and strategy) in IDAT chunks of random sizes:
 // the spec's pixels, and exactly libspng's.
 TEST(DecodeTest, CompressedPngsInManyIdatsEqualTheSpecAndLibspng) {

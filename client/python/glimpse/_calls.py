@@ -673,8 +673,8 @@ class Calls:
     def box_filter(self, image: ImageLike, rx: int, ry: Optional[int] = None, **options):
         """The mean over a (2rx+1) x (2ry+1) window (ry defaults to rx); border, border_value.
         output "array" (the default without keep) returns the (H, W, C) pixels, "png" a PNG file
-        (uint8 images), "none" nothing (the default with keep); keep=True stores the result:
-        `.handle`. Returns a BoxFilterResult."""
+        (uint8 and uint16 images), "none" nothing (the default with keep); keep=True stores the
+        result: `.handle`. Returns a BoxFilterResult."""
         request, reader = _box_filter_plan("box_filter", rx=rx, ry=ry, **options)
         return (yield from self._analysis("box_filter", "BoxFilter", image, request, reader))
 
