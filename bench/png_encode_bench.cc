@@ -67,8 +67,7 @@ std::string StbPng(const HostImage& img) {
 std::string SpngPng(const HostImage& img) {
   std::unique_ptr<spng_ctx, decltype(&spng_ctx_free)> ctx(spng_ctx_new(SPNG_CTX_ENCODER),
                                                           &spng_ctx_free);
-  static constexpr uint8_t kColour[4] = {SPNG_COLOR_TYPE_GRAYSCALE,
-                                         SPNG_COLOR_TYPE_GRAYSCALE_ALPHA,
+  static constexpr uint8_t kColour[4] = {SPNG_COLOR_TYPE_GRAYSCALE, SPNG_COLOR_TYPE_GRAYSCALE_ALPHA,
                                          SPNG_COLOR_TYPE_TRUECOLOR,
                                          SPNG_COLOR_TYPE_TRUECOLOR_ALPHA};
   spng_ihdr ihdr{};
@@ -144,8 +143,8 @@ int main(int argc, char** argv) {
     for (const Encoder& e : encoders) {
       const std::string png = e.encode();
       absl::StatusOr<HostImage> back = glimpse::server::DecodeEncoded(
-          std::span(reinterpret_cast<const uint8_t*>(png.data()), png.size()), 0,
-          uint64_t{1} << 32, "png");
+          std::span(reinterpret_cast<const uint8_t*>(png.data()), png.size()), 0, uint64_t{1} << 32,
+          "png");
       if (!back.ok() || back->data != img.data) {
         std::fprintf(stderr, "%s: %s's file does not decode back to the pixels\n", name.c_str(),
                      e.name);

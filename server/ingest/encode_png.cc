@@ -113,8 +113,8 @@ absl::StatusOr<std::string> EncodePng(const gpu::HostImage& image) {
                                              "; ask for RAW pixels"));
   }
   if (image.data.size() != d.bytes()) {
-    return absl::InternalError(StrCat("EncodePng: ", image.data.size(), " bytes for a ",
-                                      gpu::DescribeImage(d), " image"));
+    return absl::InternalError(
+        StrCat("EncodePng: ", image.data.size(), " bytes for a ", gpu::DescribeImage(d), " image"));
   }
   libdeflate_compressor* compressor = ThreadCompressor();
   if (compressor == nullptr) return absl::ResourceExhaustedError("PNG encoding: out of memory");
@@ -142,8 +142,8 @@ absl::StatusOr<std::string> EncodePng(const gpu::HostImage& image) {
   }
 
   std::string zlib(libdeflate_zlib_compress_bound(compressor, filtered.size()), '\0');
-  const size_t zlib_bytes =
-      libdeflate_zlib_compress(compressor, filtered.data(), filtered.size(), zlib.data(), zlib.size());
+  const size_t zlib_bytes = libdeflate_zlib_compress(compressor, filtered.data(), filtered.size(),
+                                                     zlib.data(), zlib.size());
   if (zlib_bytes == 0) {
     return absl::InternalError(StrCat("PNG encoding of a ", gpu::DescribeImage(d),
                                       " image: the compressed data did not fit its bound"));
@@ -154,9 +154,9 @@ absl::StatusOr<std::string> EncodePng(const gpu::HostImage& image) {
   std::string ihdr;
   PutU32(ihdr, uint32_t(d.width));
   PutU32(ihdr, uint32_t(d.height));
-  ihdr += char(sample * 8);                    // bit depth
+  ihdr += char(sample * 8);                   // bit depth
   ihdr += char(kColourType[d.channels - 1]);  // colour type
-  ihdr.append(3, '\0');                        // deflate, adaptive filtering, no interlace
+  ihdr.append(3, '\0');                       // deflate, adaptive filtering, no interlace
   std::string out("\x89PNG\r\n\x1a\n", 8);
   out.reserve(8 + 25 + zlib_bytes + (zlib_bytes / kMaxIdatChunk + 1) * 12 + 12);
   PutChunk(out, "IHDR", ihdr);
