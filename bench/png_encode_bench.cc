@@ -20,18 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "common/stb_write.h"
 #include "server/ingest/image_codec.h"
-
-#define STB_IMAGE_WRITE_STATIC
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wshadow"
-#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
-#include <stb/stb_image_write.h>
-#pragma GCC diagnostic pop
 
 namespace {
 
@@ -49,18 +39,6 @@ double MedianMs(int runs, const std::function<void()>& fn) {
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
-}
-
-// stb_image_write: 8-bit only.
-std::string StbPng(const HostImage& img) {
-  std::string out;
-  stbi_write_png_to_func(
-      [](void* ctx, void* data, int size) {
-        static_cast<std::string*>(ctx)->append(static_cast<char*>(data), size_t(size));
-      },
-      &out, img.desc.width, img.desc.height, img.desc.channels, img.data.data(),
-      int(img.desc.row_bytes()));
-  return out;
 }
 
 // libspng's encoder with its defaults (zlib's default level, adaptive filters).
@@ -138,7 +116,11 @@ int main(int argc, char** argv) {
         {"libspng (zlib)", [&] { return SpngPng(img); }},
     };
     if (img.desc.type == SampleType::kUint8) {
-      encoders.push_back({"stb_image_write", [&] { return StbPng(img); }});
+      encoders.push_back({"stb_image_write", [&] {
+                            return glimpse::StbPngFile(img.data.data(), img.desc.width,
+                                                       img.desc.height, img.desc.channels,
+                                                       int(img.desc.row_bytes()));
+                          }});
     }
     for (const Encoder& e : encoders) {
       const std::string png = e.encode();

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "common/stb_write.h"
 #include "gpu/reference/box_filter.h"
 #include "gpu/reference/compaction.h"
 #include "gpu/reference/histogram.h"
@@ -20,15 +21,6 @@
 #include "server/worker/gpu_worker.h"
 #include "server/worker/host_pool.h"
 #include "tests/service/service_test_util.h"
-
-#define STB_IMAGE_WRITE_STATIC
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#include <stb/stb_image_write.h>
-#pragma GCC diagnostic pop
 
 namespace glimpse::testing {
 namespace {
@@ -242,23 +234,13 @@ TEST_F(ServiceTest, ImageIdsAreRandomAndListed) {
 std::string StbFile(int (*write)(stbi_write_func*, void*, int, int, int, const void*),
                     const HostImage& img) {
   std::string out;
-  write(
-      [](void* ctx, void* data, int size) {
-        static_cast<std::string*>(ctx)->append(static_cast<char*>(data), size_t(size));
-      },
-      &out, img.desc.width, img.desc.height, img.desc.channels, img.data.data());
+  write(&AppendToString, &out, img.desc.width, img.desc.height, img.desc.channels, img.data.data());
   return out;
 }
 
 std::string PngFile(const HostImage& img) {
-  std::string out;
-  stbi_write_png_to_func(
-      [](void* ctx, void* data, int size) {
-        static_cast<std::string*>(ctx)->append(static_cast<char*>(data), size_t(size));
-      },
-      &out, img.desc.width, img.desc.height, img.desc.channels, img.data.data(),
-      int(img.desc.row_bytes()));
-  return out;
+  return StbPngFile(img.data.data(), img.desc.width, img.desc.height, img.desc.channels,
+                    int(img.desc.row_bytes()));
 }
 
 // 16-bit binary PGM (P5, maxval 65535, big-endian samples).
