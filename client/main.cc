@@ -26,7 +26,7 @@ constexpr char kUsageHead[] =
 Usage: glimpse [--server=HOST:PORT] [--token=TOKEN] [--tls-ca=FILE] [--timeout-s=N] COMMAND
                [ARGS] [--opt=value]
 
-Global options (before the command):
+Global options (before the command; --server=HOST:PORT or --server HOST:PORT):
   --server=HOST:PORT   server address (default $GLIMPSE_SERVER, else localhost:50051)
   --token=TOKEN        bearer token for a server with --tokens (default $GLIMPSE_TOKEN; prefer
                        the variable: a command line is visible to other local users)
@@ -195,9 +195,15 @@ Options ParseArgs(int argc, char** argv) {
     if (a.rfind("--", 0) != 0) break;
     const size_t eq = a.find('=');
     const std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    if (eq == std::string::npos)
+    // Every global option takes a value: --server=HOST:PORT, or --server HOST:PORT.
+    std::string value;
+    if (eq != std::string::npos) {
+      value = a.substr(eq + 1);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
       Die(kExitUsage, fmt::format("--{} needs a value: --{}=VALUE", name, name));
-    const std::string value = a.substr(eq + 1);
+    }
     if (name == "server") {
       o.server = value;
     } else if (name == "tls-ca") {

@@ -149,6 +149,12 @@ g histogram /no/such/file.png >/dev/null 2>&1
 [ $? = 3 ] || fail "unreachable server should exit 3"
 "$client_bin" --server=127.0.0.1:1 --timeout-s=5 health >/dev/null 2>&1
 [ $? = 1 ] || fail "health of an unreachable server should exit 1"
+# Global options also as two words; one given last without its value is a usage error (2).
+[ "$("$client_bin" --server "127.0.0.1:$port" --timeout-s 30 health)" = SERVING ] \
+  || fail "--server HOST:PORT (two words) did not reach the server"
+"$client_bin" --server >/dev/null 2>err.txt
+[ $? = 2 ] || fail "--server without a value should exit 2"
+grep -q -- "--server needs a value" err.txt || fail "--server message: $(cat err.txt)"
 [ "$(g health)" = SERVING ] || fail "server no longer serving after bad input"
 
 # Prometheus metrics, fetched over HTTP: the two refused histogram calls above are counted.
