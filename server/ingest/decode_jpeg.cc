@@ -21,28 +21,20 @@ namespace glimpse::server::ingest {
 
 namespace {
 
-// One decompressor per thread: making one allocates libjpeg's state, which a call should not pay.
-class TurboJpegDecompressor {
- public:
-  TurboJpegDecompressor() : handle_(tjInitDecompress()) {}
-  ~TurboJpegDecompressor() {
-    if (handle_ != nullptr) tjDestroy(handle_);
-  }
-  TurboJpegDecompressor(const TurboJpegDecompressor&) = delete;
-  TurboJpegDecompressor& operator=(const TurboJpegDecompressor&) = delete;
-  tjhandle get() const { return handle_; }
+// A TurboJPEG decompressor for one read of one file. A handle keeps the Huffman and quantization
+// tables of the files it has read (libjpeg keeps them for abbreviated streams, which leave them
+// out), so a handle kept for the next file would decode one that lacks a table, or whose table
+// is bad, with an earlier file's: another caller's. Each read takes a fresh handle, which costs a
+// fraction of a microsecond (libjpeg allocates as it reads; the same decode times either way).
+using Decompressor = std::unique_ptr<void, int (*)(tjhandle)>;
 
- private:
-  tjhandle handle_;
-};
-
-absl::StatusOr<tjhandle> ThreadDecompressor() {
-  thread_local TurboJpegDecompressor decompressor;
-  if (decompressor.get() == nullptr) {
+absl::StatusOr<Decompressor> NewDecompressor() {
+  Decompressor tj(tjInitDecompress(), &tjDestroy);
+  if (tj == nullptr) {
     return absl::InternalError(
         StrCat("TurboJPEG could not make a decompressor: ", tjGetErrorStr2(nullptr)));
   }
-  return decompressor.get();
+  return tj;
 }
 
 struct JpegHeader {
@@ -67,9 +59,9 @@ absl::StatusOr<JpegHeader> ReadJpegHeader(tjhandle tj, std::span<const uint8_t> 
 }  // namespace
 
 absl::StatusOr<Probed> ProbeJpeg(std::span<const uint8_t> file, std::string_view field) {
-  absl::StatusOr<tjhandle> tj = ThreadDecompressor();
+  absl::StatusOr<Decompressor> tj = NewDecompressor();
   if (!tj.ok()) return tj.status();
-  absl::StatusOr<JpegHeader> h = ReadJpegHeader(*tj, file.subspan(JpegStart(file)), field);
+  absl::StatusOr<JpegHeader> h = ReadJpegHeader(tj->get(), file.subspan(JpegStart(file)), field);
   if (!h.ok()) return h.status();
   // CMYK and YCCK files decode to RGB, as stb_image did.
   return Probed{ImageFormat::kJpeg,
@@ -88,10 +80,10 @@ uint8_t Blinn(uint8_t x, uint8_t y) {
 
 absl::Status DecodeJpeg(std::span<const uint8_t> file, const Probed& probed, int channels,
                         std::span<uint8_t> out, size_t row_stride, std::string_view field) {
-  absl::StatusOr<tjhandle> tj = ThreadDecompressor();
-  if (!tj.ok()) return tj.status();
+  absl::StatusOr<Decompressor> header_tj = NewDecompressor();
+  if (!header_tj.ok()) return header_tj.status();
   const std::span<const uint8_t> jpeg = file.subspan(JpegStart(file));
-  absl::StatusOr<JpegHeader> h = ReadJpegHeader(*tj, jpeg, field);
+  absl::StatusOr<JpegHeader> h = ReadJpegHeader(header_tj->get(), jpeg, field);
   if (!h.ok()) return h.status();
   if (h->width != probed.desc.width || h->height != probed.desc.height) {
     return absl::InvalidArgumentError(StrCat(field, " changed between its probe and its decode"));
@@ -104,22 +96,31 @@ absl::Status DecodeJpeg(std::span<const uint8_t> file, const Probed& probed, int
   // is still its only complaint. LIMITSCANS refuses progressive files of more than 500 scans, a
   // CPU bomb.
   int flags = TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS;
-  auto failed = [&] { return Corrupt(field, ImageFormat::kJpeg, tjGetErrorStr2(*tj)); };
-  auto decode = [&](uint8_t* dst, int pitch, int pixel_format) {
-    if (tjDecompress2(*tj, jpeg.data(), jpeg.size(), dst, w, pitch, rows, pixel_format, flags) ==
-        0) {
+  absl::Status error;  // the last read's, if it failed
+  bool warning = false;
+  auto failed = [&] { return error; };
+  // One read of the whole file with a fresh handle; on failure, `error` and `warning` say why.
+  auto read = [&](uint8_t* dst, int pitch, int pixel_format) {
+    absl::StatusOr<Decompressor> tj = NewDecompressor();
+    if (!tj.ok()) {
+      error = tj.status();
+      warning = false;
+      return false;
+    }
+    if (tjDecompress2(tj->get(), jpeg.data(), jpeg.size(), dst, w, pitch, rows, pixel_format,
+                      flags) == 0) {
       return true;
     }
-    auto stray_bytes_only = [&] {
-      return tjGetErrorCode(*tj) == TJERR_WARNING &&
-             std::string_view(tjGetErrorStr2(*tj)).find("extraneous bytes before marker") !=
-                 std::string_view::npos;
-    };
-    if (!stray_bytes_only()) return false;
+    error = Corrupt(field, ImageFormat::kJpeg, tjGetErrorStr2(tj->get()));
+    warning = tjGetErrorCode(tj->get()) == TJERR_WARNING &&
+              error.message().find("extraneous bytes before marker") != std::string_view::npos;
+    return false;
+  };
+  auto decode = [&](uint8_t* dst, int pitch, int pixel_format) {
+    if (read(dst, pitch, pixel_format)) return true;
+    if (!warning) return false;  // stray bytes are the only warning let through
     flags &= ~TJFLAG_STOPONWARNING;
-    return tjDecompress2(*tj, jpeg.data(), jpeg.size(), dst, w, pitch, rows, pixel_format, flags) ==
-               0 ||
-           stray_bytes_only();
+    return read(dst, pitch, pixel_format) || warning;
   };
   if (h->colorspace == TJCS_CMYK || h->colorspace == TJCS_YCCK) {
     // libjpeg-turbo makes no RGB of these: CMYK (YCCK converted), then stb_image's conversion.

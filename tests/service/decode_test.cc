@@ -27,6 +27,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server/ingest/image_codec.h"
@@ -164,6 +165,42 @@ void ExpectJpegDecodes(const File& file, int w, int h, bool grey_file) {
 
 constexpr std::array<std::array<int, 2>, 7> kSizes = {
     {{1, 1}, {1, 17}, {17, 1}, {31, 33}, {61, 7}, {8, 8}, {127, 131}}};
+
+// A JPEG without its quantization tables (DQT segments cut out) is refused whatever the thread
+// decoded before: a decompressor kept across decodes, as libjpeg keeps tables for abbreviated
+// streams, would decode it with the tables of the file before, another caller's.
+TEST(DecodeTest, JpegWithoutItsTablesIsRefusedWhateverCameBefore) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  const std::vector<uint8_t> px = PhotoLike(40, 24, 3, rng);
+  const File full = TjCompress(px, 40, 24, TJPF_RGB, TJSAMP_420, 75, 0);
+  // Walk the marker segments from SOI to SOS, leaving out each DQT (0xFFDB).
+  File cut(full.begin(), full.begin() + 2);
+  size_t at = 2;
+  while (at + 4 <= full.size() && !(full[at] == 0xFF && full[at + 1] == 0xDA)) {
+    ASSERT_EQ(full[at], 0xFF) << "not a marker at " << at;
+    const size_t length = size_t(full[at + 2]) << 8 | full[at + 3];
+    if (full[at + 1] != 0xDB)
+      cut.insert(cut.end(), full.begin() + at, full.begin() + at + 2 + length);
+    at += 2 + length;
+  }
+  cut.insert(cut.end(), full.begin() + at, full.end());
+  ASSERT_LT(cut.size(), full.size());
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "on a fresh thread" : "after the full file on the same thread");
+    std::thread([&] {
+      if (round == 1) {
+        ASSERT_TRUE(DecodeEncoded(full, 0, kMaxPixels, "image").ok());
+      }
+      absl::StatusOr<gpu::HostImage> decoded = DecodeEncoded(cut, 0, kMaxPixels, "image");
+      ASSERT_FALSE(decoded.ok()) << "decoded without its quantization tables";
+      EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(decoded.status().message().find("image is a truncated or corrupt JPEG file"),
+                std::string::npos)
+          << decoded.status().message();
+    }).join();
+  }
+}
 
 TEST(DecodeTest, JpegEqualsLibjpegTurbosOwnDecode) {
   std::mt19937_64 rng = SeededRng();
