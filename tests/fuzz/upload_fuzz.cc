@@ -1,10 +1,13 @@
 // The upload stream's assembly (UploadBuffer, shared by UploadImage and Analyze): the header's
-// layout and totals against the limits, chunks of any sizes, the final size checks and the decode.
+// layout and totals against the limits, chunks of any sizes, the final size checks and the decode;
+// the same stream for a GPU (3-channel images widened on the host) reaching the same verdict and
+// the same pixels.
 // Input: a serialized glimpse.fuzz.UploadInput (fuzz_inputs.proto).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/str.h"
 #include "fuzz_inputs.pb.h"
@@ -15,6 +18,35 @@
 
 namespace glimpse::fuzz {
 namespace {
+
+// The same stream into an UploadBuffer for a GPU (plain uploads: 3-channel images widened to
+// four channels on the host), step by step: the same verdict at each step, and the same pixels.
+void CheckSameForAGpu(const server::ServiceLimits& limits, const UploadInput& in,
+                      const absl::Status& cpu_verdict, const server::Input* cpu_image) {
+  gpu::DeviceLimits gpu_device = kDevice;
+  gpu_device.plain_uploads = true;
+  server::CallRecord record("UploadImage");
+  server::UploadBuffer buffer(limits, gpu_device, nullptr, "header");
+  absl::Status s = buffer.SetHeader(in.messages(0).header(), record);
+  for (int i = 0; s.ok() && i < in.messages_size(); ++i) s = buffer.Append(in.messages(i).chunk());
+  if (s.ok()) s = buffer.Complete();
+  absl::StatusOr<std::shared_ptr<server::Input>> read;
+  if (s.ok()) {
+    read = buffer.TakeImage(record);
+    s = read.status();
+  }
+  Check(s.code() == cpu_verdict.code() && s.message() == cpu_verdict.message(),
+        StrCat("for a GPU: ", s.ToString(), "; for a CPU renderer: ", cpu_verdict.ToString()));
+  if (!s.ok() || cpu_image == nullptr) return;
+  const server::Input& gpu_image = **read;
+  Check(gpu_image.host.has_value() && gpu_image.desc == cpu_image->desc,
+        "a GPU's upload describes the image otherwise");
+  const std::vector<uint8_t>& pixels =
+      gpu_image.widened.empty() ? gpu_image.host->data
+                                : gpu::NarrowFromUpload(gpu_image.desc, gpu_image.widened);
+  Check(pixels == cpu_image->host->data,
+        StrCat("a GPU's upload of ", gpu::DescribeImage(gpu_image.desc), " differs"));
+}
 
 void Run(const UploadInput& in) {
   server::ServiceLimits limits;
@@ -28,24 +60,25 @@ void Run(const UploadInput& in) {
   if (!in.messages(0).has_header()) return;
   absl::Status s = buffer.SetHeader(in.messages(0).header(), record);
   CheckRefusal(s);
-  if (!s.ok()) return;
+  if (!s.ok()) return CheckSameForAGpu(limits, in, s, nullptr);
   std::string sent;
   for (const v1::UploadImageRequest& m : in.messages()) {
     s = buffer.Append(m.chunk());
     CheckRefusal(s);
-    if (!s.ok()) return;
+    if (!s.ok()) return CheckSameForAGpu(limits, in, s, nullptr);
     sent += m.chunk();
     Check(sent.size() <= limits.max_upload_bytes,
           StrCat("took ", sent.size(), " bytes over a limit of ", limits.max_upload_bytes));
   }
   s = buffer.Complete();
   CheckRefusal(s);
-  if (!s.ok()) return;
+  if (!s.ok()) return CheckSameForAGpu(limits, in, s, nullptr);
   const v1::UploadHeader& header = in.messages(0).header();
   Check(header.total_bytes() == 0 || header.total_bytes() == sent.size(),
         StrCat("total_bytes ", header.total_bytes(), " accepted for ", sent.size()));
   absl::StatusOr<std::shared_ptr<server::Input>> read = buffer.TakeImage(record);
   CheckRefusal(read.status());
+  CheckSameForAGpu(limits, in, read.status(), read.ok() ? read->get() : nullptr);
   if (!read.ok()) return;
   Check((*read)->host.has_value() && (*read)->desc == (*read)->host->desc, "no host pixels");
   const gpu::HostImage* image = &*(*read)->host;
