@@ -212,34 +212,62 @@ absl::StatusOr<Probed> ProbeStb(std::span<const uint8_t> file, std::optional<Ima
 
 namespace {
 
-// A copy of a palette BMP whose palette holds fewer entries than its pixels can index, with the
-// palette padded to 2^bpp entries of zeros (black), or nullopt where none is needed. stb_image
-// 2.27 keeps the palette in a stack array of 256 entries that it fills only up to the file's
-// count, so a pixel indexing past it would read whatever the stack held (another request's data,
-// and a different image each time). The count is computed as stb_image computes it.
-std::optional<std::vector<uint8_t>> BmpForStb(std::span<const uint8_t> f) {
+// A palette BMP's palette as stb_image 2.27 reads it: the number of entries, computed from the
+// pixel data's offset as stb_image computes it (it reads that many), and how many the pixels can
+// index (2^bpp). nullopt for a BMP without a palette, or whose header stb_image refuses.
+struct BmpPalette {
+  uint32_t offset = 0, hsz = 0;
+  int64_t entry_bytes = 0, entries = 0, indexed = 0;
+};
+std::optional<BmpPalette> ReadBmpPalette(std::span<const uint8_t> f) {
   if (f.size() < 30 || f[0] != 'B' || f[1] != 'M') return std::nullopt;
   auto le32 = [&](size_t at) {
     return uint32_t{f[at]} | uint32_t{f[at + 1]} << 8 | uint32_t{f[at + 2]} << 16 |
            uint32_t{f[at + 3]} << 24;
   };
-  const uint32_t offset = le32(10), hsz = le32(14);
-  if (hsz != 12 && hsz != 40 && hsz != 56 && hsz != 108 && hsz != 124) return std::nullopt;
-  const size_t bpp_at = hsz == 12 ? 24 : 28;
+  BmpPalette p;
+  p.offset = le32(10);
+  p.hsz = le32(14);
+  if (p.hsz != 12 && p.hsz != 40 && p.hsz != 56 && p.hsz != 108 && p.hsz != 124) {
+    return std::nullopt;
+  }
+  const size_t bpp_at = p.hsz == 12 ? 24 : 28;
   const int bpp = f[bpp_at] | f[bpp_at + 1] << 8;
   if (bpp != 1 && bpp != 4 && bpp != 8) return std::nullopt;
-  const int64_t entry = hsz == 12 ? 3 : 4;
-  const int64_t psize =
-      hsz == 12 ? (int64_t{offset} - 14 - 24) / 3 : (int64_t{offset} - 14 - int64_t{hsz}) >> 2;
-  const int64_t needed = int64_t{1} << bpp;
-  // stb_image refuses 0 or more than 256 entries itself.
-  if (psize <= 0 || psize >= needed || psize > 256) return std::nullopt;
-  const size_t pad = size_t((needed - psize) * entry);
-  const size_t at = std::min(f.size(), size_t(14 + int64_t{hsz} + psize * entry));
+  // stb_image's offset is an int.
+  const int64_t offset = int32_t(p.offset);
+  p.entry_bytes = p.hsz == 12 ? 3 : 4;
+  p.entries = p.hsz == 12 ? (offset - 14 - 24) / 3 : (offset - 14 - int64_t{p.hsz}) >> 2;
+  p.indexed = int64_t{1} << bpp;
+  return p;
+}
+
+// stb_image refuses a palette of 0 entries or more than 256 itself, but not a count below 0 (the
+// pixel data's offset inside the headers): it then reads no palette and colours every pixel from
+// its uninitialized stack array, as for a short palette (BmpForStb).
+absl::Status CheckBmpPalette(std::span<const uint8_t> f, std::string_view field) {
+  const std::optional<BmpPalette> p = ReadBmpPalette(f);
+  if (!p || p->entries >= 0) return absl::OkStatus();
+  return Corrupt(field, ImageFormat::kBmp,
+                 StrCat("its pixel data offset (", p->offset, ") lies inside its ", p->hsz + 14,
+                        " bytes of headers, where its palette should follow them"));
+}
+
+// A copy of a palette BMP whose palette holds fewer entries than its pixels can index, with the
+// palette padded to 2^bpp entries of zeros (black), or nullopt where none is needed. stb_image
+// 2.27 keeps the palette in a stack array of 256 entries that it fills only up to the file's
+// count, so a pixel indexing past it would read whatever the stack held (another request's data,
+// and a different image each time).
+std::optional<std::vector<uint8_t>> BmpForStb(std::span<const uint8_t> f) {
+  const std::optional<BmpPalette> p = ReadBmpPalette(f);
+  // stb_image refuses 0 or more than 256 entries itself; CheckBmpPalette fewer than 0.
+  if (!p || p->entries <= 0 || p->entries >= p->indexed || p->entries > 256) return std::nullopt;
+  const size_t pad = size_t((p->indexed - p->entries) * p->entry_bytes);
+  const size_t at = std::min(f.size(), size_t(14 + int64_t{p->hsz} + p->entries * p->entry_bytes));
   std::vector<uint8_t> out(f.begin(), f.begin() + ptrdiff_t(at));
   out.insert(out.end(), pad, 0);
   out.insert(out.end(), f.begin() + ptrdiff_t(at), f.end());
-  const uint32_t new_offset = offset + uint32_t(pad);
+  const uint32_t new_offset = p->offset + uint32_t(pad);
   for (int i = 0; i < 4; ++i) out[size_t(10 + i)] = uint8_t(new_offset >> (8 * i));
   return out;
 }
@@ -261,6 +289,9 @@ absl::Status DecodeStb(std::span<const uint8_t> file, const Probed& probed, int 
   }
   if (probed.format == ImageFormat::kHdr) {
     if (absl::Status s = CheckHdrData(file, desc, field); !s.ok()) return s;
+  }
+  if (probed.format == ImageFormat::kBmp) {
+    if (absl::Status s = CheckBmpPalette(file, field); !s.ok()) return s;
   }
   const std::optional<std::vector<uint8_t>> bmp =
       probed.format == ImageFormat::kBmp ? BmpForStb(file) : std::nullopt;

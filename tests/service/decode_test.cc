@@ -1218,6 +1218,22 @@ TEST(DecodeTest, BmpPixelsPastAShortPaletteAreBlack) {
     }
   }
   ExpectDecodes(f, 3, {w, h, 3, SampleType::kUint8}, want);
+
+  // A pixel data offset inside the headers leaves a palette of fewer than 0 entries, which
+  // stb_image reads as none and colours every pixel from its uninitialized stack: refused.
+  // (An offset past 2^31, negative to stb_image, is refused by its header check already.)
+  for (uint32_t bad : {0u, 14u + 40u - 4u, 0x80000000u}) {
+    SCOPED_TRACE(bad);
+    le(10, bad, 4);
+    absl::StatusOr<gpu::HostImage> refused = DecodeEncoded(f, 0, kMaxPixels, "image");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    if (bad >= 0x80000000u) continue;
+    EXPECT_EQ(refused.status().message(),
+              "image is a truncated or corrupt BMP file: its pixel data offset (" +
+                  std::to_string(bad) +
+                  ") lies inside its 54 bytes of headers, where its palette should follow them");
+  }
 }
 
 TEST(DecodeTest, AnimatedWebpIsRefused) {
