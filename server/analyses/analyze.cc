@@ -122,7 +122,12 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
   // The client has sent everything: the image is read (decoded on a host thread), every analysis
   // checked against it, and the first started.
   void Received() {
-    if (messages_ == 0) return End(absl::InvalidArgumentError("the Analyze stream was empty"));
+    if (messages_ == 0) {
+      // gRPC ends the stream the same way when a message fails to parse.
+      return End(absl::InvalidArgumentError(
+          "the Analyze stream had no header: it ended before its first message, or that message "
+          "was not a glimpse.v1.AnalyzeRequest (malformed, or a string field not UTF-8)"));
+    }
     if (header_.has_upload()) {
       if (absl::Status s = buffer_.Complete(); !s.ok()) return End(s);
       service_.pool.Post([this] {

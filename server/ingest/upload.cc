@@ -82,7 +82,10 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
   // The stream is complete: decode on a host thread, then store on the GPU.
   void Received() {
     if (messages_ == 0) {
-      return Answer(absl::InvalidArgumentError("the upload stream was empty: no header"));
+      // gRPC ends the stream the same way when a message fails to parse.
+      return Answer(absl::InvalidArgumentError(
+          "the upload stream had no header: it ended before its first message, or that message "
+          "was not a glimpse.v1.UploadImageRequest (malformed, or a string field not UTF-8)"));
     }
     if (absl::Status s = buffer_.Complete(); !s.ok()) return Answer(s);
     service_.pool.Post([this] { Decode(); });

@@ -158,6 +158,27 @@ def test_errors_carry_code_and_message(client):
         assert code.name in str(e.value)
 
 
+@pytest.mark.parametrize("method", ["UploadImage", "Analyze"])
+def test_a_first_message_that_does_not_parse_is_named(server, method):
+    """A stream whose first message is not a valid request (here a label that is not UTF-8,
+    which protobuf refuses to parse) ends for the server as if empty: the answer says both."""
+    header = b"\x1a\x02\xff\xfe"  # label = 0xFF 0xFE
+    first = b"\x0a" + bytes([len(header)]) + header
+    with grpc.insecure_channel(server) as channel:
+        if method == "UploadImage":
+            call = channel.stream_unary(f"/glimpse.v1.ImageAnalytics/{method}",
+                                        request_serializer=None, response_deserializer=None)
+        else:
+            stream = channel.stream_stream(f"/glimpse.v1.ImageAnalytics/{method}",
+                                           request_serializer=None, response_deserializer=None)
+            call = lambda requests, timeout: list(stream(requests, timeout=timeout))  # noqa: E731
+        with pytest.raises(grpc.RpcError) as e:
+            call(iter([first]), timeout=30)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "had no header" in e.value.details(), e.value.details()
+    assert f"was not a glimpse.v1.{method}Request" in e.value.details(), e.value.details()
+
+
 def test_unreachable_server():
     with glimpse.Client("127.0.0.1:1", timeout=5) as c:
         with pytest.raises(glimpse.GlimpseError) as e:

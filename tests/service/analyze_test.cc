@@ -389,7 +389,7 @@ TEST_F(AnalyzeTest, BadRequestsAreRefusedWithTheirReason) {
     v1::AnalyzeResponse r;
     while (stream->Read(&r)) {
     }
-    ExpectCode(stream->Finish(), grpc::StatusCode::INVALID_ARGUMENT, "empty");
+    ExpectCode(stream->Finish(), grpc::StatusCode::INVALID_ARGUMENT, "had no header");
   }
 }
 

@@ -898,7 +898,7 @@ TEST_F(ServiceTest, BadUploadsAreRefusedWithTheirReason) {
     v1::UploadImageResponse resp;
     auto writer = stub().UploadImage(&ctx, &resp);
     writer->WritesDone();
-    ExpectCode(writer->Finish(), grpc::StatusCode::INVALID_ARGUMENT, "empty");
+    ExpectCode(writer->Finish(), grpc::StatusCode::INVALID_ARGUMENT, "had no header");
   }
 }
 
