@@ -55,8 +55,8 @@ std::string SpngPng(const HostImage& img) {
   ihdr.color_type = kColour[img.desc.channels - 1];
   spng_set_ihdr(ctx.get(), &ihdr);
   spng_set_option(ctx.get(), SPNG_ENCODE_TO_BUFFER, 1);
-  std::vector<uint8_t> pixels = img.data;  // SPNG_FMT_PNG: samples in host order
-  if (spng_encode_image(ctx.get(), pixels.data(), pixels.size(), SPNG_FMT_PNG,
+  // SPNG_FMT_PNG: samples in host order, as the image holds them.
+  if (spng_encode_image(ctx.get(), img.data.data(), img.data.size(), SPNG_FMT_PNG,
                         SPNG_ENCODE_FINALIZE) != 0) {
     return {};
   }
