@@ -14,6 +14,7 @@
 
 #include "client/chart.h"
 #include "client/output_files.h"
+#include "common/utf8.h"
 
 namespace glimpse::client {
 
@@ -58,7 +59,7 @@ class ImageArg {
     }
     v1::UploadHeader header;
     header.mutable_encoded();
-    header.set_label(std::filesystem::path(arg).filename().string());
+    header.set_label(ValidUtf8(std::filesystem::path(arg).filename().string()));
     v1::UploadImageResponse response;
     grpc::Status s = UploadBytes(c, data, header, &response, true);
     if (!s.ok()) DieRpc("upload of " + arg, s);
@@ -286,7 +287,7 @@ v1::BoxFilterRequest BoxFilterRequest(const Options& o) {
   opt->set_border_value(o.GetDouble("border-value", 0));
   request.set_variant(o.Get("variant"));
   request.set_keep(o.GetBool("keep"));
-  request.set_label(o.Get("label"));
+  request.set_label(ValidUtf8(o.Get("label")));
   const std::string out = o.Get("out", request.keep() ? "" : "box.png");
   const std::string ext = std::filesystem::path(out).extension().string();
   request.set_encoding(out.empty()     ? v1::PIXEL_ENCODING_NONE
@@ -476,7 +477,7 @@ int Analyze(const Options& o, const Connection& c) {
     return AnalyzeEach(o, c, header.analyses(), names);
   }
   header.set_keep(o.GetBool("keep"));
-  header.set_label(o.Get("label"));
+  header.set_label(ValidUtf8(o.Get("label")));
   const std::string& arg = o.positional[0];
   std::string data;
   if (LooksLikeId(arg) && !std::filesystem::exists(arg)) {
@@ -486,7 +487,7 @@ int Analyze(const Options& o, const Connection& c) {
     data = ReadFileOrDie(arg);
     v1::UploadHeader* u = header.mutable_upload();
     u->mutable_encoded();
-    u->set_label(std::filesystem::path(arg).filename().string());
+    u->set_label(ValidUtf8(std::filesystem::path(arg).filename().string()));
     u->set_total_bytes(data.size());
   }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "client/output_files.h"
+#include "common/utf8.h"
 
 #define STBTT_STATIC
 #define STB_TRUETYPE_IMPLEMENTATION
@@ -63,18 +64,11 @@ struct Mask {
 
 std::vector<int> Codepoints(std::string_view s) {  // UTF-8; bad bytes become U+FFFD
   std::vector<int> out;
+  char32_t cp;
   for (size_t i = 0; i < s.size();) {
-    const auto b = uint8_t(s[i]);
-    const int n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + size_t(n) > s.size()) {
-      out.push_back(0xFFFD);
-      ++i;
-      continue;
-    }
-    int cp = n == 1 ? b : b & (0x7F >> n);
-    for (int k = 1; k < n; ++k) cp = (cp << 6) | (uint8_t(s[i + size_t(k)]) & 0x3F);
-    out.push_back(cp);
-    i += size_t(n);
+    const size_t n = DecodeUtf8(s.substr(i), &cp);
+    out.push_back(n == 0 ? 0xFFFD : int(cp));
+    i += n == 0 ? 1 : n;
   }
   return out;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "client/analyses.h"
+#include "common/utf8.h"
 
 namespace glimpse::client {
 namespace {
@@ -161,7 +162,7 @@ int AnalyzeEach(const Options& o, const Connection& c,
   v1::BatchSummary summary;
   const auto image = [&](size_t i, v1::BatchImage* m) {
     const std::string& arg = o.positional[i];
-    m->set_key(arg);
+    m->set_key(ValidUtf8(arg));  // a file name in another encoding, as text
     if (LooksLikeId(arg) && !std::filesystem::exists(arg)) {
       m->mutable_image()->set_image_id(arg);
     } else {

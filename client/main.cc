@@ -15,6 +15,7 @@
 #include "client/analyses.h"
 #include "client/client.h"
 #include "client/output_files.h"
+#include "common/utf8.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace glimpse::client {
@@ -333,7 +334,8 @@ int Upload(const Options& o, const Connection& c) {
   const std::string& path = o.positional[0];
   const std::string data = ReadFileOrDie(path);
   v1::UploadHeader header;
-  header.set_label(o.Get("label", std::filesystem::path(path).filename().string()));
+  // Labels are protobuf strings: UTF-8, whatever the file name's encoding.
+  header.set_label(ValidUtf8(o.Get("label", std::filesystem::path(path).filename().string())));
   if (o.Has("raw")) {
     unsigned w = 0, h = 0, ch = 0;
     char tail = 0;

@@ -50,6 +50,19 @@ assert [len(c) for c in rows[0]["result"]] == [4, 4, 4], rows[0]
 assert rows[1]["status"] == "INVALID_ARGUMENT" and rows[1]["error"].startswith("images[1]")
 PY
 
+# A file named in Latin-1 (not UTF-8, as Linux allows): its key and label are the name as text,
+# each byte UTF-8 cannot read shown as U+FFFD; every image is answered.
+latin1="$work/$(printf 'caf\xe9.png')"
+cp "$sample" "$latin1"
+g analyze --each "$latin1" "$sample" --histogram=bins=4 >"$work/latin1.csv" 2>"$work/latin1.err" ||
+  fail "analyze --each of a Latin-1 file name: $(cat "$work/latin1.err")"
+grep -q "2 images, 0 failed" "$work/latin1.err" || fail "summary: $(cat "$work/latin1.err")"
+grep -q "^0,$work/caf$(printf '\xef\xbf\xbd').png,histogram,OK," "$work/latin1.csv" ||
+  fail "key of the Latin-1 name: $(cat "$work/latin1.csv")"
+lid=$(g upload "$latin1") || fail "upload of a Latin-1 file name"
+g list | grep "$lid" | grep -q "caf$(printf '\xef\xbf\xbd').png" || fail "label: $(g list)"
+g delete "$lid" >/dev/null || fail "delete $lid"
+
 # Every file fine: exit 0.
 g analyze --each "$sample" "$sample" --histogram >/dev/null 2>&1 || fail "two good files: exit $?"
 

@@ -464,6 +464,13 @@ def _encoded_bytes(image) -> bytes:
                     f"encoded bytes, got {type(image).__name__}")
 
 
+def _file_label(path) -> str:
+    """A path's file name as a label: text, as protobuf string fields are UTF-8, its bytes that do
+    not decode as UTF-8 (a name in another encoding) each replaced by U+FFFD."""
+    name = os.path.basename(os.fsdecode(os.fspath(path)))
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def _is_image_id(image) -> bool:
     return isinstance(image, str) and bool(_ID.fullmatch(image)) and not os.path.exists(image)
 
@@ -614,7 +621,7 @@ class Calls:
         if not 0 <= channels <= 4:
             raise ValueError(f"channels must be in [0, 4], got {channels}")
         if label is None:
-            label = os.path.basename(os.fspath(image)) if isinstance(image, (str, os.PathLike)) else ""
+            label = _file_label(image) if isinstance(image, (str, os.PathLike)) else ""
         data = _encoded_bytes(image)
         header = _message(pb.UploadHeader, encoded=pb.EncodedUpload(desired_channels=channels),
                           label=label)
@@ -707,7 +714,7 @@ class Calls:
             data = memoryview(_encoded_bytes(image))
             header.upload.encoded.SetInParent()
             if isinstance(image, (str, os.PathLike)):
-                header.upload.label = os.path.basename(os.fspath(image))
+                header.upload.label = _file_label(image)
         if header.HasField("upload"):
             header.upload.total_bytes = len(data)
         return (yield Rpc(method, "Analyze" + SERIALIZED, _chunked(pb.AnalyzeRequest, header, data),
