@@ -39,77 +39,107 @@ ImageAnalyticsService::ImageAnalyticsService(GpuWorker& worker, const ServiceLim
       started_(std::chrono::steady_clock::now()),
       pool_(DecoderThreads(), limits.host_nice),
       env_{worker_, limits_, pool_, redis, access, rate} {
-  // What the generated WithRawCallbackMethod_ classes do, with the request still typed.
+  // What the generated WithRawCallbackMethod_ classes do, with the small responses still typed.
+  using grpc::ByteBuffer;
   using grpc::internal::CallbackBidiHandler;
+  using grpc::internal::CallbackClientStreamingHandler;
   using grpc::internal::CallbackServerStreamingHandler;
+  using grpc::internal::CallbackUnaryHandler;
   using Context = grpc::CallbackServerContext;
   MarkMethodCallback(
-      MethodIndex("IntegralImage"),
-      new CallbackServerStreamingHandler<v1::IntegralImageRequest, grpc::ByteBuffer>(
-          [this](Context* c, const v1::IntegralImageRequest* r) { return IntegralImage(c, r); }));
-  MarkMethodCallback(
-      MethodIndex("Compact"),
-      new CallbackServerStreamingHandler<v1::CompactRequest, grpc::ByteBuffer>(
-          [this](Context* c, const v1::CompactRequest* r) { return Compact(c, r); }));
-  MarkMethodCallback(
-      MethodIndex("BoxFilter"),
-      new CallbackServerStreamingHandler<v1::BoxFilterRequest, grpc::ByteBuffer>(
-          [this](Context* c, const v1::BoxFilterRequest* r) { return BoxFilter(c, r); }));
-  MarkMethodCallback(MethodIndex("Analyze"),
-                     new CallbackBidiHandler<v1::AnalyzeRequest, grpc::ByteBuffer>(
-                         [this](Context* c) { return Analyze(c); }));
+      MethodIndex("UploadImage"),
+      new CallbackClientStreamingHandler<ByteBuffer, v1::UploadImageResponse>(
+          [this](Context* c, v1::UploadImageResponse* r) { return UploadImage(c, r); }));
+  MarkMethodCallback(MethodIndex("GetImageInfo"),
+                     new CallbackUnaryHandler<ByteBuffer, v1::ImageInfo>(
+                         [this](Context* c, const ByteBuffer* q, v1::ImageInfo* r) {
+                           return GetImageInfo(c, q, r);
+                         }));
+  MarkMethodCallback(MethodIndex("ListImages"),
+                     new CallbackUnaryHandler<ByteBuffer, v1::ListImagesResponse>(
+                         [this](Context* c, const ByteBuffer* q, v1::ListImagesResponse* r) {
+                           return ListImages(c, q, r);
+                         }));
+  MarkMethodCallback(MethodIndex("DeleteImage"),
+                     new CallbackUnaryHandler<ByteBuffer, v1::DeleteImageResponse>(
+                         [this](Context* c, const ByteBuffer* q, v1::DeleteImageResponse* r) {
+                           return DeleteImage(c, q, r);
+                         }));
+  MarkMethodCallback(MethodIndex("Histogram"),
+                     new CallbackUnaryHandler<ByteBuffer, v1::HistogramResponse>(
+                         [this](Context* c, const ByteBuffer* q, v1::HistogramResponse* r) {
+                           return Histogram(c, q, r);
+                         }));
+  MarkMethodCallback(MethodIndex("IntegralImage"),
+                     new CallbackServerStreamingHandler<ByteBuffer, ByteBuffer>(
+                         [this](Context* c, const ByteBuffer* q) { return IntegralImage(c, q); }));
+  MarkMethodCallback(MethodIndex("Compact"),
+                     new CallbackServerStreamingHandler<ByteBuffer, ByteBuffer>(
+                         [this](Context* c, const ByteBuffer* q) { return Compact(c, q); }));
+  MarkMethodCallback(MethodIndex("BoxFilter"),
+                     new CallbackServerStreamingHandler<ByteBuffer, ByteBuffer>(
+                         [this](Context* c, const ByteBuffer* q) { return BoxFilter(c, q); }));
+  MarkMethodCallback(MethodIndex("Analyze"), new CallbackBidiHandler<ByteBuffer, ByteBuffer>(
+                                                 [this](Context* c) { return Analyze(c); }));
   MarkMethodCallback(MethodIndex("AnalyzeBatch"),
-                     new CallbackBidiHandler<v1::AnalyzeBatchRequest, grpc::ByteBuffer>(
+                     new CallbackBidiHandler<ByteBuffer, ByteBuffer>(
                          [this](Context* c) { return AnalyzeBatch(c); }));
+  MarkMethodCallback(MethodIndex("GetServerInfo"),
+                     new CallbackUnaryHandler<ByteBuffer, v1::ServerInfo>(
+                         [this](Context* c, const ByteBuffer* q, v1::ServerInfo* r) {
+                           return GetServerInfo(c, q, r);
+                         }));
 }
 
 ImageAnalyticsService::~ImageAnalyticsService() = default;
 
-grpc::ServerReadReactor<v1::UploadImageRequest>* ImageAnalyticsService::UploadImage(
+grpc::ServerReadReactor<grpc::ByteBuffer>* ImageAnalyticsService::UploadImage(
     grpc::CallbackServerContext* context, v1::UploadImageResponse* response) {
   return ServeUpload(env_, context, response);
 }
 
 grpc::ServerUnaryReactor* ImageAnalyticsService::Histogram(grpc::CallbackServerContext* context,
-                                                           const v1::HistogramRequest* request,
+                                                           const grpc::ByteBuffer* request,
                                                            v1::HistogramResponse* response) {
-  return ServeUnary<HistogramAnalysis>(env_, context, request, response);
+  return ServeUnary<HistogramAnalysis>(env_, context, *request, response);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ImageAnalyticsService::IntegralImage(
-    grpc::CallbackServerContext* context, const v1::IntegralImageRequest* request) {
-  return ServeStream<IntegralImageAnalysis>(env_, context, request);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return ServeStream<IntegralImageAnalysis>(env_, context, *request);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ImageAnalyticsService::Compact(
-    grpc::CallbackServerContext* context, const v1::CompactRequest* request) {
-  return ServeStream<CompactionAnalysis>(env_, context, request);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return ServeStream<CompactionAnalysis>(env_, context, *request);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ImageAnalyticsService::BoxFilter(
-    grpc::CallbackServerContext* context, const v1::BoxFilterRequest* request) {
-  return ServeStream<BoxFilterAnalysis>(env_, context, request);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return ServeStream<BoxFilterAnalysis>(env_, context, *request);
 }
 
-grpc::ServerBidiReactor<v1::AnalyzeRequest, grpc::ByteBuffer>* ImageAnalyticsService::Analyze(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ImageAnalyticsService::Analyze(
     grpc::CallbackServerContext* context) {
   return ServeAnalyze(env_, context);
 }
 
-grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, grpc::ByteBuffer>*
-ImageAnalyticsService::AnalyzeBatch(grpc::CallbackServerContext* context) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ImageAnalyticsService::AnalyzeBatch(
+    grpc::CallbackServerContext* context) {
   return ServeAnalyzeBatch(env_, context);
 }
 
 // ---- the store's catalogue: any thread, no GPU work ----------------------------------------
 
-grpc::ServerUnaryReactor* ImageAnalyticsService::GetImageInfo(
-    grpc::CallbackServerContext* context, const v1::GetImageInfoRequest* request,
-    v1::ImageInfo* response) {
+grpc::ServerUnaryReactor* ImageAnalyticsService::GetImageInfo(grpc::CallbackServerContext* context,
+                                                              const grpc::ByteBuffer* wire,
+                                                              v1::ImageInfo* response) {
   auto* call = new UnaryCall("GetImageInfo");
-  if (absl::Status s = Admit(env_, context, call->record); !s.ok()) return call->Answer(s), call;
-  call->record.set_image(request->image_id());
-  ImageInfoOf(env_, request->image_id(), call->record.tenant(),
+  absl::StatusOr<const v1::GetImageInfoRequest*> request =
+      AdmitRequest<v1::GetImageInfoRequest>(env_, context, *call, *wire);
+  if (!request.ok()) return call->Answer(request.status()), call;
+  call->record.set_image((*request)->image_id());
+  ImageInfoOf(env_, (*request)->image_id(), call->record.tenant(),
               [call, response](absl::StatusOr<StoredImageInfo> info) {
                 if (info.ok()) FillInfo(*info, response);
                 call->Answer(info.status());
@@ -118,10 +148,12 @@ grpc::ServerUnaryReactor* ImageAnalyticsService::GetImageInfo(
 }
 
 grpc::ServerUnaryReactor* ImageAnalyticsService::ListImages(grpc::CallbackServerContext* context,
-                                                            const v1::ListImagesRequest*,
+                                                            const grpc::ByteBuffer* wire,
                                                             v1::ListImagesResponse* response) {
   auto* call = new UnaryCall("ListImages");
-  if (absl::Status s = Admit(env_, context, call->record); !s.ok()) return call->Answer(s), call;
+  absl::StatusOr<const v1::ListImagesRequest*> request =
+      AdmitRequest<v1::ListImagesRequest>(env_, context, *call, *wire);
+  if (!request.ok()) return call->Answer(request.status()), call;
   ListAllImages(env_, call->record.tenant(),
                 [this, call, response](absl::StatusOr<std::vector<StoredImageInfo>> list) {
                   if (!list.ok()) return call->Answer(list.status());
@@ -141,12 +173,14 @@ grpc::ServerUnaryReactor* ImageAnalyticsService::ListImages(grpc::CallbackServer
 }
 
 grpc::ServerUnaryReactor* ImageAnalyticsService::DeleteImage(grpc::CallbackServerContext* context,
-                                                             const v1::DeleteImageRequest* request,
+                                                             const grpc::ByteBuffer* wire,
                                                              v1::DeleteImageResponse* response) {
   auto* call = new UnaryCall("DeleteImage");
-  if (absl::Status s = Admit(env_, context, call->record); !s.ok()) return call->Answer(s), call;
-  call->record.set_image(request->image_id());
-  DeleteEverywhere(env_, request->image_id(), call->record.tenant(),
+  absl::StatusOr<const v1::DeleteImageRequest*> request =
+      AdmitRequest<v1::DeleteImageRequest>(env_, context, *call, *wire);
+  if (!request.ok()) return call->Answer(request.status()), call;
+  call->record.set_image((*request)->image_id());
+  DeleteEverywhere(env_, (*request)->image_id(), call->record.tenant(),
                    [call, response](absl::StatusOr<uint64_t> freed) {
                      if (freed.ok()) response->set_freed_bytes(*freed);
                      call->Answer(freed.status());
@@ -155,10 +189,12 @@ grpc::ServerUnaryReactor* ImageAnalyticsService::DeleteImage(grpc::CallbackServe
 }
 
 grpc::ServerUnaryReactor* ImageAnalyticsService::GetServerInfo(grpc::CallbackServerContext* context,
-                                                               const v1::GetServerInfoRequest*,
+                                                               const grpc::ByteBuffer* wire,
                                                                v1::ServerInfo* response) {
   auto* call = new UnaryCall("GetServerInfo");
-  if (absl::Status s = Admit(env_, context, call->record); !s.ok()) return call->Answer(s), call;
+  absl::StatusOr<const v1::GetServerInfoRequest*> request =
+      AdmitRequest<v1::GetServerInfoRequest>(env_, context, *call, *wire);
+  if (!request.ok()) return call->Answer(request.status()), call;
   FillServerInfo(worker_, limits_, env_.redis, env_.access, env_.rate,
                  std::chrono::steady_clock::now() - started_, response);
   call->Answer(absl::OkStatus());

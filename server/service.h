@@ -19,19 +19,12 @@
 
 namespace glimpse::server {
 
-// The methods whose responses are small, with gRPC's own protobuf serialization. The streaming
-// analyses (IntegralImage, Compact, BoxFilter, Analyze, AnalyzeBatch) are registered by the
-// service itself with the same request types and raw-bytes responses, encoded without copying
-// their tables and pixels (server/rpc/wire.h); clients see the same protobuf messages.
-using TypedMethods = v1::ImageAnalytics::WithCallbackMethod_UploadImage<
-    v1::ImageAnalytics::WithCallbackMethod_GetImageInfo<
-        v1::ImageAnalytics::WithCallbackMethod_ListImages<
-            v1::ImageAnalytics::WithCallbackMethod_DeleteImage<
-                v1::ImageAnalytics::WithCallbackMethod_Histogram<
-                    v1::ImageAnalytics::WithCallbackMethod_GetServerInfo<
-                        v1::ImageAnalytics::Service>>>>>>;
-
-class ImageAnalyticsService final : public TypedMethods {
+// Every method is registered by the service itself (the constructor), with its requests as raw
+// bytes that it parses (ParseMessage, server/rpc/wire.h), so a request that does not parse is
+// refused with what is wrong with it rather than gRPC's bare UNIMPLEMENTED. The streaming
+// analyses (IntegralImage, Compact, BoxFilter, Analyze, AnalyzeBatch) send raw-bytes responses
+// too, encoded without copying their tables and pixels. Clients see the same protobuf messages.
+class ImageAnalyticsService final : public v1::ImageAnalytics::Service {
  public:
   // `redis`: the shared image store, or nullptr (each replica keeps its own images). `access`:
   // who may call (server/access/access.h), or nullptr for anyone.
@@ -40,41 +33,48 @@ class ImageAnalyticsService final : public TypedMethods {
                         const Access* access = nullptr, RateLimiter* rate = nullptr);
   ~ImageAnalyticsService() override;
 
-  grpc::ServerReadReactor<v1::UploadImageRequest>* UploadImage(
-      grpc::CallbackServerContext* context, v1::UploadImageResponse* response) override;
+  // The generated synchronous methods of the same names stay unused; named here, they are not
+  // hidden by these.
+  using Service::Analyze;
+  using Service::AnalyzeBatch;
+  using Service::BoxFilter;
+  using Service::Compact;
+  using Service::DeleteImage;
+  using Service::GetImageInfo;
+  using Service::GetServerInfo;
+  using Service::Histogram;
+  using Service::IntegralImage;
+  using Service::ListImages;
+  using Service::UploadImage;
+
+  // Each `request` is the message's bytes as received.
+  grpc::ServerReadReactor<grpc::ByteBuffer>* UploadImage(grpc::CallbackServerContext* context,
+                                                         v1::UploadImageResponse* response);
   grpc::ServerUnaryReactor* GetImageInfo(grpc::CallbackServerContext* context,
-                                         const v1::GetImageInfoRequest* request,
-                                         v1::ImageInfo* response) override;
+                                         const grpc::ByteBuffer* request, v1::ImageInfo* response);
   grpc::ServerUnaryReactor* ListImages(grpc::CallbackServerContext* context,
-                                       const v1::ListImagesRequest* request,
-                                       v1::ListImagesResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       v1::ListImagesResponse* response);
   grpc::ServerUnaryReactor* DeleteImage(grpc::CallbackServerContext* context,
-                                        const v1::DeleteImageRequest* request,
-                                        v1::DeleteImageResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        v1::DeleteImageResponse* response);
   grpc::ServerUnaryReactor* Histogram(grpc::CallbackServerContext* context,
-                                      const v1::HistogramRequest* request,
-                                      v1::HistogramResponse* response) override;
-  // The streaming analyses, registered in the constructor with raw-bytes responses. (The
-  // generated synchronous forms of the same names stay unused; named here, they are not hidden.)
-  using TypedMethods::Analyze;
-  using TypedMethods::AnalyzeBatch;
-  using TypedMethods::BoxFilter;
-  using TypedMethods::Compact;
-  using TypedMethods::IntegralImage;
-  grpc::ServerWriteReactor<grpc::ByteBuffer>* IntegralImage(
-      grpc::CallbackServerContext* context, const v1::IntegralImageRequest* request);
+                                      const grpc::ByteBuffer* request,
+                                      v1::HistogramResponse* response);
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* IntegralImage(grpc::CallbackServerContext* context,
+                                                            const grpc::ByteBuffer* request);
   // The compaction analysis.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Compact(grpc::CallbackServerContext* context,
-                                                      const v1::CompactRequest* request);
+                                                      const grpc::ByteBuffer* request);
   grpc::ServerWriteReactor<grpc::ByteBuffer>* BoxFilter(grpc::CallbackServerContext* context,
-                                                        const v1::BoxFilterRequest* request);
-  grpc::ServerBidiReactor<v1::AnalyzeRequest, grpc::ByteBuffer>* Analyze(
+                                                        const grpc::ByteBuffer* request);
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Analyze(
       grpc::CallbackServerContext* context);
-  grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, grpc::ByteBuffer>* AnalyzeBatch(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* AnalyzeBatch(
       grpc::CallbackServerContext* context);
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
-                                          const v1::GetServerInfoRequest* request,
-                                          v1::ServerInfo* response) override;
+                                          const grpc::ByteBuffer* request,
+                                          v1::ServerInfo* response);
 
   GpuWorker& worker() { return worker_; }
   const ServiceLimits& limits() const { return limits_; }

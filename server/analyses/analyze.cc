@@ -17,6 +17,7 @@
 #include "server/ingest/image_ref.h"
 #include "server/ingest/upload.h"
 #include "server/rpc/status_util.h"
+#include "server/rpc/wire.h"
 #include "server/store/shared_images.h"
 
 namespace glimpse::server {
@@ -25,7 +26,7 @@ namespace {
 // Analyze serves every analysis of the registry (server/analyses/registry.h): its request is the
 // v1::Analysis field and its response the v1::AnalyzeResponse field named A::kName.
 
-using Bidi = grpc::ServerBidiReactor<v1::AnalyzeRequest, grpc::ByteBuffer>;
+using Bidi = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
 
 class AnalyzeCall;
 
@@ -52,7 +53,7 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
     // client that splits its work into separate calls pays per call as well.
     TakeRateToken(service, record, [this](absl::Status rated) {
       if (!rated.ok()) return End(rated);
-      StartRead(&request_);
+      StartRead(&wire_);
     });
   }
 
@@ -78,11 +79,16 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
       return Received();
     }
     if (absl::Status s = Take(); !s.ok()) return End(s);
-    request_.Clear();
-    StartRead(&request_);
+    StartRead(&wire_);
   }
 
   absl::Status Take() {
+    if (absl::Status s =
+            ParseMessage(wire_, StrCat("message ", messages_ + 1, " of the stream"), &request_);
+        !s.ok()) {
+      return s;
+    }
+    wire_.Clear();
     if (messages_++ == 0) {
       if (!request_.has_header()) {
         return absl::InvalidArgumentError(
@@ -123,10 +129,8 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
   // checked against it, and the first started.
   void Received() {
     if (messages_ == 0) {
-      // gRPC ends the stream the same way when a message fails to parse.
       return End(absl::InvalidArgumentError(
-          "the Analyze stream had no header: it ended before its first message, or that message "
-          "was not a glimpse.v1.AnalyzeRequest (malformed, or a string field not UTF-8)"));
+          "the Analyze stream had no header: it ended before its first message"));
     }
     if (header_.has_upload()) {
       if (absl::Status s = buffer_.Complete(); !s.ok()) return End(s);
@@ -203,6 +207,7 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
   ServiceEnv& service_;
   grpc::CallbackServerContext* context_;
   const std::chrono::system_clock::time_point deadline_;
+  grpc::ByteBuffer wire_;  // the message being read, as received
   v1::AnalyzeRequest request_;
   v1::AnalyzeHeader header_;
   UploadBuffer buffer_;

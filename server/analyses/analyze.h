@@ -3,8 +3,9 @@
 // runner as its own RPC (server/analyses/histogram.h, ...), its messages wrapped in AnalyzeResponse
 // and sent in order on the one response stream.
 //
-//   grpc::ServerBidiReactor<v1::AnalyzeRequest, grpc::ByteBuffer>*  // responses encoded by
-//   StreamCall ImageAnalyticsService::Analyze(grpc::CallbackServerContext* context) {
+//   // Requests parsed and responses encoded by the call itself (server/rpc/wire.h):
+//   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ImageAnalyticsService::Analyze(
+//       grpc::CallbackServerContext* context) {
 //     return ServeAnalyze(env_, context);
 //   }
 //   std::vector<std::string> names = AnalyzeAnalysisNames();  // "histogram", "integral_image", ...
@@ -21,7 +22,7 @@
 
 namespace glimpse::server {
 
-grpc::ServerBidiReactor<v1::AnalyzeRequest, grpc::ByteBuffer>* ServeAnalyze(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ServeAnalyze(
     ServiceEnv& service, grpc::CallbackServerContext* context);
 
 // The analyses Analyze serves, by name, in the order of its table (exposed for tests: each must

@@ -25,13 +25,14 @@
 #include "server/analyses/steps.h"
 #include "server/ingest/image_ref.h"
 #include "server/rpc/status_util.h"
+#include "server/rpc/wire.h"
 #include "server/store/shared_images.h"
 #include "server/worker/job_class.h"
 
 namespace glimpse::server {
 namespace {
 
-using Bidi = grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, grpc::ByteBuffer>;
+using Bidi = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
 
 std::atomic<int64_t> g_calls_open{0};
 std::atomic<int64_t> g_images_in_flight{0};
@@ -139,7 +140,7 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
       record.set_job_class(std::move(c));
     }
     reading_ = true;
-    StartRead(&request_);
+    StartRead(&wire_);
   }
   ~BatchCall() override { g_calls_open.fetch_sub(1); }
 
@@ -308,7 +309,7 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
     if (!reads_done_ && !gone && in_flight_ < bound_) {
       reading_ = true;
       lock.unlock();
-      StartRead(&request_);
+      StartRead(&wire_);
       return;
     }
     if (active_ > 0 || !(reads_done_ || gone)) return;
@@ -344,8 +345,15 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
       }
       return Progress();
     }
+    // The header is message 1; image i (from 0) is message i + 2. Only this thread moves
+    // next_index_, between reads.
+    const absl::Status parsed = ParseMessage(
+        wire_, StrCat("message ", planned_ ? next_index_ + 2 : 1, " of the stream"), &request_);
+    wire_.Clear();
     if (!planned_) {
-      if (absl::Status s = TakeHeader(); !s.ok()) {
+      absl::Status s = parsed;
+      if (s.ok()) s = TakeHeader();
+      if (!s.ok()) {
         {
           std::lock_guard lock(mu_);
           reading_ = false;
@@ -370,20 +378,22 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
       NotePeak(in_flight_);
     }
     g_images_in_flight.fetch_add(1);
-    const bool is_image = request_.has_image();
+    // A message that does not parse is an image that fails: the batch goes on.
+    const bool is_image = parsed.ok() && request_.has_image();
     if (is_image) {
       w->key = std::move(*request_.mutable_image()->mutable_key());
       w->ref.Swap(request_.mutable_image()->mutable_image());
     }
     request_.Clear();
     {
-      // Only now may another thread's Progress start the next read into request_.
+      // Only now may another thread's Progress start the next read into wire_ and request_.
       std::lock_guard lock(mu_);
       reading_ = false;
     }
     w->record.set_tenant(record.tenant());
     w->record.set_job_class(record.job_class());
     Progress();  // reads the next image while this one is decoded
+    if (!parsed.ok()) return End(w, parsed);
     if (!is_image) {
       return End(w, absl::InvalidArgumentError(
                         "image must be set in every AnalyzeBatchRequest after the first (the "
@@ -429,7 +439,8 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
   grpc::CallbackServerContext* context_;
   const std::chrono::system_clock::time_point deadline_;
   uint32_t bound_;
-  v1::AnalyzeBatchRequest request_;  // the read in progress (gRPC's thread only)
+  grpc::ByteBuffer wire_;            // the read in progress, as received (gRPC's thread only)
+  v1::AnalyzeBatchRequest request_;  // what it parsed into (the same)
   v1::AnalyzeBatchHeader header_;    // fixed once planned_
   std::vector<Step> steps_;
   bool planned_ = false;

@@ -17,7 +17,7 @@
 
 namespace glimpse::server {
 
-grpc::ServerBidiReactor<v1::AnalyzeBatchRequest, grpc::ByteBuffer>* ServeAnalyzeBatch(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ServeAnalyzeBatch(
     ServiceEnv& service, grpc::CallbackServerContext* context);
 
 // AnalyzeBatch calls of this process, all servers in it together (for tests and monitoring).

@@ -2,7 +2,7 @@
 // the result kept in the store and/or its pixels (raw or PNG, encoded on a host thread) streamed.
 //
 //   // The BoxFilter RPC (server/service.cc): the runner takes every step below.
-//   return ServeStream<BoxFilterAnalysis>(env_, context, request);
+//   return ServeStream<BoxFilterAnalysis>(env_, context, *request);  // the request's bytes
 //   // Its first step, the request mapped to gpu/'s options:
 //   absl::StatusOr<BoxFilterAnalysis::Options> options = BoxFilterAnalysis::MapOptions(*request);
 //   if (!options.ok()) return options.status();  // options->filter.rx, ->encoding, ->keep

@@ -2,7 +2,7 @@
 // on the worker, the passing pixels streamed from a host thread.
 //
 //   // The Compact RPC (server/service.cc): the runner takes every step below.
-//   return ServeStream<CompactionAnalysis>(env_, context, request);
+//   return ServeStream<CompactionAnalysis>(env_, context, *request);  // the request's bytes
 //   // Its first steps: the request mapped, then checked against the image.
 //   absl::StatusOr<CompactionAnalysis::Options> options = CompactionAnalysis::MapOptions(*request);
 //   if (!options.ok()) return options.status();

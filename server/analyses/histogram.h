@@ -2,7 +2,7 @@
 // counts in the response.
 //
 //   // The Histogram RPC (server/service.cc): the runner takes every step below.
-//   return ServeUnary<HistogramAnalysis>(env_, context, request, response);
+//   return ServeUnary<HistogramAnalysis>(env_, context, *request, response);  // request: bytes
 //   // Its first steps: the request mapped, then checked against the image.
 //   absl::StatusOr<HistogramAnalysis::Options> options = HistogramAnalysis::MapOptions(*request);
 //   if (!options.ok()) return options.status();

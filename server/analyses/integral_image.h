@@ -11,7 +11,7 @@
 // the kernel produces first.
 //
 //   // The IntegralImage RPC (server/service.cc): the runner takes the steps.
-//   return ServeStream<IntegralImageAnalysis>(env_, context, request);
+//   return ServeStream<IntegralImageAnalysis>(env_, context, *request);  // the request's bytes
 //   // How the two tables of a 4096 x 4096 RGB uint8 image are cut into parts of 32 MiB:
 //   IntegralPlan plan = PlanIntegralParts({.width = 4096, .height = 4096, .channels = 3},
 //                                         /*squared=*/true, uint64_t{32} << 20);

@@ -4,11 +4,11 @@
 // (server/analyses/histogram.h, ...) supply only the mapping, the work and the answer.
 //
 //   grpc::ServerUnaryReactor* ImageAnalyticsService::Histogram(
-//       grpc::CallbackServerContext* context, const v1::HistogramRequest* request,
+//       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
 //       v1::HistogramResponse* response) {
-//     return ServeUnary<HistogramAnalysis>(env_, context, request, response);
+//     return ServeUnary<HistogramAnalysis>(env_, context, *request, response);
 //   }
-//   // A streamed analysis: return ServeStream<CompactionAnalysis>(env_, context, request);
+//   // A streamed analysis: return ServeStream<CompactionAnalysis>(env_, context, *request);
 #ifndef GLIMPSE_SERVER_ANALYSES_RUNNER_H_
 #define GLIMPSE_SERVER_ANALYSES_RUNNER_H_
 
@@ -75,6 +75,16 @@ inline absl::Status Admit(const ServiceEnv& service, const grpc::CallbackServerC
   if (!job_class.ok()) return job_class.status();
   record.set_job_class(*std::move(job_class));
   return absl::OkStatus();
+}
+
+// Admits a call with one request (Admit), then parses the request from `wire`, the bytes gRPC
+// received: the request, kept by `call` for its life, or why the call is refused.
+template <typename Request, typename Call>
+absl::StatusOr<const Request*> AdmitRequest(const ServiceEnv& service,
+                                            const grpc::CallbackServerContext* context, Call& call,
+                                            const grpc::ByteBuffer& wire) {
+  if (absl::Status s = Admit(service, context, call.record); !s.ok()) return s;
+  return call.template ParseRequest<Request>(wire);
 }
 
 // The names of an analysis's variants that gpu/ parses back to themselves, "auto" first.
@@ -160,10 +170,12 @@ void RunUnary(ServiceEnv& service, UnaryCall* call, typename A::Response* respon
 //   static absl::Status Run(GpuEnv&, const Acquired&, const Options&, CallRecord&, Response*);
 template <typename A>
 grpc::ServerUnaryReactor* ServeUnary(ServiceEnv& service, grpc::CallbackServerContext* context,
-                                     const typename A::Request* request,
-                                     typename A::Response* response) {
+                                     const grpc::ByteBuffer& wire, typename A::Response* response) {
   auto* call = new UnaryCall(std::string(A::kMethod));
-  if (absl::Status s = Admit(service, context, call->record); !s.ok()) return call->Answer(s), call;
+  absl::StatusOr<const typename A::Request*> parsed =
+      AdmitRequest<typename A::Request>(service, context, *call, wire);
+  if (!parsed.ok()) return call->Answer(parsed.status()), call;
+  const typename A::Request* request = *parsed;
   absl::StatusOr<typename A::Options> options = A::MapOptions(*request);
   if (!options.ok()) return call->Answer(options.status()), call;
   TakeRateToken(service, call->record,
@@ -274,9 +286,12 @@ struct StreamWork {
 template <typename A>
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ServeStream(ServiceEnv& service,
                                                         grpc::CallbackServerContext* context,
-                                                        const typename A::Request* request) {
+                                                        const grpc::ByteBuffer& wire) {
   auto* call = new StreamCall<typename A::Response>(std::string(A::kMethod));
-  if (absl::Status s = Admit(service, context, call->record); !s.ok()) return call->Close(s), call;
+  absl::StatusOr<const typename A::Request*> parsed =
+      AdmitRequest<typename A::Request>(service, context, *call, wire);
+  if (!parsed.ok()) return call->Close(parsed.status()), call;
+  const typename A::Request* request = *parsed;
   absl::StatusOr<typename A::Options> options = A::MapOptions(*request);
   if (!options.ok()) return call->Close(options.status()), call;
   TakeRateToken(

@@ -11,6 +11,7 @@
 #include "server/ingest/image_codec.h"
 #include "server/ingest/image_ref.h"
 #include "server/rpc/status_util.h"
+#include "server/rpc/wire.h"
 #include "server/store/shared_images.h"
 
 namespace glimpse::server {
@@ -19,7 +20,7 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 // Reads the stream on gRPC's threads, decodes on a host thread, stores on the worker.
-class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
+class UploadReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   UploadReactor(ServiceEnv& service, grpc::CallbackServerContext* context,
                 v1::UploadImageResponse* response)
@@ -36,7 +37,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
     // Storing the image is a GPU job: it takes a token, before any byte is read.
     TakeRateToken(service, record, [this](absl::Status rated) {
       if (!rated.ok()) return Answer(rated);
-      StartRead(&request_);
+      StartRead(&wire_);
     });
   }
 
@@ -60,12 +61,17 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
       return;
     }
     if (absl::Status s = Take(); !s.ok()) return Answer(s);
-    request_.Clear();
-    StartRead(&request_);
+    StartRead(&wire_);
   }
 
   // Takes one message of the stream.
   absl::Status Take() {
+    if (absl::Status s =
+            ParseMessage(wire_, StrCat("message ", messages_ + 1, " of the stream"), &request_);
+        !s.ok()) {
+      return s;
+    }
+    wire_.Clear();
     if (messages_++ == 0) {
       if (!request_.has_header()) {
         return absl::InvalidArgumentError(
@@ -82,10 +88,8 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
   // The stream is complete: decode on a host thread, then store on the GPU.
   void Received() {
     if (messages_ == 0) {
-      // gRPC ends the stream the same way when a message fails to parse.
       return Answer(absl::InvalidArgumentError(
-          "the upload stream had no header: it ended before its first message, or that message "
-          "was not a glimpse.v1.UploadImageRequest (malformed, or a string field not UTF-8)"));
+          "the upload stream had no header: it ended before its first message"));
     }
     if (absl::Status s = buffer_.Complete(); !s.ok()) return Answer(s);
     service_.pool.Post([this] { Decode(); });
@@ -114,6 +118,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadImageRequest> {
   ServiceEnv& service_;
   grpc::CallbackServerContext* context_;
   v1::UploadImageResponse* response_;
+  grpc::ByteBuffer wire_;  // the message being read, as received
   v1::UploadImageRequest request_;
   UploadBuffer buffer_;
   int64_t messages_ = 0;
@@ -222,9 +227,9 @@ absl::StatusOr<StoredImageInfo> StoreHostImage(GpuEnv& env, const Input& in, Sto
   return stored;
 }
 
-grpc::ServerReadReactor<v1::UploadImageRequest>* ServeUpload(ServiceEnv& service,
-                                                             grpc::CallbackServerContext* context,
-                                                             v1::UploadImageResponse* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* ServeUpload(ServiceEnv& service,
+                                                       grpc::CallbackServerContext* context,
+                                                       v1::UploadImageResponse* response) {
   return new UploadReactor(service, context, response);
 }
 

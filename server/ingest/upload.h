@@ -67,9 +67,9 @@ absl::Status CancelledMidUpload(uint64_t received_bytes);
 absl::StatusOr<StoredImageInfo> StoreHostImage(GpuEnv& env, const Input& in, StoredImageInfo meta,
                                                CallRecord& record);
 
-grpc::ServerReadReactor<v1::UploadImageRequest>* ServeUpload(ServiceEnv& service,
-                                                             grpc::CallbackServerContext* context,
-                                                             v1::UploadImageResponse* response);
+grpc::ServerReadReactor<grpc::ByteBuffer>* ServeUpload(ServiceEnv& service,
+                                                       grpc::CallbackServerContext* context,
+                                                       v1::UploadImageResponse* response);
 
 }  // namespace glimpse::server
 

@@ -13,11 +13,9 @@
 #include <mutex>
 #include <set>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 
 #include "common/str.h"
-#include "glimpse/v1/image_analytics.pb.h"
 #include "server/rpc/status_util.h"
 
 #ifndef GLIMPSE_VERSION
@@ -203,40 +201,19 @@ class CallMetrics {
 
 // ---- bytes by method ------------------------------------------------------------------------
 
-// Serialized size of a received request. The interceptor sees it as void*, so each method names
-// its request type here.
-using RequestSizeFn = uint64_t (*)(const void*);
-template <typename Request>
-uint64_t RequestSize(const void* message) {
-  return static_cast<const Request*>(message)->ByteSizeLong();
-}
-const std::unordered_map<std::string_view, RequestSizeFn>& RequestSizes() {
-  static const std::unordered_map<std::string_view, RequestSizeFn> kSizes = {
-      {"UploadImage", RequestSize<v1::UploadImageRequest>},
-      {"GetImageInfo", RequestSize<v1::GetImageInfoRequest>},
-      {"ListImages", RequestSize<v1::ListImagesRequest>},
-      {"DeleteImage", RequestSize<v1::DeleteImageRequest>},
-      {"Histogram", RequestSize<v1::HistogramRequest>},
-      {"IntegralImage", RequestSize<v1::IntegralImageRequest>},
-      {"Compact", RequestSize<v1::CompactRequest>},
-      {"BoxFilter", RequestSize<v1::BoxFilterRequest>},
-      {"Analyze", RequestSize<v1::AnalyzeRequest>},
-      {"AnalyzeBatch", RequestSize<v1::AnalyzeBatchRequest>},
-      {"GetServerInfo", RequestSize<v1::GetServerInfoRequest>},
-  };
-  return kSizes;
-}
-
 class BytesInterceptor : public grpc::experimental::Interceptor {
  public:
-  BytesInterceptor(std::string method, RequestSizeFn request_size)
-      : method_(std::move(method)), request_size_(request_size) {}
+  explicit BytesInterceptor(std::string method) : method_(std::move(method)) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     using Hook = grpc::experimental::InterceptionHookPoints;
     uint64_t received = 0, sent = 0;
     if (methods->QueryInterceptionHookPoint(Hook::POST_RECV_MESSAGE)) {
-      if (const void* m = methods->GetRecvMessage(); m != nullptr) received = request_size_(m);
+      // Every ImageAnalytics method receives its requests as raw bytes, which the service parses
+      // itself (server/service.h): the interceptor sees the bytes as they arrived.
+      if (const void* m = methods->GetRecvMessage(); m != nullptr) {
+        received = static_cast<const grpc::ByteBuffer*>(m)->Length();
+      }
     }
     if (methods->QueryInterceptionHookPoint(Hook::PRE_SEND_MESSAGE)) {
       // Serializes the message here instead of later in the same batch: no extra work.
@@ -250,7 +227,6 @@ class BytesInterceptor : public grpc::experimental::Interceptor {
 
  private:
   const std::string method_;
-  const RequestSizeFn request_size_;
 };
 
 class BytesInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
@@ -260,13 +236,7 @@ class BytesInterceptorFactory : public grpc::experimental::ServerInterceptorFact
     std::string_view method = info->method();
     if (method.substr(0, kServicePrefix.size()) != kServicePrefix) return nullptr;
     method.remove_prefix(kServicePrefix.size());
-    auto it = RequestSizes().find(method);
-    if (it == RequestSizes().end()) {
-      spdlog::warn("metrics: method {} has no request type listed; its bytes are not counted",
-                   info->method());
-      return nullptr;
-    }
-    return new BytesInterceptor(std::string(method), it->second);
+    return new BytesInterceptor(std::string(method));
   }
 };
 

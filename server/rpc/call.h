@@ -2,6 +2,9 @@
 // batches of messages that never makes its producer wait. Both log one line per call.
 //
 //   auto* call = new UnaryCall("GetImageInfo");  // deletes itself once gRPC is done with it
+//   absl::StatusOr<const v1::GetImageInfoRequest*> request =
+//       call->ParseRequest<v1::GetImageInfoRequest>(bytes);  // kept as long as the call
+//   if (!request.ok()) return call->Answer(request.status()), call;
 //   ImageInfoOf(env_, id, call->record.tenant(), [call](absl::StatusOr<StoredImageInfo> info) {
 //     call->Answer(info.status());  // from any thread, once; logs the call
 //   });
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "glimpse/v1/image_analytics.pb.h"
 #include "server/rpc/wire.h"
 #include "server/store/result_buffer.h"
@@ -105,9 +109,26 @@ class CancelFlag {
   bool set_ = false;
 };
 
+// A call's request message, parsed from the bytes gRPC received (the service registers its
+// requests as raw bytes: server/rpc/wire.h) and kept as long as the call.
+class KeptRequest {
+ public:
+  template <typename Request>
+  absl::StatusOr<const Request*> ParseRequest(const grpc::ByteBuffer& bytes) {
+    auto request = std::make_unique<Request>();
+    if (absl::Status s = ParseMessage(bytes, "the request", request.get()); !s.ok()) return s;
+    const Request* parsed = request.get();
+    request_ = std::move(request);
+    return parsed;
+  }
+
+ private:
+  std::unique_ptr<google::protobuf::Message> request_;
+};
+
 // A unary call. Answer from any thread, once. Holds the lease of its response's bytes until
 // gRPC is done with it.
-class UnaryCall : public grpc::ServerUnaryReactor {
+class UnaryCall : public grpc::ServerUnaryReactor, public KeptRequest {
  public:
   explicit UnaryCall(std::string method) : record(std::move(method)) {}
   void Answer(const grpc::Status& status) {
@@ -133,7 +154,7 @@ class UnaryCall : public grpc::ServerUnaryReactor {
 // gRPC without a copy (server/rpc/wire.h). `Reactor` is a bidirectional reactor for calls that
 // also read a stream (Analyze).
 template <typename Response, typename Reactor = grpc::ServerWriteReactor<grpc::ByteBuffer>>
-class StreamCall : public Reactor {
+class StreamCall : public Reactor, public KeptRequest {
  public:
   explicit StreamCall(std::string method) : record(std::move(method)) {
     // Publishes the members through mu_. gRPC calls OnCancel on another of its threads, ordered

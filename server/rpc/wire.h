@@ -1,4 +1,5 @@
-// Responses put on the wire without copying their large bytes fields.
+// Messages on the wire: responses encoded without copying their large bytes fields, and requests
+// parsed by the service itself, so that one that does not parse is refused with what is wrong.
 //
 // gRPC serializes a protobuf response into fresh memory: every byte of a summed-area table or of
 // filtered pixels is copied once more on its way to the socket. EncodeAliasing writes the
@@ -21,6 +22,10 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
 
 namespace glimpse::server {
 
@@ -34,6 +39,26 @@ inline constexpr size_t kMinAliasBytes = size_t{16} << 10;
 // them, so a message can be handed over as std::make_unique<T>(std::move(m)).)
 grpc::ByteBuffer EncodeAliasing(std::unique_ptr<google::protobuf::Message> message,
                                 size_t min_alias_bytes = kMinAliasBytes);
+
+// Requests are registered as raw bytes too (server/service.cc): gRPC 1.51's callback API answers
+// a unary or server-streaming request that does not parse with UNIMPLEMENTED and no message, and
+// ends a stream of requests at one as if the client had stopped sending (a batch would end early
+// with OK). The service parses them instead:
+//
+//   v1::HistogramRequest request;
+//   if (absl::Status s = ParseMessage(bytes, "the request", &request); !s.ok()) return Refuse(s);
+//
+// INVALID_ARGUMENT where `bytes` do not parse as `*message`: "<what> is not a glimpse.v1.X: " and
+// the first fault WireFault finds.
+absl::Status ParseMessage(const grpc::ByteBuffer& bytes, std::string_view what,
+                          google::protobuf::Message* message);
+
+// The first reason the protobuf encoding `bytes` does not parse as a `type`: a string field that
+// is not UTF-8 (its path, the byte and where), a tag, length or value cut off by the end of its
+// message, a wire type that does not exist, a group never closed, or nesting deeper than
+// protobuf's limit of 100. Empty where it finds none (protobuf parses what this accepts, except in
+// ways it does not check: a packed field's malformed values).
+std::string WireFault(std::string_view bytes, const google::protobuf::Descriptor& type);
 
 }  // namespace glimpse::server
 

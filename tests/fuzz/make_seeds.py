@@ -228,10 +228,10 @@ def text_bytes(data):
     return '"' + "".join("\\%03o" % b for b in data) + '"'
 
 
-def encode(message, text):
+def encode(message, text, package="glimpse.fuzz", proto=HERE / "fuzz_inputs.proto"):
     return subprocess.run(
         ["protoc", f"--proto_path={HERE}", f"--proto_path={ROOT / 'proto'}",
-         f"--encode=glimpse.fuzz.{message}", str(HERE / "fuzz_inputs.proto")],
+         f"--encode={package}.{message}", str(proto)],
         input=text.encode(), capture_output=True, check=True).stdout
 
 
@@ -340,6 +340,37 @@ def analyze_seeds(files):
     return {name: encode("AnalyzeInput", text) for name, text in seeds.items()}
 
 
+def request_seeds():
+    """Requests as clients send them (each target type's bytes), and bytes protobuf refuses: a
+    string that is not UTF-8, a length past the end, a group never closed, an end-group alone."""
+    def v1(message, text):
+        return encode(message, text, "glimpse.v1", ROOT / "proto" / "glimpse" / "v1" /
+                      "image_analytics.proto")
+    seeds = {
+        "histogram-raw": v1("HistogramRequest",
+                            "image { raw { layout { width: 2 height: 1 channels: 3 "
+                            "format: SAMPLE_FORMAT_UINT8 } data: \"abcdef\" } } "
+                            "options { bins: 16 } variant: \"auto\""),
+        "box-filter-id": v1("BoxFilterRequest",
+                            "image { image_id: \"0123456789abcdef0123456789abcdef\" } "
+                            "options { rx: 3 } keep: true label: \"blurred\""),
+        "upload-header": v1("UploadImageRequest",
+                            "header { encoded { desired_channels: 1 } label: \"a.png\" "
+                            "total_bytes: 9 } chunk: \"\\211PNG\""),
+        "analyze-header": v1("AnalyzeRequest",
+                             "header { image { encoded { data: \"x\" } } analyses { histogram "
+                             "{ } } analyses { box_filter { options { rx: 1 } } } label: \"k\" }"),
+        "batch-image": v1("AnalyzeBatchRequest", "image { key: \"k\" image { image_id: \"x\" } }"),
+        "batch-header": v1("AnalyzeBatchRequest",
+                           "header { analyses { compaction { } } ordered: true max_in_flight: 3 }"),
+        "not-utf8": b"\x0a\x06\x0a\x04ab\xff\xfe",
+        "length-past-end": b"\x0a\x09\x0a\x03abc",
+        "group-unclosed": b"\x2b\x08\x01\x12\x01\xff",
+        "end-group-alone": b"\x2c",
+    }
+    return seeds
+
+
 def write(target, seeds):
     d = HERE / target
     d.mkdir(exist_ok=True)
@@ -356,6 +387,7 @@ def main():
     for target, seeds in options_seeds().items():
         write(target, seeds)
     write("analyze_request", analyze_seeds(files))
+    write("request_parse", request_seeds())
 
 
 if __name__ == "__main__":

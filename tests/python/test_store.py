@@ -1,4 +1,6 @@
 """Upload, list, info, delete, health, connection options and errors."""
+import os
+import shutil
 import subprocess
 
 import grpc
@@ -104,6 +106,23 @@ def test_upload_file_path_and_bytes(client):
         client.delete(by_bytes)
 
 
+def test_a_file_name_in_another_encoding_is_labelled_as_text(client, tmp_path):
+    """A file named in Latin-1 on a Linux file system (its name not UTF-8) uploads with that name
+    as its label, the bytes UTF-8 cannot read each shown as U+FFFD, by upload and by analyze."""
+    path = tmp_path / os.fsdecode(b"caf\xe9 \xff.png")
+    shutil.copyfile(SAMPLE, path)
+    handle = client.upload(path)
+    try:
+        assert handle.label == "caf\ufffd \ufffd.png", handle.label
+    finally:
+        client.delete(handle)
+    result = client.analyze(path, [("histogram", {})], keep=True)
+    try:
+        assert result.kept.label == "caf\ufffd \ufffd.png", result.kept
+    finally:
+        client.delete(result.kept)
+
+
 def test_large_inputs_are_uploaded_then_deleted(tiny_inline_client, rng):
     c = tiny_inline_client
     before = {i.image_id for i in c.list()}
@@ -158,25 +177,93 @@ def test_errors_carry_code_and_message(client):
         assert code.name in str(e.value)
 
 
-@pytest.mark.parametrize("method", ["UploadImage", "Analyze"])
-def test_a_first_message_that_does_not_parse_is_named(server, method):
-    """A stream whose first message is not a valid request (here a label that is not UTF-8,
-    which protobuf refuses to parse) ends for the server as if empty: the answer says both."""
-    header = b"\x1a\x02\xff\xfe"  # label = 0xFF 0xFE
-    first = b"\x0a" + bytes([len(header)]) + header
+def _len(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (payloads under 128 bytes)."""
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+_NOT_UTF8 = b"ab\xff\xfe"  # byte 2 is 0xff
+_UTF8_FAULT = "is not UTF-8: byte 2 of its 4 is 0xff"
+
+# Each method, a request protobuf cannot parse, and what the answer must say. Python's protobuf
+# cannot build these (it refuses text that is not UTF-8); C++'s can, and any hand-made bytes can.
+_MALFORMED = [
+    ("Histogram", "unary", _len(1, _len(1, _NOT_UTF8)),
+     "the request is not a glimpse.v1.HistogramRequest: image.image_id " + _UTF8_FAULT),
+    ("IntegralImage", "server_stream", _len(3, _NOT_UTF8),
+     "the request is not a glimpse.v1.IntegralImageRequest: variant " + _UTF8_FAULT),
+    ("Compact", "server_stream", _len(1, b"\x0a\x09abc"),
+     "the request is not a glimpse.v1.CompactRequest: image.image_id at byte 2 declares 9 bytes "
+     "where 3 remain in image"),
+    ("BoxFilter", "server_stream", _len(6, _NOT_UTF8),
+     "the request is not a glimpse.v1.BoxFilterRequest: label " + _UTF8_FAULT),
+    ("GetImageInfo", "unary", _len(1, _NOT_UTF8),
+     "the request is not a glimpse.v1.GetImageInfoRequest: image_id " + _UTF8_FAULT),
+    ("DeleteImage", "unary", b"\x0f",
+     "the request is not a glimpse.v1.DeleteImageRequest: image_id: wire type 7 at byte 0 does "
+     "not exist (protobuf's are 0 to 5)"),
+    ("ListImages", "unary", b"\x08",
+     "the request is not a glimpse.v1.ListImagesRequest: field 1: its varint at byte 0 runs past "
+     "the end of the message"),
+    ("GetServerInfo", "unary", b"\x0b\x10\x01",
+     "the request is not a glimpse.v1.GetServerInfoRequest: field 1: its group is never closed"),
+    ("UploadImage", "client_stream", _len(1, _len(3, _NOT_UTF8)),
+     "message 1 of the stream is not a glimpse.v1.UploadImageRequest: header.label " + _UTF8_FAULT),
+    ("Analyze", "bidi", _len(1, _len(5, _NOT_UTF8)),
+     "message 1 of the stream is not a glimpse.v1.AnalyzeRequest: header.label " + _UTF8_FAULT),
+    ("AnalyzeBatch", "bidi", _len(1, _len(1, _len(1, _len(3, _NOT_UTF8)))),
+     "message 1 of the stream is not a glimpse.v1.AnalyzeBatchRequest: "
+     "header.analyses[0].histogram.variant " + _UTF8_FAULT),
+]
+
+
+@pytest.mark.parametrize("method,kind,request_bytes,message", _MALFORMED,
+                         ids=[m[0] for m in _MALFORMED])
+def test_a_request_that_does_not_parse_is_refused_with_its_fault(server, method, kind,
+                                                                 request_bytes, message):
+    """Every method parses its requests itself: bytes protobuf refuses are INVALID_ARGUMENT naming
+    the message type, the field and the fault (gRPC's own parse would answer UNIMPLEMENTED with
+    no message, or end a stream as if the client had stopped sending)."""
+    path = f"/glimpse.v1.ImageAnalytics/{method}"
     with grpc.insecure_channel(server) as channel:
-        if method == "UploadImage":
-            call = channel.stream_unary(f"/glimpse.v1.ImageAnalytics/{method}",
-                                        request_serializer=None, response_deserializer=None)
-        else:
-            stream = channel.stream_stream(f"/glimpse.v1.ImageAnalytics/{method}",
-                                           request_serializer=None, response_deserializer=None)
-            call = lambda requests, timeout: list(stream(requests, timeout=timeout))  # noqa: E731
+        make = getattr(channel, {"unary": "unary_unary", "server_stream": "unary_stream",
+                                 "client_stream": "stream_unary", "bidi": "stream_stream"}[kind])
+        call = make(path, request_serializer=None, response_deserializer=None)
         with pytest.raises(grpc.RpcError) as e:
-            call(iter([first]), timeout=30)
-    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "had no header" in e.value.details(), e.value.details()
-    assert f"was not a glimpse.v1.{method}Request" in e.value.details(), e.value.details()
+            if kind in ("unary", "server_stream"):
+                answer = call(request_bytes, timeout=30)
+            else:
+                answer = call(iter([request_bytes]), timeout=30)
+            if kind in ("server_stream", "bidi"):
+                list(answer)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
+    assert message in e.value.details(), e.value.details()
+
+
+def test_a_batch_message_that_does_not_parse_fails_as_its_image(server, tmp_path):
+    """A message of a batch that does not parse is the image at its place failing: the images
+    around it are answered, and the summary counts it (the batch does not end early with OK)."""
+    header = pb.AnalyzeBatchRequest(header=pb.AnalyzeBatchHeader(
+        analyses=[pb.Analysis(histogram=pb.HistogramRequest())], ordered=True))
+    image = pb.AnalyzeBatchRequest(image=pb.BatchImage(key="k", image=pb.ImageRef(
+        raw=pb.RawImage(layout=pb.ImageLayout(width=2, height=2, channels=1,
+                                              format=pb.SAMPLE_FORMAT_UINT8),
+                        data=bytes(4)))))
+    bad = _len(2, _len(1, _NOT_UTF8))  # image.key
+    stream = [header.SerializeToString(), image.SerializeToString(), bad,
+              image.SerializeToString()]
+    with grpc.insecure_channel(server) as channel:
+        call = channel.stream_stream("/glimpse.v1.ImageAnalytics/AnalyzeBatch",
+                                     request_serializer=None, response_deserializer=None)
+        answers = [pb.AnalyzeBatchResponse.FromString(m) for m in call(iter(stream), timeout=60)]
+    ends = {a.index: a.end for a in answers if a.HasField("end")}
+    assert sorted(ends) == [0, 1, 2], answers
+    assert not ends[0].HasField("error") and not ends[2].HasField("error"), ends
+    assert ends[1].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0], ends[1]
+    assert ("message 3 of the stream is not a glimpse.v1.AnalyzeBatchRequest: image.key "
+            + _UTF8_FAULT) in ends[1].error.message, ends[1]
+    summary = [a.summary for a in answers if a.HasField("summary")]
+    assert len(summary) == 1 and summary[0].images == 3 and summary[0].failed == 1, summary
 
 
 def test_unreachable_server():

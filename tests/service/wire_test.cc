@@ -1,13 +1,17 @@
-// Responses encoded without copying their large bytes fields (server/rpc/wire.h): random messages
-// of every streamed response type parse back equal to what was encoded, the buffer is as long as
-// the message's own encoding, and every large field reaches the buffer as a slice of the very
-// string that held it, nothing else large being copied.
+// Messages on the wire (server/rpc/wire.h). Responses encoded without copying their large bytes
+// fields: random messages of every streamed response type parse back equal to what was encoded,
+// the buffer is as long as the message's own encoding, and every large field reaches the buffer
+// as a slice of the very string that held it, nothing else large being copied. Requests parsed by
+// the service: equal to protobuf's parse however gRPC split their bytes, refused exactly where
+// protobuf refuses them, and each refusal naming its fault.
 #include "server/rpc/wire.h"
 
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -22,6 +26,8 @@ namespace {
 
 using server::EncodeAliasing;
 using server::kMinAliasBytes;
+using server::ParseMessage;
+using server::WireFault;
 
 class Random {
  public:
@@ -232,6 +238,176 @@ TEST(WireTest, MessagesWithoutLargeFieldsAreEncodedWhole) {
             expected);
 
   EXPECT_EQ(EncodeAliasing(std::make_unique<v1::AnalyzeResponse>()).Length(), 0u);
+}
+
+// ---- requests ---------------------------------------------------------------------------------
+
+// Random requests of the types the service parses, some with strings that are not UTF-8 (C++'s
+// protobuf serializes those, with a logged error; its parser refuses them).
+std::string RandomText(Random& r) {
+  std::string s(r.Below(6), 'a');
+  for (char& c : s) c = char(r.Below(4) == 0 ? 0x80 + r.Below(128) : 'a' + r.Below(26));
+  return s;
+}
+
+v1::ImageRef RandomRef(Random& r) {
+  v1::ImageRef ref;
+  switch (r.Below(3)) {
+    case 0:
+      ref.set_image_id(RandomText(r));
+      break;
+    case 1:
+      ref.mutable_encoded()->set_data(r.Bytes(64));
+      ref.mutable_encoded()->set_desired_channels(uint32_t(r.Below(5)));
+      break;
+    default:
+      ref.mutable_raw()->mutable_layout()->set_width(r.U32());
+      ref.mutable_raw()->mutable_layout()->set_channels(3);
+      ref.mutable_raw()->set_data(r.Bytes(64));
+  }
+  return ref;
+}
+
+v1::AnalyzeBatchRequest RandomBatchRequest(Random& r) {
+  v1::AnalyzeBatchRequest m;
+  if (r.Below(2) == 0) {
+    v1::Analysis* a = m.mutable_header()->add_analyses();
+    *a->mutable_histogram()->mutable_image() = RandomRef(r);
+    a->mutable_histogram()->set_variant(RandomText(r));
+    m.mutable_header()->add_analyses()->mutable_box_filter()->set_label(RandomText(r));
+    m.mutable_header()->set_max_in_flight(r.U32());
+  } else {
+    m.mutable_image()->set_key(RandomText(r));
+    *m.mutable_image()->mutable_image() = RandomRef(r);
+  }
+  return m;
+}
+
+// `bytes` as gRPC may hand them over: in `parts` slices.
+grpc::ByteBuffer Split(const std::string& bytes, Random& r, size_t parts) {
+  std::vector<size_t> cuts = {0, bytes.size()};
+  for (size_t i = 1; i < parts; ++i) cuts.push_back(size_t(r.Below(bytes.size() + 1)));
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<grpc::Slice> slices;
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    slices.emplace_back(bytes.data() + cuts[i], cuts[i + 1] - cuts[i]);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+// Parses `bytes` both ways and checks they agree: the service's parse where protobuf's succeeds
+// (the same message), a refusal naming the type and a fault where it fails.
+void ExpectParsedAsProtobufDoes(const std::string& bytes, Random& r) {
+  v1::AnalyzeBatchRequest expected;
+  const bool parses = expected.ParseFromString(bytes);
+  v1::AnalyzeBatchRequest parsed;
+  const absl::Status s = ParseMessage(Split(bytes, r, 1 + r.Below(4)), "message 2", &parsed);
+  const std::string fault = WireFault(bytes, *v1::AnalyzeBatchRequest::descriptor());
+  ASSERT_EQ(s.ok(), parses) << s;
+  if (parses) {
+    EXPECT_EQ(fault, "");
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, expected));
+    return;
+  }
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(fault, "") << "protobuf refuses these bytes, but no fault was found";
+  EXPECT_EQ(std::string(s.message()),
+            "message 2 is not a glimpse.v1.AnalyzeBatchRequest: " + fault);
+}
+
+TEST(WireTest, RequestsAreRefusedExactlyWhereProtobufRefusesThem) {
+  GLIMPSE_SEED_TRACE();
+  Random r(TestSeed());
+  google::protobuf::LogSilencer quiet;  // serializing text that is not UTF-8 logs an error
+  int refused = 0;
+  for (int i = 0; i < 3000 && !::testing::Test::HasFailure(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "request " << i);
+    std::string bytes = RandomBatchRequest(r).SerializeAsString();
+    switch (i % 3) {
+      case 0:  // whole
+        break;
+      case 1:  // cut short
+        bytes.resize(size_t(r.Below(bytes.size() + 1)));
+        break;
+      default:  // bytes changed
+        for (uint64_t k = 1 + r.Below(3); k > 0 && !bytes.empty(); --k) {
+          bytes[size_t(r.Below(bytes.size()))] = char(r.Below(256));
+        }
+    }
+    v1::AnalyzeBatchRequest check;
+    refused += check.ParseFromString(bytes) ? 0 : 1;
+    ExpectParsedAsProtobufDoes(bytes, r);
+  }
+  EXPECT_GT(refused, 300) << "the random requests were hardly ever malformed";
+}
+
+TEST(WireTest, EachFaultOfARequestIsNamed) {
+  google::protobuf::LogSilencer quiet;  // protobuf logs each string that is not UTF-8
+  const auto fault = [](std::string_view bytes, const google::protobuf::Descriptor& type) {
+    return WireFault(bytes, type);
+  };
+  const auto& histogram = *v1::HistogramRequest::descriptor();
+  const auto& batch = *v1::AnalyzeBatchRequest::descriptor();
+  using namespace std::string_literals;
+  // image { image_id: "a\xC3(" }: a lead byte without its continuation.
+  EXPECT_EQ(fault("\x0a\x05\x0a\x03"
+                  "a\xC3("s,
+                  histogram),
+            "image.image_id is not UTF-8: byte 1 of its 3 is 0xc3 (a string field holds UTF-8 "
+            "text; bytes in another encoding must be converted)");
+  // An overlong '/', a surrogate, and past U+10FFFF are refused as protobuf refuses them.
+  for (const std::string& bad : {"\xC0\xAF"s, "\xED\xA0\x80"s, "\xF4\x90\x80\x80"s}) {
+    EXPECT_NE(fault("\x1a"s + char(bad.size()) + bad, histogram), "") << bad.size();
+    v1::HistogramRequest m;
+    EXPECT_FALSE(m.ParseFromString("\x1a"s + char(bad.size()) + bad));
+  }
+  // header { analyses [ {}, { box_filter { label: "\xFF" } } ] }
+  EXPECT_EQ(fault("\x0a\x09\x0a\x00\x0a\x05\x22\x03\x32\x01\xFF"s, batch),
+            "header.analyses[1].box_filter.label is not UTF-8: byte 0 of its 1 is 0xff (a "
+            "string field holds UTF-8 text; bytes in another encoding must be converted)");
+  EXPECT_EQ(fault("\x0a\x09\x0a"s, histogram),
+            "image at byte 0 declares 9 bytes where 1 remain in the message");
+  EXPECT_EQ(fault("\x0a\x02\x20\x80"s, histogram),
+            "image.field 4: its varint at byte 2 runs past the end of image");
+  EXPECT_EQ(fault("\x80"s, histogram), "the tag at byte 0 runs past the end of the message");
+  EXPECT_EQ(fault("\x00"s, histogram), "the tag at byte 0 has field number 0 (they start at 1)");
+  EXPECT_EQ(fault("\x29\x01\x02"s, histogram),
+            "field 5: its 8-byte value at byte 0 runs past the end of the message");
+  EXPECT_EQ(fault("\x2e"s, histogram),
+            "field 5: wire type 6 at byte 0 does not exist (protobuf's are 0 to 5)");
+  EXPECT_EQ(fault("\x2c"s, histogram), "the end-group tag at byte 0 (field 5) closes no group");
+  EXPECT_EQ(fault("\x2b\x08\x01"s, histogram),
+            "field 5: its group is never closed in the bytes that follow");
+  // A closed group of unknown fields, and unknown fields of every wire type, parse.
+  EXPECT_EQ(fault("\x2b\x08\x01\x12\x01\xFF\x2c\x30\x01\x39"s + std::string(8, 'x') +
+                      "\x45"
+                      "abcd",
+                  histogram),
+            "");
+  std::string deep;
+  for (int i = 0; i < 101; ++i) deep = "\x2b" + deep + "\x2c";
+  EXPECT_EQ(fault(deep, histogram).substr(0, 40), "field 5.field 5.field 5.field 5.field 5.");
+  EXPECT_NE(fault(deep, histogram).find("nested deeper than protobuf's limit of 100"),
+            std::string::npos);
+  v1::HistogramRequest m;
+  EXPECT_FALSE(m.ParseFromString(deep));
+  EXPECT_EQ(fault(deep.substr(1, deep.size() - 2), histogram), "");
+  EXPECT_TRUE(m.ParseFromString(deep.substr(1, deep.size() - 2)));
+}
+
+TEST(WireTest, ALargeRequestParsesFromManySlices) {
+  GLIMPSE_SEED_TRACE();
+  Random r(TestSeed());
+  v1::HistogramRequest m;
+  std::string pixels(size_t(3) << 20, '\0');
+  for (char& c : pixels) c = char(r.Below(256));
+  m.mutable_image()->mutable_raw()->set_data(pixels);
+  m.mutable_image()->mutable_raw()->mutable_layout()->set_width(1024);
+  m.set_variant("auto");
+  const std::string bytes = m.SerializeAsString();
+  v1::HistogramRequest parsed;
+  ASSERT_TRUE(ParseMessage(Split(bytes, r, 200), "the request", &parsed).ok());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, m));
 }
 
 }  // namespace

@@ -1,0 +1,63 @@
+// The service's parse of requests (ParseMessage and WireFault, server/rpc/wire.cc), which runs on
+// any bytes a client sends to any method: for every request type, the bytes are refused exactly
+// where protobuf refuses them, however gRPC split them into slices, and each refusal names its
+// fault. The input is the request's bytes, handed over in three slices.
+#include <google/protobuf/stubs/logging.h>
+#include <grpcpp/support/byte_buffer.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "glimpse/v1/image_analytics.pb.h"
+#include "server/rpc/wire.h"
+#include "tests/fuzz/fuzz_check.h"
+
+namespace glimpse::fuzz {
+namespace {
+
+template <typename Request>
+void CheckParse(std::string_view bytes) {
+  Request expected;
+  const bool parses = expected.ParseFromArray(bytes.data(), int(bytes.size()));
+  const std::string fault = server::WireFault(bytes, *Request::descriptor());
+  Check(parses == fault.empty(),
+        std::string(Request::descriptor()->name()) + (parses ? " parses, yet a fault was found: " + fault
+                                                            : " is refused by protobuf, yet no fault was found"));
+  // Three slices where the bytes allow: gRPC hands a message over in as many as it arrived in.
+  const size_t a = bytes.size() / 3, b = 2 * bytes.size() / 3;
+  std::vector<grpc::Slice> slices;
+  for (auto [from, to] : {std::pair{size_t(0), a}, std::pair{a, b}, std::pair{b, bytes.size()}}) {
+    slices.emplace_back(bytes.data() + from, to - from);
+  }
+  grpc::ByteBuffer wire(slices.data(), slices.size());
+  Request parsed;
+  const absl::Status s = server::ParseMessage(wire, "the request", &parsed);
+  Check(s.ok() == parses, "ParseMessage disagrees with protobuf: " + s.ToString());
+  CheckRefusal(s);
+  if (parses) {
+    Check(parsed.SerializeAsString() == expected.SerializeAsString(), "a different message");
+  } else {
+    Check(std::string(s.message()).ends_with(fault), "the refusal does not name the fault");
+  }
+}
+
+}  // namespace
+}  // namespace glimpse::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace glimpse;
+  static const google::protobuf::LogSilencer* quiet = new google::protobuf::LogSilencer;
+  (void)quiet;
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  fuzz::CheckParse<v1::HistogramRequest>(bytes);
+  fuzz::CheckParse<v1::IntegralImageRequest>(bytes);
+  fuzz::CheckParse<v1::CompactRequest>(bytes);
+  fuzz::CheckParse<v1::BoxFilterRequest>(bytes);
+  fuzz::CheckParse<v1::GetImageInfoRequest>(bytes);
+  fuzz::CheckParse<v1::UploadImageRequest>(bytes);
+  fuzz::CheckParse<v1::AnalyzeRequest>(bytes);
+  fuzz::CheckParse<v1::AnalyzeBatchRequest>(bytes);
+  return 0;
+}
