@@ -107,8 +107,9 @@ def test_upload_file_path_and_bytes(client):
 
 
 def test_a_file_name_in_another_encoding_is_labelled_as_text(client, tmp_path):
-    """A file named in Latin-1 on a Linux file system (its name not UTF-8) uploads with that name
-    as its label, the bytes UTF-8 cannot read each shown as U+FFFD, by upload and by analyze."""
+    """A file named in Latin-1 on a Linux file system (its name not UTF-8) is sent with that name
+    as its label or key, what UTF-8 cannot read shown as U+FFFD: by upload, analyze and
+    analyze_many."""
     path = tmp_path / os.fsdecode(b"caf\xe9 \xff.png")
     shutil.copyfile(SAMPLE, path)
     handle = client.upload(path)
@@ -121,6 +122,10 @@ def test_a_file_name_in_another_encoding_is_labelled_as_text(client, tmp_path):
         assert result.kept.label == "caf\ufffd \ufffd.png", result.kept
     finally:
         client.delete(result.kept)
+    # A batch's key is the whole path, as text.
+    items = list(client.analyze_many([path, SAMPLE], [("histogram", {})]))
+    assert [i.ok for i in items] == [True, True], [i.error for i in items]
+    assert items[0].key == str(tmp_path / "caf\ufffd \ufffd.png"), items[0].key
 
 
 def test_large_inputs_are_uploaded_then_deleted(tiny_inline_client, rng):

@@ -464,11 +464,16 @@ def _encoded_bytes(image) -> bytes:
                     f"encoded bytes, got {type(image).__name__}")
 
 
+def _path_text(path) -> str:
+    """A path as text for a protobuf string field (UTF-8): a name in another encoding (Linux names
+    are bytes) has what does not decode as UTF-8 replaced by U+FFFD."""
+    text = os.fsdecode(os.fspath(path))
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def _file_label(path) -> str:
-    """A path's file name as a label: text, as protobuf string fields are UTF-8, its bytes that do
-    not decode as UTF-8 (a name in another encoding) each replaced by U+FFFD."""
-    name = os.path.basename(os.fsdecode(os.fspath(path)))
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    """A path's file name as a label."""
+    return os.path.basename(_path_text(path))
 
 
 def _is_image_id(image) -> bool:
@@ -751,7 +756,7 @@ class Calls:
                 message = pb.BatchImage(key=str(index) if key is None else str(key))
                 try:
                     if key is None and isinstance(item, (str, os.PathLike)):
-                        message.key = os.fspath(item)
+                        message.key = _path_text(item)
                     self._batch_image(item, message.image)
                 except (OSError, ValueError, TypeError) as e:
                     message.ClearField("image")
