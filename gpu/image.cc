@@ -421,8 +421,15 @@ StagedRows StagedRowsFor(const DeviceLimits& device, const ImageDesc& desc) {
 void StageRows(const StagedRows& layout, const ImageDesc& desc, std::span<const uint8_t> pixels,
                std::span<uint8_t> out) {
   const size_t row = desc.row_bytes();
+  StageRows(
+      layout, desc, [&](int y) { return pixels.data() + row * size_t(y); }, out);
+}
+
+void StageRows(const StagedRows& layout, const ImageDesc& desc,
+               absl::FunctionRef<const uint8_t*(int y)> row_at, std::span<uint8_t> out) {
+  const size_t row = desc.row_bytes();
   for (int y = 0; y < desc.height; ++y) {
-    const uint8_t* src = pixels.data() + row * size_t(y);
+    const uint8_t* src = row_at(y);
     uint8_t* dst = out.data() + layout.row_stride * size_t(y);
     if (layout.channels != desc.channels) {
       WidenRows(desc, src, 1, dst);

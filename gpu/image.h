@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "gpu/context.h"
 #include "gpu/gl_handles.h"
@@ -93,6 +94,9 @@ StagedRows StagedRowsFor(const DeviceLimits& device, const ImageDesc& desc);
 // `layout` lays them out, padding included.
 void StageRows(const StagedRows& layout, const ImageDesc& desc, std::span<const uint8_t> pixels,
                std::span<uint8_t> out);
+// The same with each row y (desc.row_bytes() bytes) where `row(y)` says, valid until the next call.
+void StageRows(const StagedRows& layout, const ImageDesc& desc,
+               absl::FunctionRef<const uint8_t*(int y)> row, std::span<uint8_t> out);
 // Zeroes the bytes of each row past its samples (after a decoder wrote the samples alone).
 void ClearRowPadding(const StagedRows& layout, const ImageDesc& desc, std::span<uint8_t> rows);
 // The image's own rows (ImageDesc layout) read from rows laid out as `layout`.

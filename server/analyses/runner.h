@@ -182,13 +182,14 @@ grpc::ServerUnaryReactor* ServeUnary(ServiceEnv& service, grpc::CallbackServerCo
                 [&service, call, request, response, options = *options,
                  deadline = context->deadline()](absl::Status rated) {
                   if (!rated.ok()) return call->Answer(rated);
-                  ResolveImageRef(service, request->image(), call->record,
-                                  [&service, call, response, options,
-                                   deadline](absl::StatusOr<std::shared_ptr<const Input>> input) {
-                                    if (!input.ok()) return call->Answer(input.status());
-                                    RunUnary<A>(service, call, response, *std::move(input), options,
-                                                deadline);
-                                  });
+                  ResolveImageRef(
+                      service, request->image(), call->record,
+                      [&service, call, response, options,
+                       deadline](absl::StatusOr<std::shared_ptr<const Input>> input) {
+                        if (!input.ok()) return call->Answer(input.status());
+                        RunUnary<A>(service, call, response, *std::move(input), options, deadline);
+                      },
+                      call->image_bytes());
                 });
   return call;
 }
@@ -313,7 +314,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ServeStream(ServiceEnv& service,
               w.Continue(*bytes, [w, options](GpuEnv& env, const Acquired& a, Lease lease) {
                 return A::Run(w, env, a, options, std::move(lease));
               });
-            });
+            },
+            call->image_bytes());
       });
   return call;
 }

@@ -129,6 +129,22 @@ std::shared_ptr<Input> RawInput(const gpu::ImageDesc& desc, std::span<const uint
                    device);
 }
 
+std::shared_ptr<Input> RawInput(const gpu::ImageDesc& desc, const WireBytes& pixels,
+                                const gpu::DeviceLimits& device, gpu::StagingArena* staging) {
+  gpu::StagedRows rows;
+  if (gpu::StagingBlock block = ReserveStaged(staging, device, desc, &rows)) {
+    const size_t row = desc.row_bytes();
+    std::vector<uint8_t> scratch(row);  // a row split between two slices
+    gpu::StageRows(
+        rows, desc, [&](int y) { return pixels.Read(row * size_t(y), row, scratch.data()); },
+        block.bytes());
+    return StagedInput(gpu::HostImage{desc, {}}, std::move(block), rows);
+  }
+  std::vector<uint8_t> host(pixels.size());
+  pixels.CopyTo(0, host.size(), host.data());
+  return HostInput(gpu::HostImage{desc, std::move(host)}, device);
+}
+
 absl::StatusOr<std::shared_ptr<Input>> DecodedInput(
     std::span<const uint8_t> file, int desired_channels, const ServiceLimits& limits,
     const gpu::DeviceLimits& device, gpu::StagingArena* staging, std::string_view field,
@@ -167,11 +183,11 @@ std::shared_ptr<const gpu::HostImage> HostPixels(std::shared_ptr<const Input> in
       gpu::HostImage{in->desc, gpu::NarrowFromUpload(in->desc, in->widened)});
 }
 
-absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& ref,
-                                                          const gpu::DeviceLimits& device,
-                                                          gpu::StagingArena* staging,
-                                                          const ServiceLimits& limits,
-                                                          ImageStore& store, CallRecord& record) {
+absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(
+    const v1::ImageRef& ref, const gpu::DeviceLimits& device, gpu::StagingArena* staging,
+    const ServiceLimits& limits, ImageStore& store, CallRecord& record, WireBytes* inline_bytes) {
+  // Left where it arrived: the message's own field is empty.
+  const bool in_wire = inline_bytes != nullptr && inline_bytes->size() > 0;
   switch (ref.source_case()) {
     case v1::ImageRef::kImageId: {
       auto in = std::make_shared<Input>();
@@ -189,21 +205,25 @@ absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& re
         return s;
       }
       const std::string& data = ref.encoded().data();
-      return DecodedInput(std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()),
-                          int(ref.encoded().desired_channels()), limits, device, staging,
-                          "image.encoded.data", "image.encoded", record);
+      return DecodedInput(
+          in_wire ? inline_bytes->Contiguous()
+                  : std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()),
+          int(ref.encoded().desired_channels()), limits, device, staging, "image.encoded.data",
+          "image.encoded", record);
     }
     case v1::ImageRef::kRaw: {
       absl::StatusOr<gpu::ImageDesc> desc =
           DescFromLayout(ref.raw().layout(), "image.raw.layout", device, limits);
       if (!desc.ok()) return desc.status();
       const std::string& data = ref.raw().data();
-      if (data.size() != desc->bytes()) {
+      const size_t size = in_wire ? inline_bytes->size() : data.size();
+      if (size != desc->bytes()) {
         return absl::InvalidArgumentError(
-            StrCat("image.raw.data has ", data.size(), " bytes but image.raw.layout (",
+            StrCat("image.raw.data has ", size, " bytes but image.raw.layout (",
                    gpu::DescribeImage(*desc), ") needs ", desc->bytes()));
       }
       record.set_image(gpu::DescribeImage(*desc));
+      if (in_wire) return RawInput(*desc, *inline_bytes, device, staging);
       return RawInput(*desc, std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()),
                       device, staging);
     }

@@ -25,6 +25,7 @@
 #include "gpu/image.h"
 #include "server/rpc/call.h"
 #include "server/rpc/limits.h"
+#include "server/rpc/wire.h"
 #include "server/store/image_store.h"
 #include "server/worker/gpu_env.h"
 
@@ -74,6 +75,9 @@ std::shared_ptr<Input> HostInput(gpu::HostImage host, const gpu::DeviceLimits& d
 // as HostInput.
 std::shared_ptr<Input> RawInput(const gpu::ImageDesc& desc, std::span<const uint8_t> pixels,
                                 const gpu::DeviceLimits& device, gpu::StagingArena* staging);
+// The same from the bytes where they arrived in the request, copied once.
+std::shared_ptr<Input> RawInput(const gpu::ImageDesc& desc, const WireBytes& pixels,
+                                const gpu::DeviceLimits& device, gpu::StagingArena* staging);
 // An encoded file decoded into an Input on a host thread (DecodeEncodedFor: a 3-channel image goes
 // straight into the device's widened rows where it takes them, host->data then empty), its
 // layout checked against the device (errors naming `desc_field`), the decode's time and the
@@ -87,11 +91,14 @@ absl::StatusOr<std::shared_ptr<Input>> DecodedInput(
 // widened rows it was decoded into (for the shared store, which keeps that layout).
 std::shared_ptr<const gpu::HostImage> HostPixels(std::shared_ptr<const Input> in);
 
+// `inline_bytes`: the bytes of an inline image (image.encoded.data or image.raw.data, then empty
+// in `ref`) where they arrived in the request (ParseLeavingImageData), or nullptr.
 absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(const v1::ImageRef& ref,
                                                           const gpu::DeviceLimits& device,
                                                           gpu::StagingArena* staging,
                                                           const ServiceLimits& limits,
-                                                          ImageStore& store, CallRecord& record);
+                                                          ImageStore& store, CallRecord& record,
+                                                          WireBytes* inline_bytes = nullptr);
 
 // On the worker: the host pixels of `in` (REQUIRES in.host) uploaded, from staging memory where
 // they are there, else from its rows (widened where made); the time recorded as the upload's.

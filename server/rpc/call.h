@@ -110,20 +110,27 @@ class CancelFlag {
 };
 
 // A call's request message, parsed from the bytes gRPC received (the service registers its
-// requests as raw bytes: server/rpc/wire.h) and kept as long as the call.
+// requests as raw bytes: server/rpc/wire.h) and kept as long as the call, with the bytes of its
+// inline image where they arrived (ParseLeavingImageData).
 class KeptRequest {
  public:
   template <typename Request>
   absl::StatusOr<const Request*> ParseRequest(const grpc::ByteBuffer& bytes) {
     auto request = std::make_unique<Request>();
-    if (absl::Status s = ParseMessage(bytes, "the request", request.get()); !s.ok()) return s;
+    if (absl::Status s = ParseLeavingImageData(bytes, "the request", request.get(), &image_bytes_);
+        !s.ok()) {
+      return s;
+    }
     const Request* parsed = request.get();
     request_ = std::move(request);
     return parsed;
   }
+  // The bytes of the request's inline image, empty where they are in the message.
+  WireBytes* image_bytes() { return &image_bytes_; }
 
  private:
   std::unique_ptr<google::protobuf::Message> request_;
+  WireBytes image_bytes_;
 };
 
 // A unary call. Answer from any thread, once. Holds the lease of its response's bytes until

@@ -5,8 +5,11 @@
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/slice.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -151,9 +154,11 @@ namespace {
 // protobuf's own limit on nested messages and groups (CodedInputStream's default).
 constexpr int kMaxDepth = 100;
 
-bool ReadVarint(std::string_view all, size_t* pos, size_t end, uint64_t* v) {
+// A varint of at most `max_bytes` bytes, its value mod 2^64, as protobuf reads one; false where
+// it does not end within them (or within `end`).
+bool ReadVarint(std::string_view all, size_t* pos, size_t end, uint64_t* v, int max_bytes = 10) {
   uint64_t r = 0;
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < max_bytes; ++i) {
     if (*pos >= end) return false;
     const auto b = uint8_t(all[(*pos)++]);
     r |= uint64_t(b & 0x7F) << (7 * i);
@@ -161,6 +166,18 @@ bool ReadVarint(std::string_view all, size_t* pos, size_t end, uint64_t* v) {
   }
   return false;
 }
+
+// A tag as protobuf reads it: at most 5 bytes, its value mod 2^32.
+bool ReadTag(std::string_view all, size_t* pos, size_t end, uint32_t* tag) {
+  uint64_t v;
+  if (!ReadVarint(all, pos, end, &v, 5)) return false;
+  *tag = uint32_t(v);
+  return true;
+}
+
+// The largest length protobuf's parser takes: INT32_MAX less the 16 bytes it reads past a
+// buffer's end (its "slop").
+constexpr uint64_t kMaxLength = uint64_t(INT32_MAX) - 16;
 
 // Reads the fields of one message, or of a group's contents, and says what is wrong with them.
 class FaultFinder {
@@ -176,12 +193,14 @@ class FaultFinder {
     std::map<uint32_t, int> seen;  // occurrences of each repeated field, for paths
     while (*pos < end) {
       const size_t at = *pos;
-      uint64_t tag;
-      if (!ReadVarint(all_, pos, end, &tag) || tag > UINT32_MAX) {
-        return StrCat("the tag at byte ", at, " runs past the end of ", where);
+      uint32_t tag;
+      if (!ReadTag(all_, pos, end, &tag)) {
+        return end - at < 5 || !Continues(at, 5)
+                   ? StrCat("the tag at byte ", at, " runs past the end of ", where)
+                   : StrCat("the tag at byte ", at, " is longer than protobuf's 5 bytes");
       }
-      const auto number = uint32_t(tag >> 3);
-      const auto wire = uint32_t(tag & 7);
+      const uint32_t number = tag >> 3;
+      const uint32_t wire = tag & 7;
       if (number == 0)
         return StrCat("the tag at byte ", at, " has field number 0 (they start at 1)");
       const FieldDescriptor* f = type != nullptr ? type->FindFieldByNumber(int(number)) : nullptr;
@@ -190,9 +209,13 @@ class FaultFinder {
       if (!path.empty()) name = StrCat(path, ".", name);
       switch (wire) {
         case 0: {
+          const size_t value_at = *pos;
           uint64_t v;
           if (!ReadVarint(all_, pos, end, &v)) {
-            return StrCat(name, ": its varint at byte ", at, " runs past the end of ", where);
+            return end - value_at < 10 || !Continues(value_at, 10)
+                       ? StrCat(name, ": its varint at byte ", at, " runs past the end of ", where)
+                       : StrCat(name, ": its varint at byte ", value_at,
+                                " is longer than protobuf's 10 bytes");
           }
           break;
         }
@@ -207,9 +230,18 @@ class FaultFinder {
           break;
         }
         case 2: {
+          const size_t length_at = *pos;
           uint64_t n;
-          if (!ReadVarint(all_, pos, end, &n)) {
-            return StrCat(name, ": its length at byte ", at, " runs past the end of ", where);
+          if (!ReadVarint(all_, pos, end, &n, 5)) {
+            return end - length_at < 5 || !Continues(length_at, 5)
+                       ? StrCat(name, ": its length at byte ", length_at, " runs past the end of ",
+                                where)
+                       : StrCat(name, ": its length at byte ", length_at,
+                                " is longer than protobuf's 5 bytes");
+          }
+          if (n > kMaxLength) {
+            return StrCat(name, ": its length at byte ", length_at, " is ", n,
+                          ", past protobuf's limit of ", kMaxLength);
           }
           if (n > end - *pos) {
             return StrCat(name, " at byte ", at, " declares ", n, " bytes where ", end - *pos,
@@ -254,6 +286,14 @@ class FaultFinder {
   }
 
  private:
+  // Whether the `n` bytes from `at` all have their continuation bit set.
+  bool Continues(size_t at, size_t n) const {
+    for (size_t i = 0; i < n; ++i) {
+      if ((uint8_t(all_[at + i]) & 0x80) == 0) return false;
+    }
+    return true;
+  }
+
   static std::string TooDeep(const std::string& name) {
     return StrCat(name, " is nested deeper than protobuf's limit of ", kMaxDepth, " levels");
   }
@@ -287,6 +327,205 @@ absl::Status ParseMessage(const grpc::ByteBuffer& bytes, std::string_view what, 
   if (fault.empty()) fault = "its bytes do not parse as one";
   return absl::InvalidArgumentError(
       StrCat(what, " is not a ", message->GetDescriptor()->full_name(), ": ", fault));
+}
+
+// ---- inline image bytes left in place -------------------------------------------------------
+
+void WireBytes::CopyTo(size_t at, size_t n, uint8_t* dst) const {
+  size_t i = size_t(std::upper_bound(starts_.begin(), starts_.end(), at) - starts_.begin()) - 1;
+  while (n > 0) {
+    const size_t off = at - starts_[i];
+    const size_t take = std::min(n, slices_[i].size() - off);
+    std::memcpy(dst, slices_[i].begin() + off, take);
+    dst += take, at += take, n -= take, ++i;
+  }
+}
+
+const uint8_t* WireBytes::Read(size_t at, size_t n, uint8_t* scratch) const {
+  const size_t i =
+      size_t(std::upper_bound(starts_.begin(), starts_.end(), at) - starts_.begin()) - 1;
+  if (at - starts_[i] + n <= slices_[i].size()) return slices_[i].begin() + (at - starts_[i]);
+  CopyTo(at, n, scratch);
+  return scratch;
+}
+
+std::span<const uint8_t> WireBytes::Contiguous() {
+  if (slices_.size() == 1) return {slices_[0].begin(), size_};
+  if (joined_.size() != size_) {
+    joined_.resize(size_);
+    CopyTo(0, size_, joined_.data());
+  }
+  return joined_;
+}
+
+// A received message's slices, read by offset without joining them.
+class WireReader {
+ public:
+  explicit WireReader(const grpc::ByteBuffer& bytes) {
+    std::vector<grpc::Slice> all;
+    if (!bytes.Dump(&all).ok()) return;
+    for (grpc::Slice& s : all) {
+      if (s.size() == 0) continue;
+      starts_.push_back(size_);
+      size_ += s.size();
+      slices_.push_back(std::move(s));
+    }
+  }
+  size_t size() const { return size_; }
+
+  // A varint at *pos of at most `max_bytes` bytes, before `end` (protobuf's rules, as ReadVarint).
+  bool Varint(size_t* pos, size_t end, uint64_t* v, int max_bytes) {
+    uint64_t r = 0;
+    for (int i = 0; i < max_bytes; ++i) {
+      if (*pos >= end) return false;
+      const uint8_t b = At((*pos)++);
+      r |= uint64_t(b & 0x7F) << (7 * i);
+      if ((b & 0x80) == 0) return *v = r, true;
+    }
+    return false;
+  }
+  // Appends bytes [from, to) to `out`.
+  void Append(size_t from, size_t to, std::string* out) {
+    const size_t at = out->size();
+    out->resize(at + (to - from));
+    Bytes(from, to).CopyTo(0, to - from, reinterpret_cast<uint8_t*>(out->data() + at));
+  }
+  // Bytes [from, to) as slices of the same memory.
+  WireBytes Bytes(size_t from, size_t to) const {
+    WireBytes w;
+    size_t i = Index(from);
+    for (size_t at = from; at < to; ++i) {
+      const size_t off = at - starts_[i];
+      const size_t take = std::min(to - at, slices_[i].size() - off);
+      w.starts_.push_back(w.size_);
+      w.slices_.push_back(slices_[i].sub(off, off + take));
+      w.size_ += take;
+      at += take;
+    }
+    return w;
+  }
+
+ private:
+  size_t Index(size_t at) const {
+    return size_t(std::upper_bound(starts_.begin(), starts_.end(), at) - starts_.begin()) - 1;
+  }
+  uint8_t At(size_t at) {
+    if (at - starts_[cur_] >= slices_[cur_].size()) cur_ = Index(at);
+    return slices_[cur_].begin()[at - starts_[cur_]];
+  }
+
+  std::vector<grpc::Slice> slices_;
+  std::vector<size_t> starts_;
+  size_t size_ = 0;
+  size_t cur_ = 0;
+};
+
+namespace {
+
+struct Range {
+  size_t begin = 0, end = 0;
+};
+
+// The fields of one message in [begin, end): each appended whole to `rest`, except length-delimited
+// occurrences of field `keep`, whose payload is returned in `kept`; `kept_number` then says which
+// of `keep` (one or two numbers) it was. False where the layout is not the plain one this path
+// takes: a malformed field, a group, a second `keep` field, or (with `only_unknown`) a field of
+// `type` other than `keep` (a oneof sibling protobuf would let replace it).
+bool Split(WireReader& r, size_t begin, size_t end, std::initializer_list<int> keep,
+           const Descriptor* type, bool only_unknown, std::string* rest, Range* kept,
+           int* kept_number) {
+  size_t pos = begin;
+  *kept_number = 0;
+  while (pos < end) {
+    const size_t at = pos;
+    uint64_t tag;
+    if (!r.Varint(&pos, end, &tag, 5)) return false;
+    const auto number = int(uint32_t(tag) >> 3);
+    const auto wire = uint32_t(tag) & 7;
+    const bool is_kept = wire == 2 && std::find(keep.begin(), keep.end(), number) != keep.end();
+    if (number == 0) return false;
+    uint64_t n = 0;
+    switch (wire) {
+      case 0:
+        if (!r.Varint(&pos, end, &n, 10)) return false;
+        break;
+      case 1:
+      case 5:
+        n = wire == 1 ? 8 : 4;
+        if (end - pos < n) return false;
+        pos += n;
+        break;
+      case 2:
+        if (!r.Varint(&pos, end, &n, 5) || n > kMaxLength || n > end - pos) return false;
+        pos += n;
+        break;
+      default:
+        return false;  // groups: protobuf's parse, whole
+    }
+    if (is_kept) {
+      if (*kept_number != 0) return false;
+      *kept_number = number;
+      *kept = {pos - n, pos};
+      continue;
+    }
+    if (only_unknown && type->FindFieldByNumber(number) != nullptr) return false;
+    r.Append(at, pos, rest);
+  }
+  return true;
+}
+
+// The bytes field `data` of `type`, or nullptr.
+const FieldDescriptor* DataField(const Descriptor* type) {
+  const FieldDescriptor* f = type->FindFieldByName("data");
+  return f != nullptr && f->type() == FieldDescriptor::TYPE_BYTES ? f : nullptr;
+}
+
+}  // namespace
+
+absl::Status ParseLeavingImageData(const grpc::ByteBuffer& bytes, std::string_view what,
+                                   Message* message, WireBytes* data) {
+  *data = WireBytes();
+  const Descriptor* type = message->GetDescriptor();
+  const FieldDescriptor* image = type->FindFieldByName("image");
+  if (image == nullptr || image->is_repeated() || image->message_type() == nullptr ||
+      image->message_type()->full_name() != "glimpse.v1.ImageRef") {
+    return ParseMessage(bytes, what, message);
+  }
+  const Descriptor* ref_type = image->message_type();
+  const FieldDescriptor* encoded = ref_type->FindFieldByName("encoded");
+  const FieldDescriptor* raw = ref_type->FindFieldByName("raw");
+  WireReader r(bytes);
+  std::string top, ref_rest, source_rest;
+  Range ref_range, source_range, data_range;
+  int number = 0, source_number = 0, data_number = 0;
+  const FieldDescriptor* source = nullptr;
+  const FieldDescriptor* data_field = nullptr;
+  bool plain = Split(r, 0, r.size(), {image->number()}, type, false, &top, &ref_range, &number) &&
+               number != 0 &&
+               Split(r, ref_range.begin, ref_range.end, {encoded->number(), raw->number()},
+                     ref_type, true, &ref_rest, &source_range, &source_number) &&
+               source_number != 0;
+  if (plain) {
+    source = source_number == encoded->number() ? encoded : raw;
+    data_field = DataField(source->message_type());
+    plain = data_field != nullptr &&
+            Split(r, source_range.begin, source_range.end, {data_field->number()},
+                  source->message_type(), false, &source_rest, &data_range, &data_number) &&
+            data_number != 0;
+  }
+  if (plain) {
+    google::protobuf::LogSilencer quiet;
+    message->Clear();
+    const Reflection* reflect = message->GetReflection();
+    Message* ref = reflect->MutableMessage(message, image);
+    Message* src = ref->GetReflection()->MutableMessage(ref, source);
+    // Each part parses as protobuf parses the whole: fields in order, the inline bytes aside.
+    plain = message->MergeFromString(top) && ref->MergeFromString(ref_rest) &&
+            src->MergeFromString(source_rest);
+  }
+  if (!plain) return ParseMessage(bytes, what, message);
+  *data = r.Bytes(data_range.begin, data_range.end);
+  return absl::OkStatus();
 }
 
 }  // namespace glimpse::server

@@ -21,9 +21,12 @@
 #include <grpcpp/support/byte_buffer.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -52,6 +55,37 @@ grpc::ByteBuffer EncodeAliasing(std::unique_ptr<google::protobuf::Message> messa
 // the first fault WireFault finds.
 absl::Status ParseMessage(const grpc::ByteBuffer& bytes, std::string_view what,
                           google::protobuf::Message* message);
+
+// Bytes of a received message left where they arrived: slices of gRPC's buffer, held here.
+class WireBytes {
+ public:
+  size_t size() const { return size_; }
+  // Copies bytes [at, at + n) to `dst`.
+  void CopyTo(size_t at, size_t n, uint8_t* dst) const;
+  // Bytes [at, at + n) in place where they lie in one slice, else copied to `scratch` (n bytes).
+  const uint8_t* Read(size_t at, size_t n, uint8_t* scratch) const;
+  // All of them as one span: in place where they lie in one slice, else copied once into memory
+  // this keeps.
+  std::span<const uint8_t> Contiguous();
+  size_t slices() const { return slices_.size(); }
+
+ private:
+  friend class WireReader;
+  std::vector<grpc::Slice> slices_;
+  std::vector<size_t> starts_;  // each slice's offset
+  size_t size_ = 0;
+  std::vector<uint8_t> joined_;
+};
+
+// ParseMessage for a request with an inline image (an `image` field of type ImageRef, as the
+// single-call analyses have), except that the bytes of the image (image.encoded.data or
+// image.raw.data) stay where they arrived: `*data` holds them and that field of `*message` is
+// empty. A decoder or the upload then reads them once, from gRPC's own buffer, rather than
+// after protobuf has copied them into the message. Requests in any other layout (no inline
+// image, a field repeated that protobuf would merge, a group) are parsed by ParseMessage, whole,
+// `*data` left empty. Either way `*message` with the bytes put back is protobuf's parse.
+absl::Status ParseLeavingImageData(const grpc::ByteBuffer& bytes, std::string_view what,
+                                   google::protobuf::Message* message, WireBytes* data);
 
 // The first reason the protobuf encoding `bytes` does not parse as a `type`: a string field that
 // is not UTF-8 (its path, the byte and where), a tag, length or value cut off by the end of its

@@ -10,19 +10,19 @@
 namespace glimpse::server {
 
 void ResolveImageRef(ServiceEnv& service, const v1::ImageRef& ref, CallRecord& record,
-                     InputReady next) {
+                     InputReady next, WireBytes* inline_bytes) {
   if (ref.source_case() == v1::ImageRef::kEncoded) {
     // Decoding takes milliseconds: on the host pool, in parallel with other calls' decodes,
     // never on gRPC's threads. The request and the record outlive the task: the call is not
     // answered before `next` runs.
-    return service.pool.Post([&service, &ref, &record, next = std::move(next)] {
+    return service.pool.Post([&service, &ref, &record, inline_bytes, next = std::move(next)] {
       next(ReadImageRef(ref, service.worker.device().limits, service.worker.staging(),
-                        service.limits, service.worker.store(), record));
+                        service.limits, service.worker.store(), record, inline_bytes));
     });
   }
   if (service.redis == nullptr || ref.source_case() != v1::ImageRef::kImageId) {
     return next(ReadImageRef(ref, service.worker.device().limits, service.worker.staging(),
-                             service.limits, service.worker.store(), record));
+                             service.limits, service.worker.store(), record, inline_bytes));
   }
   record.set_image(ref.image_id());
   service.redis->pool().Post(

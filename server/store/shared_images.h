@@ -38,10 +38,12 @@ using InputReady = std::function<void(absl::StatusOr<std::shared_ptr<const Input
 // expired id is NOT_FOUND here too (and leaves the cache), a use renews its expiry, and an id this
 // replica does not hold is fetched for the GPU cache. With Redis unreachable, an id in the cache
 // still serves; one that is not answers UNAVAILABLE naming Redis. An encoded image is decoded on
-// the service's host pool, and `next` runs there. REQUIRES: `ref` and `record` live until `next`
-// has run (the call is not answered before).
+// the service's host pool, and `next` runs there. `inline_bytes`: the bytes of `ref`'s inline
+// image where they were left in the received request (ParseLeavingImageData), else nullptr.
+// REQUIRES: `ref`, `inline_bytes` and `record` live until `next` has run (the call is not
+// answered before).
 void ResolveImageRef(ServiceEnv& service, const v1::ImageRef& ref, CallRecord& record,
-                     InputReady next);
+                     InputReady next, WireBytes* inline_bytes = nullptr);
 
 // Writes a newly stored image to the shared store (nothing without one), then calls `done`. On
 // failure the image also leaves the GPU cache, so no replica serves what others cannot.

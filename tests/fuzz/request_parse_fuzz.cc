@@ -1,7 +1,9 @@
-// The service's parse of requests (ParseMessage and WireFault, server/rpc/wire.cc), which runs on
-// any bytes a client sends to any method: for every request type, the bytes are refused exactly
-// where protobuf refuses them, however gRPC split them into slices, and each refusal names its
-// fault. The input is the request's bytes, handed over in three slices.
+// The service's parse of requests (ParseMessage, ParseLeavingImageData and WireFault,
+// server/rpc/wire.cc), which runs on any bytes a client sends to any method: for every request
+// type, the bytes are refused exactly where protobuf refuses them, however gRPC split them into
+// slices, each refusal names its fault, and a request whose inline image is left where it arrived
+// is, with those bytes put back, protobuf's parse. The input is the request's bytes, handed over
+// in three slices.
 #include <google/protobuf/stubs/logging.h>
 #include <grpcpp/support/byte_buffer.h>
 
@@ -22,9 +24,9 @@ void CheckParse(std::string_view bytes) {
   Request expected;
   const bool parses = expected.ParseFromArray(bytes.data(), int(bytes.size()));
   const std::string fault = server::WireFault(bytes, *Request::descriptor());
-  Check(parses == fault.empty(),
-        std::string(Request::descriptor()->name()) + (parses ? " parses, yet a fault was found: " + fault
-                                                            : " is refused by protobuf, yet no fault was found"));
+  Check(parses == fault.empty(), std::string(Request::descriptor()->name()) +
+                                     (parses ? " parses, yet a fault was found: " + fault
+                                             : " is refused by protobuf, yet no fault was found"));
   // Three slices where the bytes allow: gRPC hands a message over in as many as it arrived in.
   const size_t a = bytes.size() / 3, b = 2 * bytes.size() / 3;
   std::vector<grpc::Slice> slices;
@@ -40,6 +42,30 @@ void CheckParse(std::string_view bytes) {
     Check(parsed.SerializeAsString() == expected.SerializeAsString(), "a different message");
   } else {
     Check(std::string(s.message()).ends_with(fault), "the refusal does not name the fault");
+  }
+  if constexpr (requires(Request r) { r.mutable_image(); }) {
+    Request left;
+    server::WireBytes data;
+    const absl::Status l = server::ParseLeavingImageData(wire, "the request", &left, &data);
+    Check(l.ok() == parses, "ParseLeavingImageData disagrees with protobuf: " + l.ToString());
+    if (!parses) {
+      Check(l.message() == s.message(), "ParseLeavingImageData refuses otherwise");
+      return;
+    }
+    if (data.size() > 0) {
+      std::string bytes_back(data.size(), '\0');
+      data.CopyTo(0, data.size(), reinterpret_cast<uint8_t*>(bytes_back.data()));
+      v1::ImageRef* ref = left.mutable_image();
+      Check(ref->has_encoded() ? ref->encoded().data().empty() : ref->raw().data().empty(),
+            "the inline bytes are both left in place and in the message");
+      if (ref->has_encoded()) {
+        ref->mutable_encoded()->set_data(std::move(bytes_back));
+      } else {
+        ref->mutable_raw()->set_data(std::move(bytes_back));
+      }
+    }
+    Check(left.SerializeAsString() == expected.SerializeAsString(),
+          "with its inline bytes put back, a different message");
   }
 }
 

@@ -26,7 +26,9 @@ namespace {
 
 using server::EncodeAliasing;
 using server::kMinAliasBytes;
+using server::ParseLeavingImageData;
 using server::ParseMessage;
+using server::WireBytes;
 using server::WireFault;
 
 class Random {
@@ -370,6 +372,19 @@ TEST(WireTest, EachFaultOfARequestIsNamed) {
   EXPECT_EQ(fault("\x0a\x02\x20\x80"s, histogram),
             "image.field 4: its varint at byte 2 runs past the end of image");
   EXPECT_EQ(fault("\x80"s, histogram), "the tag at byte 0 runs past the end of the message");
+  // Tags and lengths as protobuf reads them: a tag of at most 5 bytes taken mod 2^32 (this one is
+  // field 5, varint), a length of at most 5 bytes and under 2^31.
+  EXPECT_EQ(fault("\xa8\x80\x80\x80\x70\x01"s, histogram), "");
+  EXPECT_TRUE(v1::HistogramRequest().ParseFromString("\xa8\x80\x80\x80\x70\x01"s));
+  EXPECT_EQ(fault("\xa8\x80\x80\x80\x80\x00\x01"s, histogram),
+            "the tag at byte 0 is longer than protobuf's 5 bytes");
+  EXPECT_EQ(fault("\x2a\x80\x80\x80\x80\x00"s, histogram), "");  // 5 bytes: 0
+  EXPECT_EQ(fault("\x2a\x80\x80\x80\x80\x80\x00"s, histogram),
+            "field 5: its length at byte 1 is longer than protobuf's 5 bytes");
+  EXPECT_FALSE(v1::HistogramRequest().ParseFromString("\x2a\x80\x80\x80\x80\x80\x00"s));
+  EXPECT_FALSE(v1::HistogramRequest().ParseFromString("\xa8\x80\x80\x80\x80\x00\x01"s));
+  EXPECT_EQ(fault("\x2a\xff\xff\xff\xff\x07"s, histogram),
+            "field 5: its length at byte 1 is 2147483647, past protobuf's limit of 2147483631");
   EXPECT_EQ(fault("\x00"s, histogram), "the tag at byte 0 has field number 0 (they start at 1)");
   EXPECT_EQ(fault("\x29\x01\x02"s, histogram),
             "field 5: its 8-byte value at byte 0 runs past the end of the message");
@@ -408,6 +423,98 @@ TEST(WireTest, ALargeRequestParsesFromManySlices) {
   v1::HistogramRequest parsed;
   ASSERT_TRUE(ParseMessage(Split(bytes, r, 200), "the request", &parsed).ok());
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, m));
+}
+
+// `m` with the bytes left in `data` put back into its inline image's field.
+void PutBack(const WireBytes& data, v1::HistogramRequest* m) {
+  if (data.size() == 0) return;
+  std::string bytes(data.size(), '\0');
+  data.CopyTo(0, data.size(), reinterpret_cast<uint8_t*>(bytes.data()));
+  v1::ImageRef* ref = m->mutable_image();
+  if (ref->has_encoded()) {
+    ASSERT_EQ(ref->encoded().data(), "");
+    ref->mutable_encoded()->set_data(std::move(bytes));
+  } else {
+    ASSERT_TRUE(ref->has_raw());
+    ASSERT_EQ(ref->raw().data(), "");
+    ref->mutable_raw()->set_data(std::move(bytes));
+  }
+}
+
+TEST(WireTest, InlineImageBytesLeftWhereTheyArrivedAreProtobufsParse) {
+  GLIMPSE_SEED_TRACE();
+  Random r(TestSeed());
+  google::protobuf::LogSilencer quiet;
+  int held = 0, in_place = 0;
+  for (int i = 0; i < 3000 && !::testing::Test::HasFailure(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "request " << i);
+    v1::HistogramRequest m;
+    *m.mutable_image() = RandomRef(r);
+    if (r.Below(2) == 0) m.set_variant(RandomText(r));
+    if (r.Below(2) == 0) m.mutable_options()->set_bins(r.U32());
+    std::string bytes = m.SerializeAsString();
+    switch (i % 4) {
+      case 0:  // as sent
+        break;
+      case 1:  // a second message appended: its fields repeated, merged by protobuf
+        bytes += m.SerializeAsString();
+        break;
+      case 2:  // cut short
+        bytes.resize(size_t(r.Below(bytes.size() + 1)));
+        break;
+      default:  // bytes changed
+        for (uint64_t k = 1 + r.Below(3); k > 0 && !bytes.empty(); --k) {
+          bytes[size_t(r.Below(bytes.size()))] = char(r.Below(256));
+        }
+    }
+    v1::HistogramRequest expected;
+    const bool parses = expected.ParseFromString(bytes);
+    v1::HistogramRequest parsed;
+    WireBytes data;
+    const size_t parts = 1 + r.Below(4);
+    const absl::Status s =
+        ParseLeavingImageData(Split(bytes, r, parts), "the request", &parsed, &data);
+    ASSERT_EQ(s.ok(), parses) << s;
+    if (!parses) {
+      EXPECT_EQ(std::string(s.message()),
+                "the request is not a glimpse.v1.HistogramRequest: " +
+                    WireFault(bytes, *v1::HistogramRequest::descriptor()));
+      continue;
+    }
+    held += data.size() > 0;
+    in_place += data.size() > 0 && data.slices() == 1;
+    PutBack(data, &parsed);
+    EXPECT_EQ(parsed.SerializeAsString(), expected.SerializeAsString());
+  }
+  EXPECT_GT(held, 400) << "the bytes were hardly ever left in place";
+  EXPECT_GT(in_place, 100);
+}
+
+TEST(WireTest, RawPixelsReadFromTheSlicesTheyArrivedIn) {
+  GLIMPSE_SEED_TRACE();
+  Random r(TestSeed());
+  v1::HistogramRequest m;
+  std::string pixels(size_t(1) << 20, '\0');
+  for (char& c : pixels) c = char(r.Below(256));
+  m.mutable_image()->mutable_raw()->set_data(pixels);
+  m.mutable_image()->mutable_raw()->mutable_layout()->set_width(1024);
+  v1::HistogramRequest parsed;
+  WireBytes data;
+  ASSERT_TRUE(
+      ParseLeavingImageData(Split(m.SerializeAsString(), r, 300), "the request", &parsed, &data)
+          .ok());
+  ASSERT_EQ(data.size(), pixels.size());
+  EXPECT_EQ(parsed.image().raw().layout().width(), 1024u);
+  EXPECT_EQ(parsed.image().raw().data(), "");
+  std::vector<uint8_t> scratch(5000);
+  for (int k = 0; k < 2000; ++k) {
+    const size_t at = size_t(r.Below(pixels.size() - 4999)), n = size_t(r.Below(5000));
+    const uint8_t* got = data.Read(at, n, scratch.data());
+    ASSERT_EQ(std::string_view(reinterpret_cast<const char*>(got), n),
+              std::string_view(pixels).substr(at, n));
+  }
+  const std::span<const uint8_t> whole = data.Contiguous();
+  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(whole.data()), whole.size()), pixels);
 }
 
 }  // namespace
