@@ -7,6 +7,7 @@
 #include <google/protobuf/stubs/logging.h>
 #include <grpcpp/support/byte_buffer.h>
 
+#include <concepts>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -43,7 +44,9 @@ void CheckParse(std::string_view bytes) {
   } else {
     Check(std::string(s.message()).ends_with(fault), "the refusal does not name the fault");
   }
-  if constexpr (requires(Request r) { r.mutable_image(); }) {
+  if constexpr (requires(Request r) {
+                  { r.mutable_image() } -> std::same_as<v1::ImageRef*>;
+                }) {
     Request left;
     server::WireBytes data;
     const absl::Status l = server::ParseLeavingImageData(wire, "the request", &left, &data);
