@@ -297,6 +297,26 @@ grpc::ByteBuffer Split(const std::string& bytes, Random& r, size_t parts) {
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
+// Variant `kind` of a request's bytes: 0 as sent, 1 cut short, 2 with bytes changed, 3 followed
+// by themselves (every field repeated, which protobuf merges).
+std::string Variant(std::string bytes, int kind, Random& r) {
+  switch (kind) {
+    case 0:
+      break;
+    case 1:
+      bytes.resize(size_t(r.Below(bytes.size() + 1)));
+      break;
+    case 2:
+      for (uint64_t k = 1 + r.Below(3); k > 0 && !bytes.empty(); --k) {
+        bytes[size_t(r.Below(bytes.size()))] = char(r.Below(256));
+      }
+      break;
+    default:
+      bytes += bytes;
+  }
+  return bytes;
+}
+
 // Parses `bytes` both ways and checks they agree: the service's parse where protobuf's succeeds
 // (the same message), a refusal naming the type and a fault where it fails.
 void ExpectParsedAsProtobufDoes(const std::string& bytes, Random& r) {
@@ -324,18 +344,7 @@ TEST(WireTest, RequestsAreRefusedExactlyWhereProtobufRefusesThem) {
   int refused = 0;
   for (int i = 0; i < 3000 && !::testing::Test::HasFailure(); ++i) {
     SCOPED_TRACE(::testing::Message() << "request " << i);
-    std::string bytes = RandomBatchRequest(r).SerializeAsString();
-    switch (i % 3) {
-      case 0:  // whole
-        break;
-      case 1:  // cut short
-        bytes.resize(size_t(r.Below(bytes.size() + 1)));
-        break;
-      default:  // bytes changed
-        for (uint64_t k = 1 + r.Below(3); k > 0 && !bytes.empty(); --k) {
-          bytes[size_t(r.Below(bytes.size()))] = char(r.Below(256));
-        }
-    }
+    const std::string bytes = Variant(RandomBatchRequest(r).SerializeAsString(), i % 3, r);
     v1::AnalyzeBatchRequest check;
     refused += check.ParseFromString(bytes) ? 0 : 1;
     ExpectParsedAsProtobufDoes(bytes, r);
@@ -452,21 +461,7 @@ TEST(WireTest, InlineImageBytesLeftWhereTheyArrivedAreProtobufsParse) {
     *m.mutable_image() = RandomRef(r);
     if (r.Below(2) == 0) m.set_variant(RandomText(r));
     if (r.Below(2) == 0) m.mutable_options()->set_bins(r.U32());
-    std::string bytes = m.SerializeAsString();
-    switch (i % 4) {
-      case 0:  // as sent
-        break;
-      case 1:  // a second message appended: its fields repeated, merged by protobuf
-        bytes += m.SerializeAsString();
-        break;
-      case 2:  // cut short
-        bytes.resize(size_t(r.Below(bytes.size() + 1)));
-        break;
-      default:  // bytes changed
-        for (uint64_t k = 1 + r.Below(3); k > 0 && !bytes.empty(); --k) {
-          bytes[size_t(r.Below(bytes.size()))] = char(r.Below(256));
-        }
-    }
+    const std::string bytes = Variant(m.SerializeAsString(), i % 4, r);
     v1::HistogramRequest expected;
     const bool parses = expected.ParseFromString(bytes);
     v1::HistogramRequest parsed;
