@@ -51,9 +51,7 @@ case "${GLIMPSE_SANITIZE:-0}" in
     # Scripts (deploy checks, the Python client) exercise no C++ code of ours beyond what the C++
     # tests already reach, and some check the shipped Release binaries.
     labels=(-L 'gpu|service|fuzz')
-    targets=(gpu_tests service_tests glimpse glimpse-server fuzz_image_decode fuzz_upload
-             fuzz_histogram_options fuzz_integral_image_options fuzz_compaction_options
-             fuzz_box_filter_options fuzz_analyze_request)
+    targets=(gpu_tests service_tests glimpse glimpse-server glimpse_fuzz_targets)
     ;;
   thread)
     build=build-tsan
