@@ -155,16 +155,21 @@ namespace {
 constexpr int kMaxDepth = 100;
 
 // A varint of at most `max_bytes` bytes, its value mod 2^64, as protobuf reads one; false where
-// it does not end within them (or within `end`).
-bool ReadVarint(std::string_view all, size_t* pos, size_t end, uint64_t* v, int max_bytes = 10) {
+// it does not end within them (or before `end`). `byte_at(i)` is the message's byte i.
+template <typename ByteAt>
+bool ParseVarint(ByteAt byte_at, size_t* pos, size_t end, uint64_t* v, int max_bytes) {
   uint64_t r = 0;
   for (int i = 0; i < max_bytes; ++i) {
     if (*pos >= end) return false;
-    const auto b = uint8_t(all[(*pos)++]);
+    const auto b = uint8_t(byte_at((*pos)++));
     r |= uint64_t(b & 0x7F) << (7 * i);
     if ((b & 0x80) == 0) return *v = r, true;
   }
   return false;
+}
+
+bool ReadVarint(std::string_view all, size_t* pos, size_t end, uint64_t* v, int max_bytes = 10) {
+  return ParseVarint([all](size_t i) { return all[i]; }, pos, end, v, max_bytes);
 }
 
 // A tag as protobuf reads it: at most 5 bytes, its value mod 2^32.
@@ -375,14 +380,7 @@ class WireReader {
 
   // A varint at *pos of at most `max_bytes` bytes, before `end` (protobuf's rules, as ReadVarint).
   bool Varint(size_t* pos, size_t end, uint64_t* v, int max_bytes) {
-    uint64_t r = 0;
-    for (int i = 0; i < max_bytes; ++i) {
-      if (*pos >= end) return false;
-      const uint8_t b = At((*pos)++);
-      r |= uint64_t(b & 0x7F) << (7 * i);
-      if ((b & 0x80) == 0) return *v = r, true;
-    }
-    return false;
+    return ParseVarint([this](size_t i) { return At(i); }, pos, end, v, max_bytes);
   }
   // Appends bytes [from, to) to `out`.
   void Append(size_t from, size_t to, std::string* out) {
