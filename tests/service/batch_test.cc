@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 #include <turbojpeg.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <thread>
@@ -119,66 +121,70 @@ std::string Comparable(std::vector<v1::AnalyzeResponse> messages, uint32_t index
 
 class BatchTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    server::ServerOptions o;
-    o.limits.max_image_pixels = 4'000'000;
-    ts_ = TestServer::Start(o).release();
-    server::ServerOptions small = o;
-    small.limits.batch_in_flight = 3;
-    small.worker.result_buffer_bytes = 16 << 20;
-    // Fewer GPU jobs of one tenant may wait than a batch has images in flight: the refused ones
-    // must be queued again, not failed.
-    small.worker.tenant_max_queued = 1;
-    small_ = TestServer::Start(small).release();
+  enum Kind {
+    kPlain,
+    // A bound of three images in flight and a small result buffer.
+    kSmall,
     // The same with each image's histogram its own GPU job (no packs), so that a batch has more
     // jobs waiting than its tenant may queue.
-    server::ServerOptions unpacked = small;
-    unpacked.limits.batch_pack_images = 1;
-    unpacked_ = TestServer::Start(unpacked).release();
+    kUnpacked,
     // At a bound of two, most reads are started by the thread that sends an answer, not by the
     // one that has just read.
-    server::ServerOptions tight = o;
-    tight.limits.batch_in_flight = 2;
-    tight_ = TestServer::Start(tight).release();
+    kTight,
     // Room for a whole batch in flight at once, so that its histograms wait together.
-    server::ServerOptions wide = o;
-    wide.limits.batch_in_flight = 64;
-    wide_ = TestServer::Start(wide).release();
+    kWide,
+    kKinds
+  };
+
+  // The server of that kind, started on first use and kept for the suite: ctest runs each test in
+  // a process of its own, where starting every kind would cost more than most tests take.
+  static TestServer* Server(Kind kind) {
+    std::unique_ptr<TestServer>& s = servers_[kind];
+    if (s == nullptr) s = TestServer::Start(Options(kind));
+    return s.get();
   }
   static void TearDownTestSuite() {
-    delete ts_;
-    delete small_;
-    delete tight_;
-    delete wide_;
-    delete unpacked_;
-    ts_ = small_ = tight_ = wide_ = unpacked_ = nullptr;
+    for (std::unique_ptr<TestServer>& s : servers_) s.reset();
   }
-  void SetUp() override {
-    GLIMPSE_REQUIRE_SERVER(ts_);
-    GLIMPSE_REQUIRE_SERVER(small_);
-    GLIMPSE_REQUIRE_SERVER(tight_);
-    GLIMPSE_REQUIRE_SERVER(wide_);
-    GLIMPSE_REQUIRE_SERVER(unpacked_);
+
+  static server::ServerOptions Options(Kind kind) {
+    server::ServerOptions o;
+    o.limits.max_image_pixels = 4'000'000;
+    switch (kind) {
+      case kPlain:
+      case kKinds:
+        break;
+      case kSmall:
+      case kUnpacked:
+        o.limits.batch_in_flight = 3;
+        o.worker.result_buffer_bytes = 16 << 20;
+        // Fewer GPU jobs of one tenant may wait than a batch has images in flight: the refused
+        // ones must be queued again, not failed.
+        o.worker.tenant_max_queued = 1;
+        if (kind == kUnpacked) o.limits.batch_pack_images = 1;
+        break;
+      case kTight:
+        o.limits.batch_in_flight = 2;
+        break;
+      case kWide:
+        o.limits.batch_in_flight = 64;
+        break;
+    }
+    return o;
   }
 
   static void ExpectMixedBatchMatchesSingleCalls(bool ordered);
 
-  static TestServer* ts_;
-  static TestServer* small_;
-  static TestServer* tight_;
-  static TestServer* wide_;
-  static TestServer* unpacked_;
+  static std::array<std::unique_ptr<TestServer>, kKinds> servers_;
 };
-TestServer* BatchTest::ts_ = nullptr;
-TestServer* BatchTest::small_ = nullptr;
-TestServer* BatchTest::tight_ = nullptr;
-TestServer* BatchTest::wide_ = nullptr;
-TestServer* BatchTest::unpacked_ = nullptr;
+std::array<std::unique_ptr<TestServer>, BatchTest::kKinds> BatchTest::servers_;
 
 void BatchTest::ExpectMixedBatchMatchesSingleCalls(bool ordered) {
+  TestServer* const ts = Server(kPlain);
+  GLIMPSE_REQUIRE_SERVER(ts);
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(TestSeed() + (ordered ? 0 : 1));
-  v1::ImageAnalytics::Stub& stub = *ts_->stub;
+  v1::ImageAnalytics::Stub& stub = *ts->stub;
   v1::AnalyzeHeader every;
   AddEveryAnalysis(&every);
 
@@ -342,12 +348,14 @@ TEST_F(BatchTest, UnorderedMixedBatchAnswersEachImageExactlyOnce) {
 }
 
 TEST_F(BatchTest, BadHeaderEndsTheCallWithItsReason) {
+  TestServer* const ts = Server(kPlain);
+  GLIMPSE_REQUIRE_SERVER(ts);
   std::mt19937_64 rng(TestSeed() + 2);
   const std::vector<v1::BatchImage> one = {
       Image("a", InlineRaw(RandomImage({3, 3, 1, SampleType::kUint8}, rng)))};
   {
     grpc::ClientContext ctx;
-    auto stream = ts_->stub->AnalyzeBatch(&ctx);
+    auto stream = ts->stub->AnalyzeBatch(&ctx);
     v1::AnalyzeBatchRequest m;
     *m.mutable_image() = one[0];
     stream->Write(m);
@@ -362,7 +370,7 @@ TEST_F(BatchTest, BadHeaderEndsTheCallWithItsReason) {
     v1::AnalyzeBatchHeader header;
     header.add_analyses()->mutable_histogram();
     header.add_analyses()->mutable_histogram()->set_variant("fastest");
-    const BatchResult got = CallBatch(*ts_->stub, header, one);
+    const BatchResult got = CallBatch(*ts->stub, header, one);
     EXPECT_EQ(got.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_NE(got.status.error_message().find("header.analyses[1]"), std::string::npos)
         << got.status.error_message();
@@ -373,7 +381,7 @@ TEST_F(BatchTest, BadHeaderEndsTheCallWithItsReason) {
     // Options checked against the image fail each image, with the analysis named.
     v1::AnalyzeBatchHeader header;
     header.add_analyses()->mutable_histogram()->mutable_options()->set_bins(70000);
-    const BatchResult got = CallBatch(*ts_->stub, header, one);
+    const BatchResult got = CallBatch(*ts->stub, header, one);
     ASSERT_TRUE(got.status.ok()) << got.status.error_message();
     ASSERT_EQ(got.messages.size(), 2u);
     ASSERT_TRUE(got.messages[0].end().has_error());
@@ -384,7 +392,7 @@ TEST_F(BatchTest, BadHeaderEndsTheCallWithItsReason) {
     EXPECT_EQ(got.messages[1].summary().failed(), 1u);
   }
   {
-    const BatchResult got = CallBatch(*ts_->stub, v1::AnalyzeBatchHeader(), one);
+    const BatchResult got = CallBatch(*ts->stub, v1::AnalyzeBatchHeader(), one);
     EXPECT_EQ(got.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_NE(got.status.error_message().find("header.analyses must hold 1 to 64"),
               std::string::npos)
@@ -410,6 +418,8 @@ bool Eventually(F done, std::chrono::milliseconds limit = std::chrono::seconds(2
 }
 
 TEST_F(BatchTest, FastSenderNeverHasMoreThanTheBoundInFlight) {
+  TestServer* const unpacked = Server(kUnpacked);
+  GLIMPSE_REQUIRE_SERVER(unpacked);
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(TestSeed() + 3);
   std::vector<v1::BatchImage> images;
@@ -419,7 +429,7 @@ TEST_F(BatchTest, FastSenderNeverHasMoreThanTheBoundInFlight) {
               InlineRaw(RandomImage({int(1 + rng() % 90), 57, 3, SampleType::kUint8}, rng))));
   }
   server::ResetBatchPeak();
-  const BatchResult got = CallBatch(*unpacked_->stub, HistogramHeader(), images);
+  const BatchResult got = CallBatch(*unpacked->stub, HistogramHeader(), images);
   ASSERT_TRUE(got.status.ok()) << got.status.error_message();
   ASSERT_TRUE(got.messages.back().has_summary());
   EXPECT_EQ(got.messages.back().summary().max_in_flight(), 3u);
@@ -436,20 +446,22 @@ TEST_F(BatchTest, FastSenderNeverHasMoreThanTheBoundInFlight) {
   v1::AnalyzeBatchHeader two = HistogramHeader();
   two.set_max_in_flight(2);
   server::ResetBatchPeak();
-  const BatchResult fewer = CallBatch(*unpacked_->stub, two, images);
+  const BatchResult fewer = CallBatch(*unpacked->stub, two, images);
   ASSERT_TRUE(fewer.status.ok()) << fewer.status.error_message();
   EXPECT_EQ(fewer.messages.back().summary().max_in_flight(), 2u);
   EXPECT_LE(server::GetBatchStats().peak_in_flight, 2u);
 
   grpc::ClientContext ctx;
   v1::ServerInfo info;
-  ASSERT_TRUE(unpacked_->stub->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
+  ASSERT_TRUE(unpacked->stub->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
   EXPECT_EQ(info.batch_in_flight(), 3u);
   // The tenant's queue (one job) refused some of the batch's jobs, which ran on a later try.
   EXPECT_GT(info.jobs_rejected(), 0u);
 }
 
 TEST_F(BatchTest, ConcurrentBatchesAnswerEveryImageOfEach) {
+  TestServer* const tight = Server(kTight);
+  GLIMPSE_REQUIRE_SERVER(tight);
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(TestSeed() + 6);
   // Many small images on a few calls at once: reads, decodes, answers and sends of one call
@@ -469,7 +481,7 @@ TEST_F(BatchTest, ConcurrentBatchesAnswerEveryImageOfEach) {
     threads.emplace_back([&, c] {
       v1::AnalyzeBatchHeader header = HistogramHeader();
       header.set_ordered(c % 2 == 0);
-      got[c] = CallBatch(*tight_->stub, header, calls[c]);
+      got[c] = CallBatch(*tight->stub, header, calls[c]);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -503,9 +515,11 @@ uint64_t ResultBufferUsed(v1::ImageAnalytics::Stub& stub) {
 }
 
 TEST_F(BatchTest, StalledReaderHoldsOnlyItsBoundAndCancelReleasesEverything) {
+  TestServer* const small_server = Server(kSmall);
+  GLIMPSE_REQUIRE_SERVER(small_server);
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(TestSeed() + 4);
-  v1::ImageAnalytics::Stub& stub = *small_->stub;
+  v1::ImageAnalytics::Stub& stub = *small_server->stub;
   // Results big enough that unsent ones hold the result buffer: 65536-bin histograms of 16-bit
   // images (512 KiB of counts each).
   v1::AnalyzeBatchHeader header;
@@ -595,9 +609,11 @@ TEST_F(BatchTest, StalledReaderHoldsOnlyItsBoundAndCancelReleasesEverything) {
 }
 
 TEST_F(BatchTest, CancelMidBatchWhileReadingReleasesEverything) {
+  TestServer* const ts = Server(kPlain);
+  GLIMPSE_REQUIRE_SERVER(ts);
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(TestSeed() + 5);
-  v1::ImageAnalytics::Stub& stub = *ts_->stub;
+  v1::ImageAnalytics::Stub& stub = *ts->stub;
   v1::AnalyzeBatchHeader header = HistogramHeader();
   header.add_analyses()->mutable_integral_image();
   grpc::ClientContext ctx;
@@ -628,9 +644,11 @@ TEST_F(BatchTest, CancelMidBatchWhileReadingReleasesEverything) {
 }
 
 TEST_F(BatchTest, DeadlinePassingReleasesEverything) {
+  TestServer* const small_server = Server(kSmall);
+  GLIMPSE_REQUIRE_SERVER(small_server);
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(TestSeed() + 7);
-  v1::ImageAnalytics::Stub& stub = *small_->stub;
+  v1::ImageAnalytics::Stub& stub = *small_server->stub;
   const HostImage img = RandomImage({256, 256, 1, SampleType::kUint16}, rng);
   v1::AnalyzeBatchHeader header;
   header.add_analyses()->mutable_histogram()->mutable_options()->set_bins(65536);
@@ -659,10 +677,12 @@ TEST_F(BatchTest, DeadlinePassingReleasesEverything) {
 }
 
 TEST_F(BatchTest, BatchJobsYieldToTheTenantsSingleCallsUnlessAskedOtherwise) {
+  TestServer* const ts = Server(kPlain);
+  GLIMPSE_REQUIRE_SERVER(ts);
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(TestSeed() + 8);
-  v1::ImageAnalytics::Stub& stub = *ts_->stub;
-  server::GpuWorker& worker = ts_->server->worker();
+  v1::ImageAnalytics::Stub& stub = *ts->stub;
+  server::GpuWorker& worker = ts->server->worker();
   // Jobs of a few milliseconds, so the answers arrive in the order their jobs ran.
   absl::StatusOr<std::string> id =
       UploadImage(stub, RandomImage({1600, 1200, 4, SampleType::kUint8}, rng));
@@ -731,10 +751,12 @@ TEST_F(BatchTest, BatchJobsYieldToTheTenantsSingleCallsUnlessAskedOtherwise) {
 // thread held while the whole batch arrives, far fewer jobs run than images, and every image's
 // histogram still equals the Histogram call's on it alone and the CPU reference.
 TEST_F(BatchTest, PackedHistogramsEqualSingleCallsAndTheReference) {
+  TestServer* const wide = Server(kWide);
+  GLIMPSE_REQUIRE_SERVER(wide);
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(TestSeed() + 9);
-  v1::ImageAnalytics::Stub& stub = *wide_->stub;
-  server::GpuWorker& worker = wide_->server->worker();
+  v1::ImageAnalytics::Stub& stub = *wide->stub;
+  server::GpuWorker& worker = wide->server->worker();
 
   std::vector<v1::BatchImage> images;
   std::map<size_t, HostImage> raw_of;  // index -> pixels, for the CPU reference
@@ -869,10 +891,12 @@ TEST_F(BatchTest, PackedHistogramsEqualSingleCallsAndTheReference) {
 // every image is answered once the queue has room: here the tenant may queue one job, and its
 // single call holds that place while the GPU's thread is held.
 TEST_F(BatchTest, RefusedPacksAreQueuedAgainAndAnswerEveryImage) {
+  TestServer* const small_server = Server(kSmall);
+  GLIMPSE_REQUIRE_SERVER(small_server);
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(TestSeed() + 10);
-  v1::ImageAnalytics::Stub& stub = *small_->stub;
-  server::GpuWorker& worker = small_->server->worker();
+  v1::ImageAnalytics::Stub& stub = *small_server->stub;
+  server::GpuWorker& worker = small_server->server->worker();
   const std::string key = "pack-refusal-" + std::to_string(TestSeed() % 100000);
   std::vector<v1::BatchImage> images;
   std::vector<HostImage> pixels;
