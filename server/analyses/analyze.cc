@@ -83,8 +83,11 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
   }
 
   absl::Status Take() {
-    if (absl::Status s =
-            ParseMessage(wire_, StrCat("message ", messages_ + 1, " of the stream"), &request_);
+    // The first message's inline image stays in gRPC's slices (image_bytes_), read from there.
+    const std::string what = StrCat("message ", messages_ + 1, " of the stream");
+    if (absl::Status s = messages_ == 0
+                             ? ParseLeavingImageData(wire_, what, &request_, &image_bytes_)
+                             : ParseMessage(wire_, what, &request_);
         !s.ok()) {
       return s;
     }
@@ -94,7 +97,7 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
         return absl::InvalidArgumentError(
             "header must be set in the first AnalyzeRequest (the image and the analyses)");
       }
-      header_ = request_.header();
+      header_.Swap(request_.mutable_header());
       if (absl::Status s = Plan(); !s.ok()) return s;
       switch (header_.source_case()) {
         case v1::AnalyzeHeader::kImage:
@@ -141,11 +144,13 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
       });
       return;
     }
-    ResolveImageRef(service_, header_.image(), record,
-                    [this](absl::StatusOr<std::shared_ptr<const Input>> in) {
-                      if (!in.ok()) return End(Annotate(in.status(), "header"));
-                      Checked(*std::move(in));
-                    });
+    ResolveImageRef(
+        service_, header_.image(), record,
+        [this](absl::StatusOr<std::shared_ptr<const Input>> in) {
+          if (!in.ok()) return End(Annotate(in.status(), "header"));
+          Checked(*std::move(in));
+        },
+        &image_bytes_);
   }
 
   void Checked(std::shared_ptr<const Input> in) {
@@ -210,6 +215,7 @@ class AnalyzeCall : public StreamCall<v1::AnalyzeResponse, Bidi> {
   grpc::ByteBuffer wire_;  // the message being read, as received
   v1::AnalyzeRequest request_;
   v1::AnalyzeHeader header_;
+  WireBytes image_bytes_;  // header.image's inline bytes, where they arrived
   UploadBuffer buffer_;
   int64_t messages_ = 0;
   std::vector<Step> steps_;

@@ -109,7 +109,8 @@ struct ImageWork {
   const uint64_t index;
   std::string key;
   v1::ImageRef ref;
-  CallRecord record;  // the image's own times; its steps add theirs
+  WireBytes inline_bytes;  // ref's inline bytes, where they arrived
+  CallRecord record;       // the image's own times; its steps add theirs
   uint64_t upload_ns = 0;
   std::shared_ptr<const Input> input;
   std::vector<uint64_t> bytes;  // each step's result bytes
@@ -347,8 +348,11 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
     }
     // The header is message 1; image i (from 0) is message i + 2. Only this thread moves
     // next_index_, between reads.
-    const absl::Status parsed = ParseMessage(
-        wire_, StrCat("message ", planned_ ? next_index_ + 2 : 1, " of the stream"), &request_);
+    // An image's inline bytes stay in gRPC's slices (ImageWork::inline_bytes), read from there.
+    WireBytes inline_bytes;
+    const absl::Status parsed = ParseLeavingImageData(
+        wire_, StrCat("message ", planned_ ? next_index_ + 2 : 1, " of the stream"), &request_,
+        &inline_bytes);
     wire_.Clear();
     if (!planned_) {
       absl::Status s = parsed;
@@ -383,6 +387,7 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
     if (is_image) {
       w->key = std::move(*request_.mutable_image()->mutable_key());
       w->ref.Swap(request_.mutable_image()->mutable_image());
+      w->inline_bytes = std::move(inline_bytes);
     }
     request_.Clear();
     {
@@ -401,11 +406,13 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
     }
     TakeRateToken(service_, w->record, [this, w](absl::Status rated) {
       if (!rated.ok()) return End(w, rated);
-      ResolveImageRef(service_, w->ref, w->record,
-                      [this, w](absl::StatusOr<std::shared_ptr<const Input>> in) {
-                        if (!in.ok()) return End(w, in.status());
-                        Checked(w, *std::move(in));
-                      });
+      ResolveImageRef(
+          service_, w->ref, w->record,
+          [this, w](absl::StatusOr<std::shared_ptr<const Input>> in) {
+            if (!in.ok()) return End(w, in.status());
+            Checked(w, *std::move(in));
+          },
+          &w->inline_bytes);
     });
   }
 

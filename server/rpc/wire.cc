@@ -25,6 +25,7 @@ namespace {
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
+using google::protobuf::OneofDescriptor;
 using google::protobuf::Reflection;
 
 // The message that holds the aliased strings, kept until gRPC drops the last slice of them.
@@ -427,10 +428,10 @@ struct Range {
 // The fields of one message in [begin, end): each appended whole to `rest`, except length-delimited
 // occurrences of field `keep`, whose payload is returned in `kept`; `kept_number` then says which
 // of `keep` (one or two numbers) it was. False where the layout is not the plain one this path
-// takes: a malformed field, a group, a second `keep` field, or (with `only_unknown`) a field of
-// `type` other than `keep` (a oneof sibling protobuf would let replace it).
+// takes: a malformed field, a group, a second `keep` field, or another field of `type` in the
+// oneof `exclusive` (a sibling protobuf would let replace the kept one).
 bool Split(WireReader& r, size_t begin, size_t end, std::initializer_list<int> keep,
-           const Descriptor* type, bool only_unknown, std::string* rest, Range* kept,
+           const Descriptor* type, const OneofDescriptor* exclusive, std::string* rest, Range* kept,
            int* kept_number) {
   size_t pos = begin;
   *kept_number = 0;
@@ -466,7 +467,10 @@ bool Split(WireReader& r, size_t begin, size_t end, std::initializer_list<int> k
       *kept = {pos - n, pos};
       continue;
     }
-    if (only_unknown && type->FindFieldByNumber(number) != nullptr) return false;
+    if (exclusive != nullptr) {
+      const FieldDescriptor* f = type->FindFieldByNumber(number);
+      if (f != nullptr && f->containing_oneof() == exclusive) return false;
+    }
     r.Append(at, pos, rest);
   }
   return true;
@@ -478,51 +482,80 @@ const FieldDescriptor* DataField(const Descriptor* type) {
   return f != nullptr && f->type() == FieldDescriptor::TYPE_BYTES ? f : nullptr;
 }
 
+// The singular message fields that lead from `type` to its ImageRef: `image` (the single-call
+// analyses), `header.image` (Analyze), `image.image` (an AnalyzeBatch image). Empty where there
+// is none.
+std::vector<const FieldDescriptor*> ImagePath(const Descriptor* type, int depth = 0) {
+  for (const char* name : {"image", "header"}) {
+    const FieldDescriptor* f = type->FindFieldByName(name);
+    if (f == nullptr || f->is_repeated() || f->message_type() == nullptr) continue;
+    if (f->message_type()->full_name() == "glimpse.v1.ImageRef") return {f};
+    if (depth == 0) {
+      std::vector<const FieldDescriptor*> below = ImagePath(f->message_type(), depth + 1);
+      if (!below.empty()) {
+        below.insert(below.begin(), f);
+        return below;
+      }
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 absl::Status ParseLeavingImageData(const grpc::ByteBuffer& bytes, std::string_view what,
                                    Message* message, WireBytes* data) {
   *data = WireBytes();
-  const Descriptor* type = message->GetDescriptor();
-  const FieldDescriptor* image = type->FindFieldByName("image");
-  if (image == nullptr || image->is_repeated() || image->message_type() == nullptr ||
-      image->message_type()->full_name() != "glimpse.v1.ImageRef") {
-    return ParseMessage(bytes, what, message);
-  }
-  const Descriptor* ref_type = image->message_type();
+  const std::vector<const FieldDescriptor*> path = ImagePath(message->GetDescriptor());
+  if (path.empty()) return ParseMessage(bytes, what, message);
+  const Descriptor* ref_type = path.back()->message_type();
   const FieldDescriptor* encoded = ref_type->FindFieldByName("encoded");
   const FieldDescriptor* raw = ref_type->FindFieldByName("raw");
   WireReader r(bytes);
-  std::string top, ref_rest, source_rest;
-  Range ref_range, source_range, data_range;
-  int number = 0, source_number = 0, data_number = 0;
+  // Down the path, each message's own fields aside (rests[i]) and the range of the next; then the
+  // ImageRef's and the source's the same way, down to the source's `data`.
+  std::vector<std::string> rests(path.size() + 2);
+  Range range{0, r.size()};
+  int number = 0;
+  bool plain = true;
+  const Descriptor* type = message->GetDescriptor();
+  for (size_t i = 0; plain && i < path.size(); ++i) {
+    plain = Split(r, range.begin, range.end, {path[i]->number()}, type, path[i]->containing_oneof(),
+                  &rests[i], &range, &number) &&
+            number != 0;
+    type = path[i]->message_type();
+  }
   const FieldDescriptor* source = nullptr;
   const FieldDescriptor* data_field = nullptr;
-  bool plain = Split(r, 0, r.size(), {image->number()}, type, false, &top, &ref_range, &number) &&
-               number != 0 &&
-               Split(r, ref_range.begin, ref_range.end, {encoded->number(), raw->number()},
-                     ref_type, true, &ref_rest, &source_range, &source_number) &&
-               source_number != 0;
   if (plain) {
-    source = source_number == encoded->number() ? encoded : raw;
+    plain = Split(r, range.begin, range.end, {encoded->number(), raw->number()}, ref_type,
+                  encoded->containing_oneof(), &rests[path.size()], &range, &number) &&
+            number != 0;
+  }
+  if (plain) {
+    source = number == encoded->number() ? encoded : raw;
     data_field = DataField(source->message_type());
     plain = data_field != nullptr &&
-            Split(r, source_range.begin, source_range.end, {data_field->number()},
-                  source->message_type(), false, &source_rest, &data_range, &data_number) &&
-            data_number != 0;
+            Split(r, range.begin, range.end, {data_field->number()}, source->message_type(),
+                  nullptr, &rests[path.size() + 1], &range, &number) &&
+            number != 0;
   }
   if (plain) {
     google::protobuf::LogSilencer quiet;
     message->Clear();
-    const Reflection* reflect = message->GetReflection();
-    Message* ref = reflect->MutableMessage(message, image);
-    Message* src = ref->GetReflection()->MutableMessage(ref, source);
     // Each part parses as protobuf parses the whole: fields in order, the inline bytes aside.
-    plain = message->MergeFromString(top) && ref->MergeFromString(ref_rest) &&
-            src->MergeFromString(source_rest);
+    // (Each message's own fields first, then the field below it made: Split let through no oneof
+    // sibling that could replace that field.)
+    Message* m = message;
+    for (size_t i = 0; plain && i < path.size(); ++i) {
+      plain = m->MergeFromString(rests[i]);
+      m = m->GetReflection()->MutableMessage(m, path[i]);
+    }
+    plain = plain && m->MergeFromString(rests[path.size()]) &&
+            m->GetReflection()->MutableMessage(m, source)->MergeFromString(rests[path.size() + 1]);
   }
   if (!plain) return ParseMessage(bytes, what, message);
-  *data = r.Bytes(data_range.begin, data_range.end);
+  *data = r.Bytes(range.begin, range.end);
   return absl::OkStatus();
 }
 

@@ -77,13 +77,15 @@ class WireBytes {
   std::vector<uint8_t> joined_;
 };
 
-// ParseMessage for a request with an inline image (an `image` field of type ImageRef, as the
-// single-call analyses have), except that the bytes of the image (image.encoded.data or
-// image.raw.data) stay where they arrived: `*data` holds them and that field of `*message` is
-// empty. A decoder or the upload then reads them once, from gRPC's own buffer, rather than
-// after protobuf has copied them into the message. Requests in any other layout (no inline
-// image, a field repeated that protobuf would merge, a group) are parsed by ParseMessage, whole,
-// `*data` left empty. Either way `*message` with the bytes put back is protobuf's parse.
+// ParseMessage for a request with an inline image (an ImageRef at `image`, as the single-call
+// analyses have it, at `header.image` in Analyze's first message, at `image.image` in an
+// AnalyzeBatch image), except that the bytes of the image (its encoded.data or raw.data) stay
+// where they arrived: `*data` holds them and that field of `*message` is empty. A decoder or the
+// upload then reads them once, from gRPC's own buffer, rather than after protobuf has copied them
+// into the message. Requests in any other layout (no inline image, a field repeated that
+// protobuf would merge, a oneof sibling of a field on the way to the image, a group) are parsed by
+// ParseMessage, whole, `*data` left empty. Either way `*message` with the bytes put back is
+// protobuf's parse.
 absl::Status ParseLeavingImageData(const grpc::ByteBuffer& bytes, std::string_view what,
                                    google::protobuf::Message* message, WireBytes* data);
 

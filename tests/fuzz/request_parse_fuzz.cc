@@ -20,6 +20,18 @@
 namespace glimpse::fuzz {
 namespace {
 
+// The ImageRef whose inline bytes ParseLeavingImageData leaves in place, in each request type that
+// has one.
+template <typename Request>
+  requires requires(Request r) {
+             { r.mutable_image() } -> std::same_as<v1::ImageRef*>;
+           }
+v1::ImageRef* RefOf(Request* m) {
+  return m->mutable_image();
+}
+v1::ImageRef* RefOf(v1::AnalyzeRequest* m) { return m->mutable_header()->mutable_image(); }
+v1::ImageRef* RefOf(v1::AnalyzeBatchRequest* m) { return m->mutable_image()->mutable_image(); }
+
 template <typename Request>
 void CheckParse(std::string_view bytes) {
   Request expected;
@@ -44,9 +56,7 @@ void CheckParse(std::string_view bytes) {
   } else {
     Check(std::string(s.message()).ends_with(fault), "the refusal does not name the fault");
   }
-  if constexpr (requires(Request r) {
-                  { r.mutable_image() } -> std::same_as<v1::ImageRef*>;
-                }) {
+  if constexpr (requires(Request r) { RefOf(&r); }) {
     Request left;
     server::WireBytes data;
     const absl::Status l = server::ParseLeavingImageData(wire, "the request", &left, &data);
@@ -58,7 +68,7 @@ void CheckParse(std::string_view bytes) {
     if (data.size() > 0) {
       std::string bytes_back(data.size(), '\0');
       data.CopyTo(0, data.size(), reinterpret_cast<uint8_t*>(bytes_back.data()));
-      v1::ImageRef* ref = left.mutable_image();
+      v1::ImageRef* ref = RefOf(&left);
       Check(ref->has_encoded() ? ref->encoded().data().empty() : ref->raw().data().empty(),
             "the inline bytes are both left in place and in the message");
       if (ref->has_encoded()) {

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
@@ -435,11 +436,17 @@ TEST(WireTest, ALargeRequestParsesFromManySlices) {
 }
 
 // `m` with the bytes left in `data` put back into its inline image's field.
-void PutBack(const WireBytes& data, v1::HistogramRequest* m) {
+// The ImageRef of each request type whose inline image the service leaves in place.
+v1::ImageRef* RefOf(v1::HistogramRequest* m) { return m->mutable_image(); }
+v1::ImageRef* RefOf(v1::AnalyzeRequest* m) { return m->mutable_header()->mutable_image(); }
+v1::ImageRef* RefOf(v1::AnalyzeBatchRequest* m) { return m->mutable_image()->mutable_image(); }
+
+template <typename Request>
+void PutBack(const WireBytes& data, Request* m) {
   if (data.size() == 0) return;
   std::string bytes(data.size(), '\0');
   data.CopyTo(0, data.size(), reinterpret_cast<uint8_t*>(bytes.data()));
-  v1::ImageRef* ref = m->mutable_image();
+  v1::ImageRef* ref = RefOf(m);
   if (ref->has_encoded()) {
     ASSERT_EQ(ref->encoded().data(), "");
     ref->mutable_encoded()->set_data(std::move(bytes));
@@ -450,21 +457,80 @@ void PutBack(const WireBytes& data, v1::HistogramRequest* m) {
   }
 }
 
-TEST(WireTest, InlineImageBytesLeftWhereTheyArrivedAreProtobufsParse) {
-  GLIMPSE_SEED_TRACE();
-  Random r(TestSeed());
+// Field `number` holding `payload`, encoded by hand so that fields can be put in any order.
+std::string Field(int number, const std::string& payload) {
+  std::string out;
+  for (uint64_t v : {uint64_t(number) << 3 | 2, uint64_t(payload.size())}) {
+    for (; v >= 0x80; v >>= 7) out += char((v & 0x7f) | 0x80);
+    out += char(v);
+  }
+  return out + payload;
+}
+
+// A random ImageRef's encoding, at times followed by a oneof sibling (an image id) that protobuf
+// lets replace it.
+std::string RandomRefBytes(Random& r) {
+  std::string bytes = RandomRef(r).SerializeAsString();
+  if (r.Below(6) == 0) bytes += Field(1, RandomText(r));
+  return bytes;
+}
+
+// Random requests of each type, with the ImageRef at its place among the other fields, and at
+// times a oneof sibling of a field on the way to it.
+std::string RandomRequestBytes(v1::HistogramRequest*, Random& r) {
+  v1::HistogramRequest m;
+  if (r.Below(2) == 0) m.set_variant(RandomText(r));
+  if (r.Below(2) == 0) m.mutable_options()->set_bins(r.U32());
+  const std::string ref = Field(v1::HistogramRequest::kImageFieldNumber, RandomRefBytes(r));
+  return r.Below(2) == 0 ? ref + m.SerializeAsString() : m.SerializeAsString() + ref;
+}
+
+std::string RandomRequestBytes(v1::AnalyzeRequest*, Random& r) {
+  v1::AnalyzeHeader h;
+  if (r.Below(2) == 0) h.add_analyses()->mutable_histogram()->set_variant(RandomText(r));
+  if (r.Below(2) == 0) h.set_keep(true);
+  if (r.Below(2) == 0) h.set_label(RandomText(r));
+  std::string header = Field(v1::AnalyzeHeader::kImageFieldNumber, RandomRefBytes(r));
+  header = r.Below(2) == 0 ? header + h.SerializeAsString() : h.SerializeAsString() + header;
+  if (r.Below(6) == 0) {  // an upload header after the image, which protobuf lets replace it
+    v1::AnalyzeHeader upload;
+    upload.mutable_upload()->set_label(RandomText(r));
+    header += upload.SerializeAsString();
+  }
+  v1::AnalyzeRequest chunk;
+  if (r.Below(3) == 0) chunk.set_chunk(r.Bytes(8));
+  return Field(v1::AnalyzeRequest::kHeaderFieldNumber, header) + chunk.SerializeAsString();
+}
+
+std::string RandomRequestBytes(v1::AnalyzeBatchRequest*, Random& r) {
+  v1::BatchImage b;
+  b.set_key(RandomText(r));
+  std::string image = Field(v1::BatchImage::kImageFieldNumber, RandomRefBytes(r));
+  image = r.Below(2) == 0 ? image + b.SerializeAsString() : b.SerializeAsString() + image;
+  std::string bytes = Field(v1::AnalyzeBatchRequest::kImageFieldNumber, image);
+  if (r.Below(6) == 0) {  // a header after the image, which protobuf lets replace it
+    v1::AnalyzeBatchRequest header;
+    header.mutable_header()->set_max_in_flight(r.U32());
+    bytes += header.SerializeAsString();
+  }
+  return bytes;
+}
+
+// Requests of type `Request`, whole, cut, changed and repeated, in random slices: the service's
+// parse refuses exactly what protobuf's does, and where it accepts, the message with the bytes
+// left in place put back is protobuf's parse.
+template <typename Request>
+void ExpectImageBytesLeftAsProtobufParses(Random& r) {
   google::protobuf::LogSilencer quiet;
+  const std::string type = Request::descriptor()->full_name();
   int held = 0, in_place = 0;
   for (int i = 0; i < 3000 && !::testing::Test::HasFailure(); ++i) {
-    SCOPED_TRACE(::testing::Message() << "request " << i);
-    v1::HistogramRequest m;
-    *m.mutable_image() = RandomRef(r);
-    if (r.Below(2) == 0) m.set_variant(RandomText(r));
-    if (r.Below(2) == 0) m.mutable_options()->set_bins(r.U32());
-    const std::string bytes = Variant(m.SerializeAsString(), i % 4, r);
-    v1::HistogramRequest expected;
+    SCOPED_TRACE(::testing::Message() << type << " " << i);
+    const std::string bytes =
+        Variant(RandomRequestBytes(static_cast<Request*>(nullptr), r), i % 4, r);
+    Request expected;
     const bool parses = expected.ParseFromString(bytes);
-    v1::HistogramRequest parsed;
+    Request parsed;
     WireBytes data;
     const size_t parts = 1 + r.Below(4);
     const absl::Status s =
@@ -472,17 +538,30 @@ TEST(WireTest, InlineImageBytesLeftWhereTheyArrivedAreProtobufsParse) {
     ASSERT_EQ(s.ok(), parses) << s;
     if (!parses) {
       EXPECT_EQ(std::string(s.message()),
-                "the request is not a glimpse.v1.HistogramRequest: " +
-                    WireFault(bytes, *v1::HistogramRequest::descriptor()));
+                "the request is not a " + type + ": " + WireFault(bytes, *Request::descriptor()));
       continue;
     }
     held += data.size() > 0;
     in_place += data.size() > 0 && data.slices() == 1;
     PutBack(data, &parsed);
-    EXPECT_EQ(parsed.SerializeAsString(), expected.SerializeAsString());
+    // (Not EXPECT_EQ: the two encodings run to hundreds of kilobytes.)
+    EXPECT_TRUE(parsed.SerializeAsString() == expected.SerializeAsString())
+        << "the bytes left in place put back are not protobuf's parse: "
+        << parsed.ShortDebugString().substr(0, 300) << " against "
+        << expected.ShortDebugString().substr(0, 300);
   }
-  EXPECT_GT(held, 400) << "the bytes were hardly ever left in place";
-  EXPECT_GT(in_place, 100);
+  EXPECT_GT(held, 150) << type << ": the bytes were hardly ever left in place";
+  EXPECT_GT(in_place, 50) << type;
+  std::printf("%s: %d of 3000 left in place, %d of them in one slice\n", type.c_str(), held,
+              in_place);
+}
+
+TEST(WireTest, InlineImageBytesLeftWhereTheyArrivedAreProtobufsParse) {
+  GLIMPSE_SEED_TRACE();
+  Random r(TestSeed());
+  ExpectImageBytesLeftAsProtobufParses<v1::HistogramRequest>(r);
+  ExpectImageBytesLeftAsProtobufParses<v1::AnalyzeRequest>(r);
+  ExpectImageBytesLeftAsProtobufParses<v1::AnalyzeBatchRequest>(r);
 }
 
 TEST(WireTest, RawPixelsReadFromTheSlicesTheyArrivedIn) {
