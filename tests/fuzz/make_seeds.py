@@ -361,6 +361,9 @@ def request_seeds():
                              "header { image { encoded { data: \"x\" } } analyses { histogram "
                              "{ } } analyses { box_filter { options { rx: 1 } } } label: \"k\" }"),
         "batch-image": v1("AnalyzeBatchRequest", "image { key: \"k\" image { image_id: \"x\" } }"),
+        "batch-raw": v1("AnalyzeBatchRequest",
+                        "image { key: \"k\" image { raw { layout { width: 1 height: 1 "
+                        "channels: 3 format: SAMPLE_FORMAT_UINT8 } data: \"abc\" } } }"),
         "batch-header": v1("AnalyzeBatchRequest",
                            "header { analyses { compaction { } } ordered: true max_in_flight: 3 }"),
         "not-utf8": b"\x0a\x06\x0a\x04ab\xff\xfe",
