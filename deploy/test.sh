@@ -3,14 +3,15 @@
 # with CTest on whatever EGL device is present (llvmpipe on a machine without a GPU).
 #   deploy/test.sh                      the normal build in build/, every test
 #   GLIMPSE_SANITIZE=1 deploy/test.sh   AddressSanitizer + UBSan build in build-asan/ with
-#                                       clang-15: the C++ tests (labels gpu and service), which is
-#                                       what it can check, and the fuzz targets (label fuzz: their
-#                                       corpus replayed, then a short run each)
+#                                       clang-15: the C++ tests (labels gpu, service, one_thread),
+#                                       which is what it can check, and the fuzz targets (label
+#                                       fuzz: their corpus replayed, then a short run each)
 #   GLIMPSE_SANITIZE=thread deploy/test.sh
 #                                       ThreadSanitizer build in build-tsan/: the service tests
 #                                       (label service), where the gRPC callbacks, the GPU worker
 #                                       and the host pool share the queue, the store and the
-#                                       result buffer; tests/tsan.supp says what is not reported
+#                                       result buffer (not label one_thread: the parser's and the
+#                                       decoders' tests); tests/tsan.supp says what is not reported
 # An argument runs one step: `build` (install, configure, build) or `test` (CTest on what the
 # build step left), so CI can build the next configuration while this one's tests run.
 # GLIMPSE_SKIP_DEPS=1 skips the install (CI installs once for every configuration).
@@ -50,7 +51,7 @@ case "${GLIMPSE_SANITIZE:-0}" in
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     # Scripts (deploy checks, the Python client) exercise no C++ code of ours beyond what the C++
     # tests already reach, and some check the shipped Release binaries.
-    labels=(-L 'gpu|service|fuzz')
+    labels=(-L 'gpu|service|one_thread|fuzz')
     targets=(gpu_tests service_tests glimpse glimpse-server glimpse_fuzz_targets)
     ;;
   thread)
