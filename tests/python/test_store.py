@@ -38,6 +38,16 @@ def test_inline_image_bytes_parse_as_the_message_they_stand_for(rng, dtype, chan
             getattr(expected.image, kind).data = bytes(memoryview(data).cast("B"))
             assert type(request).FromString(wire) == expected, (type(request).__name__, kind)
             assert len(wire) == len(expected.SerializeToString())
+    # A batch's image: the BatchImage inside its AnalyzeBatchRequest.
+    key = "k" * int(rng.integers(0, 300))
+    for kind, head, data in (("raw", pb.RawImage(layout=layout), pixels),
+                             ("encoded", pb.EncodedImage(), encoded)):
+        wire = _calls.with_image_data(pb.BatchImage(key=key), kind, head, data, within="image")
+        expected = pb.AnalyzeBatchRequest(image=pb.BatchImage(key=key))
+        getattr(expected.image.image, kind).CopyFrom(head)
+        getattr(expected.image.image, kind).data = bytes(memoryview(data).cast("B"))
+        assert pb.AnalyzeBatchRequest.FromString(wire) == expected, ("AnalyzeBatchRequest", kind)
+        assert len(wire) == len(expected.SerializeToString())
 
 
 @pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, "random"])

@@ -183,11 +183,14 @@ def _length_delimited(number: int, length: int) -> bytes:
     return _varint(number << 3 | 2) + _varint(length)
 
 
-def with_image_data(request, kind: str, head, data) -> bytes:
+def with_image_data(request, kind: str, head, data, within: Optional[str] = None) -> bytes:
     """`request` (its `image` unset) serialized with image.<kind> = `head` (a RawImage or
     EncodedImage, its `data` unset) holding `data` (any bytes-like object): the bytes protobuf
     would write for the whole message, with `data` copied once, into them. Building the message
-    instead copies the pixels three times (to bytes, into the message, out of it)."""
+    instead copies the pixels three times (to bytes, into the message, out of it), and for a
+    large image the first-touched memory of each copy costs more than the copying. `within`: the
+    name of an AnalyzeBatchRequest field that holds `request` (a BatchImage): the bytes are then
+    that AnalyzeBatchRequest's."""
     data = memoryview(data).cast("B")
     n = data.nbytes
     inner = head.SerializeToString() + _length_delimited(
@@ -195,7 +198,12 @@ def with_image_data(request, kind: str, head, data) -> bytes:
     ref = _length_delimited(pb.ImageRef.DESCRIPTOR.fields_by_name[kind].number, len(inner) + n)
     image = _length_delimited(request.DESCRIPTOR.fields_by_name["image"].number,
                               len(ref) + len(inner) + n)
-    return b"".join((request.SerializeToString(), image, ref, inner, data))
+    head_bytes = request.SerializeToString() + image + ref + inner
+    if within is not None:
+        head_bytes = _length_delimited(
+            pb.AnalyzeBatchRequest.DESCRIPTOR.fields_by_name[within].number,
+            len(head_bytes) + n) + head_bytes
+    return b"".join((head_bytes, data))
 
 
 def _pem(source) -> Optional[bytes]:
@@ -731,11 +739,12 @@ class Calls:
 
     def batch(self, method: str, images, analyses, *, ordered: bool = True,
               max_in_flight: int = 0):
-        """(request iterator, BatchReader) of one AnalyzeBatch call. The iterator takes the next
-        image from `images` only when gRPC asks for the next message, so a generator is read
-        lazily. Each item is an image (see _batch_image) or a (key, image) pair. An image the
-        client cannot send (unreadable file, bad array, larger than inline_bytes) goes as an empty
-        message, keeping the positions, and its item carries the client's error."""
+        """(request iterator, BatchReader) of one AnalyzeBatch call. The iterator yields each
+        message serialized (for the method of SERIALIZED) and takes the next image from `images`
+        only when gRPC asks for the next message, so a generator is read lazily. Each item is an
+        image (see _batch_image) or a (key, image) pair. An image the client cannot send
+        (unreadable file, bad array, larger than inline_bytes) goes as an empty message, keeping
+        the positions, and its item carries the client's error."""
         header = _message(pb.AnalyzeBatchHeader, ordered=ordered, max_in_flight=max_in_flight)
         analyses = [(name, dict(options)) for name, options in analyses]
         for name, options in analyses:
@@ -748,7 +757,8 @@ class Calls:
         local_errors = {}
 
         def requests():
-            yield pb.AnalyzeBatchRequest(header=header)
+            """Each message serialized (the AnalyzeBatch method of SERIALIZED)."""
+            yield pb.AnalyzeBatchRequest(header=header).SerializeToString()
             for index, item in enumerate(images):
                 key = None
                 if isinstance(item, tuple) and len(item) == 2:
@@ -757,37 +767,33 @@ class Calls:
                 try:
                     if key is None and isinstance(item, (str, os.PathLike)):
                         message.key = _path_text(item)
-                    self._batch_image(item, message.image)
+                    request = self._batch_image(item, message)
                 except (OSError, ValueError, TypeError) as e:
                     message.ClearField("image")
+                    request = pb.AnalyzeBatchRequest(image=message).SerializeToString()
                     local_errors[index] = GlimpseError(
                         method, grpc.StatusCode.INVALID_ARGUMENT, f"images[{index}]: {e}")
-                yield pb.AnalyzeBatchRequest(image=message)
+                yield request
 
         return requests(), BatchReader(method, analyses, local_errors)
 
-    def _batch_image(self, image, ref) -> None:
-        """Fills `ref` with an image sent inline: an ImageHandle or id, a numpy array, a path, or
+    def _batch_image(self, image, message) -> bytes:
+        """The serialized AnalyzeBatchRequest whose `image` is `message` (a BatchImage, its key
+        set) holding an image sent inline: an ImageHandle or id, a numpy array, a path, or
         encoded bytes (each within inline_bytes: upload larger ones and pass their handle)."""
-        if isinstance(image, ImageHandle):
-            ref.image_id = image.image_id
-            return
-        if _is_image_id(image):
-            ref.image_id = image
-            return
+        if isinstance(image, ImageHandle) or _is_image_id(image):
+            message.image.image_id = image.image_id if isinstance(image, ImageHandle) else image
+            return pb.AnalyzeBatchRequest(image=message).SerializeToString()
         if isinstance(image, np.ndarray):
-            layout, pixels = raw_pixels(image)
-            data = pixels.tobytes()
+            layout, data = raw_pixels(image)
+            kind, head = "raw", pb.RawImage(layout=layout)
         else:
             data = _encoded_bytes(image)
-        if len(data) > self._inline_bytes:
+            kind, head = "encoded", pb.EncodedImage()
+        if len(data) > self._inline_bytes:  # raw_pixels' data is a flat uint8 array
             raise ValueError(f"the image is {len(data)} bytes, over inline_bytes "
                              f"({self._inline_bytes}): upload it and pass its handle")
-        if isinstance(image, np.ndarray):
-            ref.raw.layout.CopyFrom(layout)
-            ref.raw.data = data
-        else:
-            ref.encoded.data = data
+        return with_image_data(message, kind, head, data, within="image")
 
 
 # The public methods, in the order the clients list them.

@@ -113,7 +113,7 @@ class Client:
                 handed_over.append(image)
                 yield next(requests)
 
-        call = self._methods["AnalyzeBatch"](request_iterator(), timeout=timeout,
+        call = self._methods["AnalyzeBatch" + _calls.SERIALIZED](request_iterator(), timeout=timeout,
                                              metadata=self._metadata)
         try:
             async for message in call:

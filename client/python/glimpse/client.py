@@ -97,7 +97,7 @@ class Client:
         of images too."""
         requests, reader = self._calls.batch("analyze_many", images, analyses, ordered=ordered,
                                              max_in_flight=max_in_flight)
-        call = self._methods["AnalyzeBatch"](requests, timeout=timeout, metadata=self._metadata)
+        call = self._methods["AnalyzeBatch" + _calls.SERIALIZED](requests, timeout=timeout, metadata=self._metadata)
         try:
             for message in call:
                 item = reader.feed(message)
