@@ -161,8 +161,9 @@ void DefineFlags(glimpse::server::FlagSet& flags, FlagValues& v) {
   flags.AddInt("warm-up", &v.warm_up, 0, 1,
                "1: before reporting SERVING, build and run once every GPU program `auto` can "
                "pick, so no call pays for a shader compile (seconds with a shader cache on disk; "
-               "on 2 llvmpipe cores with an empty one, about 50 s); 0: programs are built on first "
-               "use; $GLIMPSE_WARM_UP sets the default");
+               "on 2 llvmpipe cores with an empty one, about 50 s), then send each analysis once "
+               "through the request path on sample images (under a second); 0: programs are "
+               "built on first use; $GLIMPSE_WARM_UP sets the default");
   flags.AddInt("warm-up-threads", &v.warm_up_threads, 0, glimpse::server::kMaxWarmUpThreads,
                "contexts that compile the warm-up side by side, each on a thread of its own; the "
                "serving context gets the others' code from the driver's shader cache on disk, so "

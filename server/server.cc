@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "common/str.h"
+#include "server/request_warm_up.h"
 
 namespace glimpse::server {
 namespace {
@@ -101,6 +102,12 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
     spdlog::info("rate limit: {} jobs/s per tenant, burst {}, {}", s->rate_->rate(),
                  s->rate_->burst(),
                  s->rate_->shared() ? "shared through Redis" : "on this replica alone");
+  }
+  if (options.worker.warm_up) {
+    absl::StatusOr<std::chrono::nanoseconds> took = WarmRequestPath(*s->worker_, options.limits);
+    if (!took.ok()) return took.status();
+    spdlog::info("request path warmed in {} ms (each analysis once on sample images)",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(*took).count());
   }
   s->service_ = std::make_unique<ImageAnalyticsService>(
       *s->worker_, options.limits, s->redis_.get(),

@@ -57,6 +57,16 @@ void CheckNoCallBuildsAProgram(bool gpu_paths, std::set<std::string>* ran, bool*
     ASSERT_TRUE(stub.GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok());
     EXPECT_GT(info.warm_up_ms(), 0u);
     EXPECT_GT(info.programs_built(), 0u);
+    // The request path's warm-up (server/request_warm_up.h) ran its sample calls through the
+    // worker: at least one job for each of its 10 calls, before any of this test's.
+    EXPECT_GE(info.jobs_run(), 10u);
+  }
+  {
+    // ... and left nothing behind in the store.
+    grpc::ClientContext ctx;
+    v1::ListImagesResponse list;
+    ASSERT_TRUE(stub.ListImages(&ctx, v1::ListImagesRequest(), &list).ok());
+    EXPECT_EQ(list.images_size(), 0);
   }
   const uint32_t built = ProgramsBuilt(stub);
   GLIMPSE_SEED_TRACE();

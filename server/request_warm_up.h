@@ -1,0 +1,29 @@
+// The request path warmed before a server reports SERVING: one call of each analysis, through
+// gRPC, on images of a common size. The start-up's kernel warm-up (WorkerOptions::warm_up) builds
+// and runs every GPU program; what a new server's first calls still paid after it (2-3x a warm
+// call's server time, a few milliseconds) was the rest of the path's first use: memory touched for
+// the first time on the GL thread, gRPC's first calls, lazily built tables. This is the replay of
+// sample requests that model servers run at load for the same reason.
+//
+// The calls go through a server of their own that listens on no port (an in-process channel), with
+// its own ImageAnalyticsService over the same GpuWorker: no access control, rate limit or metrics
+// is involved, no image is stored, and nothing of it is reachable from outside.
+#ifndef GLIMPSE_SERVER_REQUEST_WARM_UP_H_
+#define GLIMPSE_SERVER_REQUEST_WARM_UP_H_
+
+#include <chrono>
+
+#include "absl/status/statusor.h"
+#include "server/rpc/limits.h"
+#include "server/worker/gpu_worker.h"
+
+namespace glimpse::server {
+
+// Runs the calls; returns how long they took, or the first call's error (a server that cannot
+// answer its own sample requests should not report SERVING).
+absl::StatusOr<std::chrono::nanoseconds> WarmRequestPath(GpuWorker& worker,
+                                                         const ServiceLimits& limits);
+
+}  // namespace glimpse::server
+
+#endif  // GLIMPSE_SERVER_REQUEST_WARM_UP_H_
