@@ -54,25 +54,73 @@ v1::ImageRef RawRef(const gpu::HostImage& image) {
   return ref;
 }
 
-// A deadline no sample call should come near, even on a CPU renderer.
-std::unique_ptr<grpc::ClientContext> Context() {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-  return context;
-}
-
-absl::Status Failed(std::string_view call, const grpc::Status& status) {
-  return absl::InternalError(StrCat("request-path warm-up: ", call,
-                                    " on a sample image failed: ", status.error_message()));
-}
-
 // Reads a streamed answer to its end.
 template <typename Response>
-grpc::Status Drain(grpc::ClientReader<Response>& reader) {
+grpc::Status Drain(std::unique_ptr<grpc::ClientReader<Response>> reader) {
   Response response;
-  while (reader.Read(&response)) {
+  while (reader->Read(&response)) {
   }
-  return reader.Finish();
+  return reader->Finish();
+}
+
+// One sample call: `rpc(context, request)` returns once the answer has been read to its end.
+template <typename Request, typename Rpc>
+absl::Status Call(std::string_view name, const Request& request, Rpc rpc) {
+  grpc::ClientContext context;
+  // A deadline no sample call should come near, even on a CPU renderer.
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  if (grpc::Status r = rpc(&context, request); !r.ok()) {
+    return absl::InternalError(
+        StrCat("request-path warm-up: ", name, " on a sample image failed: ", r.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Request>
+Request On(const v1::ImageRef& image) {
+  Request request;
+  *request.mutable_image() = image;
+  return request;
+}
+
+// Each analysis once on `image` sent raw, then a histogram of it sent as a PNG file (the
+// decoders' first use).
+absl::Status SendEachAnalysis(v1::ImageAnalytics::Stub& stub, const gpu::HostImage& image) {
+  const v1::ImageRef raw = RawRef(image);
+  const auto histogram = [&](grpc::ClientContext* context, const v1::HistogramRequest& r) {
+    v1::HistogramResponse response;
+    return stub.Histogram(context, r, &response);
+  };
+  v1::CompactRequest compact = On<v1::CompactRequest>(raw);
+  compact.mutable_options()->set_lo(128);
+  compact.mutable_options()->set_hi(255);
+  v1::BoxFilterRequest box = On<v1::BoxFilterRequest>(raw);
+  box.mutable_options()->set_rx(3);
+  box.mutable_options()->set_ry(3);
+  box.set_encoding(v1::PIXEL_ENCODING_RAW);
+  absl::Status s = Call("Histogram", On<v1::HistogramRequest>(raw), histogram);
+  if (s.ok()) {
+    s = Call("IntegralImage", On<v1::IntegralImageRequest>(raw),
+             [&](grpc::ClientContext* context, const v1::IntegralImageRequest& r) {
+               return Drain(stub.IntegralImage(context, r));
+             });
+  }
+  if (s.ok()) {
+    s = Call("Compact", compact, [&](grpc::ClientContext* context, const v1::CompactRequest& r) {
+      return Drain(stub.Compact(context, r));
+    });
+  }
+  if (s.ok()) {
+    s = Call("BoxFilter", box, [&](grpc::ClientContext* context, const v1::BoxFilterRequest& r) {
+      return Drain(stub.BoxFilter(context, r));
+    });
+  }
+  if (!s.ok()) return s;
+  absl::StatusOr<std::string> png = EncodePng(image);
+  if (!png.ok()) return png.status();
+  v1::HistogramRequest encoded;
+  encoded.mutable_image()->mutable_encoded()->set_data(*std::move(png));
+  return Call("Histogram of a PNG", encoded, histogram);
 }
 
 }  // namespace
@@ -98,63 +146,10 @@ absl::StatusOr<std::chrono::nanoseconds> WarmRequestPath(GpuWorker& worker,
       v1::ImageAnalytics::NewStub(server->InProcessChannel(args));
   absl::Status status;
   for (const Sample& s : kSamples) {
-    if (!status.ok()) break;
     // A server that refuses images this large (--max-image-pixels) has no use for their path.
     if (uint64_t(s.width) * uint64_t(s.height) > limits.max_image_pixels) continue;
-    const gpu::HostImage image = SampleImage(s);
-    {
-      v1::HistogramRequest request;
-      *request.mutable_image() = RawRef(image);
-      v1::HistogramResponse response;
-      if (grpc::Status r = stub->Histogram(Context().get(), request, &response); !r.ok()) {
-        status = Failed("Histogram", r);
-        break;
-      }
-    }
-    {
-      v1::IntegralImageRequest request;
-      *request.mutable_image() = RawRef(image);
-      auto context = Context();
-      if (grpc::Status r = Drain(*stub->IntegralImage(context.get(), request)); !r.ok()) {
-        status = Failed("IntegralImage", r);
-        break;
-      }
-    }
-    {
-      v1::CompactRequest request;
-      *request.mutable_image() = RawRef(image);
-      request.mutable_options()->set_lo(128);
-      request.mutable_options()->set_hi(255);
-      auto context = Context();
-      if (grpc::Status r = Drain(*stub->Compact(context.get(), request)); !r.ok()) {
-        status = Failed("Compact", r);
-        break;
-      }
-    }
-    {
-      v1::BoxFilterRequest request;
-      *request.mutable_image() = RawRef(image);
-      request.mutable_options()->set_rx(3);
-      request.mutable_options()->set_ry(3);
-      request.set_encoding(v1::PIXEL_ENCODING_RAW);
-      auto context = Context();
-      if (grpc::Status r = Drain(*stub->BoxFilter(context.get(), request)); !r.ok()) {
-        status = Failed("BoxFilter", r);
-        break;
-      }
-    }
-    // The same image as a PNG file: the decoders' first use.
-    absl::StatusOr<std::string> png = EncodePng(image);
-    if (!png.ok()) {
-      status = png.status();
-      break;
-    }
-    v1::HistogramRequest request;
-    request.mutable_image()->mutable_encoded()->set_data(*std::move(png));
-    v1::HistogramResponse response;
-    if (grpc::Status r = stub->Histogram(Context().get(), request, &response); !r.ok()) {
-      status = Failed("Histogram of a PNG", r);
-    }
+    status = SendEachAnalysis(*stub, SampleImage(s));
+    if (!status.ok()) break;
   }
   // Every call has been answered: nothing of the service is left for the worker to run.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
