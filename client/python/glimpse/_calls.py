@@ -187,8 +187,7 @@ def with_image_data(request, kind: str, head, data, within: Optional[str] = None
     """`request` (its `image` unset) serialized with image.<kind> = `head` (a RawImage or
     EncodedImage, its `data` unset) holding `data` (any bytes-like object): the bytes protobuf
     would write for the whole message, with `data` copied once, into them. Building the message
-    instead copies the pixels three times (to bytes, into the message, out of it), and for a
-    large image the first-touched memory of each copy costs more than the copying. `within`: the
+    instead copies the pixels three times (to bytes, into the message, out of it). `within`: the
     name of an AnalyzeBatchRequest field that holds `request` (a BatchImage): the bytes are then
     that AnalyzeBatchRequest's."""
     data = memoryview(data).cast("B")
