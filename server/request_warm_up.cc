@@ -63,17 +63,20 @@ grpc::Status Drain(std::unique_ptr<grpc::ClientReader<Response>> reader) {
   return reader->Finish();
 }
 
-// One sample call: `rpc(context, request)` returns once the answer has been read to its end.
+// One sample call: `rpc(context, request)` returns once the answer has been read to its end. A
+// refusal is noted in `out` (the server's own limits may refuse a sample: a small
+// --result-buffer-bytes, say) and the warm-up goes on.
 template <typename Request, typename Rpc>
-absl::Status Call(std::string_view name, const Request& request, Rpc rpc) {
+void Call(std::string_view name, const gpu::ImageDesc& desc, const Request& request, Rpc rpc,
+          RequestWarmUp& out) {
   grpc::ClientContext context;
   // A deadline no sample call should come near, even on a CPU renderer.
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  ++out.calls;
   if (grpc::Status r = rpc(&context, request); !r.ok()) {
-    return absl::InternalError(
-        StrCat("request-path warm-up: ", name, " on a sample image failed: ", r.error_message()));
+    out.refused.push_back(
+        StrCat(name, " of a ", gpu::DescribeImage(desc), " image: ", r.error_message()));
   }
-  return absl::OkStatus();
 }
 
 template <typename Request>
@@ -85,8 +88,10 @@ Request On(const v1::ImageRef& image) {
 
 // Each analysis once on `image` sent raw, then a histogram of it sent as a PNG file (the
 // decoders' first use).
-absl::Status SendEachAnalysis(v1::ImageAnalytics::Stub& stub, const gpu::HostImage& image) {
+void SendEachAnalysis(v1::ImageAnalytics::Stub& stub, const gpu::HostImage& image,
+                      RequestWarmUp& out) {
   const v1::ImageRef raw = RawRef(image);
+  const gpu::ImageDesc& desc = image.desc;
   const auto histogram = [&](grpc::ClientContext* context, const v1::HistogramRequest& r) {
     v1::HistogramResponse response;
     return stub.Histogram(context, r, &response);
@@ -98,36 +103,40 @@ absl::Status SendEachAnalysis(v1::ImageAnalytics::Stub& stub, const gpu::HostIma
   box.mutable_options()->set_rx(3);
   box.mutable_options()->set_ry(3);
   box.set_encoding(v1::PIXEL_ENCODING_RAW);
-  absl::Status s = Call("Histogram", On<v1::HistogramRequest>(raw), histogram);
-  if (s.ok()) {
-    s = Call("IntegralImage", On<v1::IntegralImageRequest>(raw),
-             [&](grpc::ClientContext* context, const v1::IntegralImageRequest& r) {
-               return Drain(stub.IntegralImage(context, r));
-             });
-  }
-  if (s.ok()) {
-    s = Call("Compact", compact, [&](grpc::ClientContext* context, const v1::CompactRequest& r) {
-      return Drain(stub.Compact(context, r));
-    });
-  }
-  if (s.ok()) {
-    s = Call("BoxFilter", box, [&](grpc::ClientContext* context, const v1::BoxFilterRequest& r) {
-      return Drain(stub.BoxFilter(context, r));
-    });
-  }
-  if (!s.ok()) return s;
+  Call("Histogram", desc, On<v1::HistogramRequest>(raw), histogram, out);
+  Call(
+      "IntegralImage", desc, On<v1::IntegralImageRequest>(raw),
+      [&](grpc::ClientContext* context, const v1::IntegralImageRequest& r) {
+        return Drain(stub.IntegralImage(context, r));
+      },
+      out);
+  Call(
+      "Compact", desc, compact,
+      [&](grpc::ClientContext* context, const v1::CompactRequest& r) {
+        return Drain(stub.Compact(context, r));
+      },
+      out);
+  Call(
+      "BoxFilter", desc, box,
+      [&](grpc::ClientContext* context, const v1::BoxFilterRequest& r) {
+        return Drain(stub.BoxFilter(context, r));
+      },
+      out);
   absl::StatusOr<std::string> png = EncodePng(image);
-  if (!png.ok()) return png.status();
+  if (!png.ok()) {
+    out.refused.push_back(StrCat("a PNG of the sample: ", std::string(png.status().message())));
+    return;
+  }
   v1::HistogramRequest encoded;
   encoded.mutable_image()->mutable_encoded()->set_data(*std::move(png));
-  return Call("Histogram of a PNG", encoded, histogram);
+  Call("Histogram (as a PNG)", desc, encoded, histogram, out);
 }
 
 }  // namespace
 
-absl::StatusOr<std::chrono::nanoseconds> WarmRequestPath(GpuWorker& worker,
-                                                         const ServiceLimits& limits) {
+RequestWarmUp WarmRequestPath(GpuWorker& worker, const ServiceLimits& limits) {
   const auto started = std::chrono::steady_clock::now();
+  RequestWarmUp out;
   ServiceLimits sample_limits = limits;
   // The 1080p RGB sample is 6.2 MB inline, over the default message size.
   sample_limits.max_message_bytes = std::max<uint64_t>(limits.max_message_bytes, 16 << 20);
@@ -138,24 +147,25 @@ absl::StatusOr<std::chrono::nanoseconds> WarmRequestPath(GpuWorker& worker,
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(int(sample_limits.max_message_bytes));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr) return absl::InternalError("request-path warm-up: no in-process server");
+  if (server == nullptr) {
+    out.refused.push_back("no in-process server could be made");
+    return out;
+  }
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(int(sample_limits.max_message_bytes));
   args.SetMaxReceiveMessageSize(-1);
   std::unique_ptr<v1::ImageAnalytics::Stub> stub =
       v1::ImageAnalytics::NewStub(server->InProcessChannel(args));
-  absl::Status status;
   for (const Sample& s : kSamples) {
     // A server that refuses images this large (--max-image-pixels) has no use for their path.
     if (uint64_t(s.width) * uint64_t(s.height) > limits.max_image_pixels) continue;
-    status = SendEachAnalysis(*stub, SampleImage(s));
-    if (!status.ok()) break;
+    SendEachAnalysis(*stub, SampleImage(s), out);
   }
   // Every call has been answered: nothing of the service is left for the worker to run.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   server->Wait();
-  if (!status.ok()) return status;
-  return std::chrono::steady_clock::now() - started;
+  out.took = std::chrono::steady_clock::now() - started;
+  return out;
 }
 
 }  // namespace glimpse::server

@@ -13,17 +13,24 @@
 #define GLIMPSE_SERVER_REQUEST_WARM_UP_H_
 
 #include <chrono>
+#include <string>
+#include <vector>
 
-#include "absl/status/statusor.h"
 #include "server/rpc/limits.h"
 #include "server/worker/gpu_worker.h"
 
 namespace glimpse::server {
 
-// Runs the calls; returns how long they took, or the first call's error (a server that cannot
-// answer its own sample requests should not report SERVING).
-absl::StatusOr<std::chrono::nanoseconds> WarmRequestPath(GpuWorker& worker,
-                                                         const ServiceLimits& limits);
+struct RequestWarmUp {
+  std::chrono::nanoseconds took{0};
+  int calls = 0;                     // sample calls made
+  std::vector<std::string> refused;  // each refused call and why, for the start-up's log
+};
+
+// Runs the calls, every one whatever the others did: the server's own limits may refuse a sample
+// (a small --result-buffer-bytes), which costs that path its warm-up and nothing else. Samples
+// over limits.max_image_pixels are not sent.
+RequestWarmUp WarmRequestPath(GpuWorker& worker, const ServiceLimits& limits);
 
 }  // namespace glimpse::server
 

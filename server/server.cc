@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_join.h"
 #include "common/str.h"
 #include "server/request_warm_up.h"
 
@@ -104,10 +105,16 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
                  s->rate_->shared() ? "shared through Redis" : "on this replica alone");
   }
   if (options.worker.warm_up) {
-    absl::StatusOr<std::chrono::nanoseconds> took = WarmRequestPath(*s->worker_, options.limits);
-    if (!took.ok()) return took.status();
-    spdlog::info("request path warmed in {} ms (each analysis once on sample images)",
-                 std::chrono::duration_cast<std::chrono::milliseconds>(*took).count());
+    const RequestWarmUp warm = WarmRequestPath(*s->worker_, options.limits);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(warm.took).count();
+    if (warm.refused.empty()) {
+      spdlog::info("request path warmed in {} ms (each analysis once on sample images)", ms);
+    } else {
+      spdlog::warn(
+          "request path warmed in {} ms, {} of {} sample calls refused (their first "
+          "calls will be slower): {}",
+          ms, warm.refused.size(), warm.calls, absl::StrJoin(warm.refused, "; "));
+    }
   }
   s->service_ = std::make_unique<ImageAnalyticsService>(
       *s->worker_, options.limits, s->redis_.get(),

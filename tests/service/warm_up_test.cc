@@ -182,6 +182,30 @@ TEST(WarmUpTest, NoCallBuildsAProgramAfterStartUpWithAGpusChoices) {
   EXPECT_TRUE(Intersect(ran, kGpuVariants));
 }
 
+// The request path's warm-up sends samples whose results a small --result-buffer-bytes refuses:
+// the server starts all the same (the refusals are logged), and its calls are answered.
+TEST(WarmUpTest, ASampleTheServersLimitsRefuseDoesNotStopTheStart) {
+  server::ServerOptions options;
+  options.worker.result_buffer_bytes = 1 << 16;  // the flag's least: the samples' box filters
+                                                 // and compactions need more
+  std::unique_ptr<TestServer> ts = TestServer::Start(options, /*warm_up=*/true);
+  GLIMPSE_REQUIRE_SERVER(ts);
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed());
+  const HostImage img = RandomImage(ImageDesc{37, 23, 3, SampleType::kUint8}, rng);
+  grpc::ClientContext ctx;
+  v1::HistogramRequest req;
+  *req.mutable_image() = InlineRaw(img);
+  v1::HistogramResponse resp;
+  ASSERT_TRUE(ts->stub->Histogram(&ctx, req, &resp).ok());
+  ASSERT_EQ(resp.histograms_size(), 3);
+  for (int c = 0; c < 3; ++c) {
+    uint64_t total = 0;
+    for (uint64_t n : resp.histograms(c).counts()) total += n;
+    EXPECT_EQ(total, uint64_t{37} * 23) << "channel " << c;
+  }
+}
+
 // The default number of warm-up contexts: one where helpers cannot help (a GPU, whose driver is
 // not Mesa's; Mesa's disk cache turned off), else the usable CPUs, at most kMaxWarmUpThreads.
 TEST(WarmUpTest, AutoThreadsFollowTheDeviceAndMesasCache) {
