@@ -107,7 +107,7 @@ absl::StatusOr<std::unique_ptr<GlimpseServer>> GlimpseServer::Start(const Server
   if (options.worker.warm_up) {
     const RequestWarmUp warm = WarmRequestPath(*s->worker_, options.limits);
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(warm.took).count();
-    if (warm.calls == 0) {
+    if (warm.refused.empty() && warm.calls == 0) {
       spdlog::info("request path not warmed: every sample image is over --max-image-pixels");
     } else if (warm.refused.empty()) {
       spdlog::info("request path warmed in {} ms (each analysis once on sample images)", ms);
