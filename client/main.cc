@@ -74,10 +74,13 @@ const std::vector<Command>& Commands() {
        Health},
       {"upload",
        {},
-       " FILE [--label=L] [--channels=N] [--raw=WxHxC --format=uint8|uint16|float32]\n"
+       " FILE [--label=L] [--channels=N] [--orientation=file|stored]\n"
+       "              [--raw=WxHxC --format=uint8|uint16|float32]\n"
        "                                      stores an image; prints its id (raw: FILE holds "
-       "pixels)",
-       {"label", "channels", "raw", "format"},
+       "pixels);\n"
+       "              --orientation: a JPEG, PNG or WebP turned as its EXIF tag says (file, the\n"
+       "              default) or as stored",
+       {"label", "channels", "orientation", "raw", "format"},
        Upload},
       {"list", {}, "                          stored images, most recently used first", {}, List},
       {"delete", {}, " ID...                  frees stored images", {}, Delete},
@@ -337,6 +340,7 @@ int Upload(const Options& o, const Connection& c) {
   // Labels are protobuf strings: UTF-8, whatever the file name's encoding.
   header.set_label(ValidUtf8(o.Get("label", std::filesystem::path(path).filename().string())));
   if (o.Has("raw")) {
+    if (o.Has("orientation")) Die(kExitUsage, "--orientation applies to encoded files only");
     unsigned w = 0, h = 0, ch = 0;
     char tail = 0;
     if (std::sscanf(o.Get("raw").c_str(), "%ux%ux%u%c", &w, &h, &ch, &tail) != 3) {
@@ -359,6 +363,14 @@ int Upload(const Options& o, const Connection& c) {
   } else {
     if (o.Has("format")) Die(kExitUsage, "--format applies to --raw uploads only");
     header.mutable_encoded()->set_desired_channels(uint32_t(o.GetInt("channels", 0, 0, 4)));
+    const std::string orientation = o.Get("orientation", "file");
+    if (orientation == "file") {
+      header.mutable_encoded()->set_orientation(v1::ORIENTATION_FROM_FILE);
+    } else if (orientation == "stored") {
+      header.mutable_encoded()->set_orientation(v1::ORIENTATION_AS_STORED);
+    } else {
+      Die(kExitUsage, fmt::format("--orientation must be file or stored, got \"{}\"", orientation));
+    }
   }
   v1::UploadImageResponse response;
   grpc::Status s = UploadBytes(c, data, header, &response, true);

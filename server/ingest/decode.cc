@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/str.h"
 #include "gpu/image.h"
@@ -84,6 +86,21 @@ void ConvertPixels(const uint8_t* src, int from, uint8_t* dst, int to, size_t co
   kFns[from - 1][to - 1](src, dst, count);
 }
 
+// The file's pixels in the order it stores them (`probed` then describes them so).
+absl::Status DecodeStored(std::span<const uint8_t> file, const Probed& probed, int channels,
+                          std::span<uint8_t> out, size_t row_stride, std::string_view field) {
+  switch (probed.format) {
+    case ImageFormat::kJpeg:
+      return DecodeJpeg(file, probed, channels, out, row_stride, field);
+    case ImageFormat::kPng:
+      return DecodePng(file, probed, channels, out, row_stride, field);
+    case ImageFormat::kWebp:
+      return DecodeWebp(file, probed, channels, out, row_stride, field);
+    default:
+      return DecodeStb(file, probed, channels, out, row_stride, field);
+  }
+}
+
 }  // namespace
 
 absl::Status Corrupt(std::string_view field, ImageFormat format, std::string_view reason) {
@@ -140,7 +157,8 @@ std::string_view ImageFormatName(ImageFormat format) {
   return "unknown";
 }
 
-absl::StatusOr<Probed> Probe(std::span<const uint8_t> file, std::string_view field) {
+absl::StatusOr<Probed> Probe(std::span<const uint8_t> file, std::string_view field,
+                             Orientation orientation) {
   if (file.empty()) {
     return absl::InvalidArgumentError(StrCat(field, " is empty: no image file was sent"));
   }
@@ -170,6 +188,10 @@ absl::StatusOr<Probed> Probe(std::span<const uint8_t> file, std::string_view fie
     return absl::InvalidArgumentError(StrCat(field, " is a ", ImageFormatName(probed->format),
                                              " file of zero size (", d.width, "x", d.height, ")"));
   }
+  if (orientation == Orientation::kFromFile) {
+    probed->orientation = ExifOrientation(FindExif(file, probed->format));
+    if (probed->orientation >= 5) std::swap(probed->desc.width, probed->desc.height);
+  }
   return probed;
 }
 
@@ -187,16 +209,21 @@ absl::Status DecodeInto(std::span<const uint8_t> file, const Probed& probed, int
         "decoding ", gpu::DescribeImage(d), " as ", channels, " channels needs rows of ", row,
         " bytes at most 2^31 - 1 apart; got ", out.size(), " bytes, rows ", row_stride, " apart"));
   }
-  switch (probed.format) {
-    case ImageFormat::kJpeg:
-      return DecodeJpeg(file, probed, channels, out, row_stride, field);
-    case ImageFormat::kPng:
-      return DecodePng(file, probed, channels, out, row_stride, field);
-    case ImageFormat::kWebp:
-      return DecodeWebp(file, probed, channels, out, row_stride, field);
-    default:
-      return DecodeStb(file, probed, channels, out, row_stride, field);
+  if (probed.orientation != 1) {
+    // Decoded as stored, then turned into `out`.
+    Probed stored = probed;
+    stored.orientation = 1;
+    if (probed.orientation >= 5) std::swap(stored.desc.width, stored.desc.height);
+    const size_t stored_row = RowBytes(stored.desc, channels);
+    std::vector<uint8_t> pixels(stored_row * size_t(stored.desc.height));
+    if (absl::Status s = DecodeStored(file, stored, channels, pixels, stored_row, field); !s.ok()) {
+      return s;
+    }
+    Reorient(probed.orientation, pixels.data(), stored.desc.width, stored.desc.height,
+             stored_row / size_t(stored.desc.width), stored_row, out.data(), row_stride);
+    return absl::OkStatus();
   }
+  return DecodeStored(file, probed, channels, out, row_stride, field);
 }
 
 }  // namespace glimpse::server::ingest

@@ -34,20 +34,36 @@ enum class ImageFormat { kJpeg, kPng, kWebp, kBmp, kGif, kTga, kPsd, kHdr, kPnm 
 // "JPEG", "PNG", "WebP", "BMP", "GIF", "TGA", "PSD", "HDR", "PNM".
 std::string_view ImageFormatName(ImageFormat format);
 
+// What becomes of a file's EXIF orientation tag (JPEG: an APP1 segment; PNG: an eXIf chunk; WebP:
+// an EXIF chunk), which cameras and phones write instead of turning the pixels they store.
+enum class Orientation {
+  // Turned or mirrored as the tag says: the image as viewers show it, and as OpenCV's
+  // cv2.imdecode gives JPEG and PNG files (IMREAD_COLOR and IMREAD_GRAYSCALE). One more pass over
+  // the pixels, for files whose tag is not 1.
+  kFromFile,
+  // The pixels in the order the file stores them, the tag ignored (IMREAD_IGNORE_ORIENTATION).
+  kAsStored,
+};
+
 struct Probed {
   ImageFormat format = ImageFormat::kPng;
-  // The file's own size, channels and sample type (16-bit PNG/PNM/PSD: uint16, HDR: float32,
-  // else uint8).
+  // The decoded image's size, channels and sample type (16-bit PNG/PNM/PSD: uint16, HDR: float32,
+  // else uint8): the file's own, its width and height swapped where it is turned a quarter.
   gpu::ImageDesc desc;
+  // The EXIF orientation (1-8) the decode applies; 1: none (no tag, a tag of 1, or kAsStored).
+  int orientation = 1;
 };
 
 // The format from the file's signature (TGA has none: it is what stb_image reads when no signature
-// matched), then its header. Reads no pixel data. Errors (INVALID_ARGUMENT) name `field`, the
-// format found and the decoder's own message.
-absl::StatusOr<Probed> Probe(std::span<const uint8_t> file, std::string_view field);
+// matched), then its header and, for JPEG, PNG and WebP under kFromFile, its EXIF orientation.
+// Reads no pixel data. Errors (INVALID_ARGUMENT) name `field`, the format found and the decoder's
+// own message; an EXIF block that cannot be read is no error (the file is taken as unturned).
+absl::StatusOr<Probed> Probe(std::span<const uint8_t> file, std::string_view field,
+                             Orientation orientation = Orientation::kFromFile);
 
 // Decodes `file`, probed as `probed`, into `out` as rows of probed.desc.width * channels samples
-// of probed.desc.type, `row_stride` bytes apart; the bytes between rows are left as they are.
+// of probed.desc.type, `row_stride` bytes apart; the bytes between rows are left as they are. A
+// turned or mirrored file (probed.orientation != 1) is decoded into memory of its own first.
 // channels (1-4) is the file's own or another (converted as the comment at the top says).
 // REQUIRES: row_stride >= the row's bytes, out.size() >= row_stride * (height - 1) + row bytes.
 absl::Status DecodeInto(std::span<const uint8_t> file, const Probed& probed, int channels,

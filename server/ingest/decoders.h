@@ -1,7 +1,8 @@
 // The per-format decoders behind server/ingest/decode.h, one file each: decode_jpeg.cc
 // (TurboJPEG), decode_png.cc (libdeflate + own unfiltering; libspng reads the header),
-// decode_webp.cc (libwebp), decode_stb.cc (stb_image: BMP, GIF, TGA, PSD, HDR, PNM); and the
-// helpers they share (decode.cc). Included by those files only; callers use Probe and DecodeInto.
+// decode_webp.cc (libwebp), decode_stb.cc (stb_image: BMP, GIF, TGA, PSD, HDR, PNM); the EXIF
+// orientation (orientation.cc); and the helpers they share (decode.cc). Included by those files
+// only; callers use Probe and DecodeInto.
 //
 //   absl::StatusOr<Probed> probed = ProbePng(file, field);          // after Sniff said PNG
 //   if (!probed.ok()) return probed.status();
@@ -35,6 +36,19 @@ size_t RowBytes(const gpu::ImageDesc& desc, int channels);
 // `count` pixels of `from` channels to `to` channels by stb_image's rules (decode.h's comment).
 void ConvertRow(gpu::SampleType type, const uint8_t* src, int from, uint8_t* dst, int to,
                 size_t count);
+
+// The EXIF block (TIFF data) of a JPEG file (an APP1 segment "Exif\0\0"), a PNG file (an eXIf
+// chunk before the image data) or a WebP file (an EXIF chunk); empty where there is none, or the
+// file is of another format (server/ingest/orientation.cc).
+std::span<const uint8_t> FindExif(std::span<const uint8_t> file, ImageFormat format);
+// The orientation (1-8) that an EXIF block's first IFD gives; 1 where it gives none, or a value
+// outside 1-8, or the block cannot be read (as viewers and OpenCV take such files: unturned).
+int ExifOrientation(std::span<const uint8_t> exif);
+// Copies the image of `width` x `height` pixels of `pixel_bytes` each at `src` (rows
+// `src_stride` bytes apart) to `dst` (rows `dst_stride` apart) turned or mirrored as EXIF
+// orientation `orientation` (1-8) says: for 5-8, `dst` is `height` pixels wide and `width` high.
+void Reorient(int orientation, const uint8_t* src, int width, int height, size_t pixel_bytes,
+              size_t src_stride, uint8_t* dst, size_t dst_stride);
 
 // Each format's Probe and DecodeInto, with decode.h's contracts; DecodeInto has checked the
 // channels and the output's size.

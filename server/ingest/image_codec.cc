@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "common/str.h"
+#include "glimpse/v1/image_analytics.pb.h"
 
 namespace glimpse::server {
 
@@ -19,11 +20,25 @@ absl::Status CheckDesiredChannels(uint32_t desired_channels, std::string_view fi
       StrCat(field, " must be 0 (the file's own channels) to 4, got ", desired_channels));
 }
 
+absl::StatusOr<ingest::Orientation> OrientationFrom(int orientation, std::string_view field) {
+  switch (orientation) {
+    case v1::ORIENTATION_UNSPECIFIED:
+    case v1::ORIENTATION_FROM_FILE:
+      return ingest::Orientation::kFromFile;
+    case v1::ORIENTATION_AS_STORED:
+      return ingest::Orientation::kAsStored;
+    default:
+      return absl::InvalidArgumentError(StrCat(field, " must be ORIENTATION_FROM_FILE (1) or ",
+                                               "ORIENTATION_AS_STORED (2), got ", orientation));
+  }
+}
+
 absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int desired_channels,
                                              uint64_t max_pixels, std::string_view field,
-                                             ingest::ImageFormat* format) {
-  absl::StatusOr<DecodedImage> decoded =
-      DecodeEncodedFor(gpu::DeviceLimits{}, file, desired_channels, max_pixels, field, format);
+                                             ingest::ImageFormat* format,
+                                             ingest::Orientation orientation) {
+  absl::StatusOr<DecodedImage> decoded = DecodeEncodedFor(
+      gpu::DeviceLimits{}, file, desired_channels, max_pixels, field, format, nullptr, orientation);
   if (!decoded.ok()) return decoded.status();
   return std::move(decoded->host);
 }
@@ -41,13 +56,14 @@ absl::StatusOr<DecodedImage> DecodeEncodedFor(const gpu::DeviceLimits& device,
                                               std::span<const uint8_t> file, int desired_channels,
                                               uint64_t max_pixels, std::string_view field,
                                               ingest::ImageFormat* format,
-                                              gpu::StagingArena* staging) {
+                                              gpu::StagingArena* staging,
+                                              ingest::Orientation orientation) {
   if (desired_channels < 0) return CheckDesiredChannels(UINT32_MAX, "desired_channels");
   if (absl::Status s = CheckDesiredChannels(uint32_t(desired_channels), "desired_channels");
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<ingest::Probed> probed = ingest::Probe(file, field);
+  absl::StatusOr<ingest::Probed> probed = ingest::Probe(file, field, orientation);
   if (!probed.ok()) return probed.status();
   if (format != nullptr) *format = probed->format;
   const gpu::ImageDesc& desc = probed->desc;

@@ -32,12 +32,17 @@ absl::StatusOr<gpu::ImageDesc> ProbeEncoded(std::span<const uint8_t> file, std::
 // in the error ("image.encoded.desired_channels").
 absl::Status CheckDesiredChannels(uint32_t desired_channels, std::string_view field);
 
+// The one rule for an EncodedImage's or EncodedUpload's orientation: UNSPECIFIED is FROM_FILE;
+// another value is refused (INVALID_ARGUMENT naming `field`, "image.encoded.orientation").
+absl::StatusOr<ingest::Orientation> OrientationFrom(int orientation, std::string_view field);
+
 // Decodes the file. desired_channels 0 keeps the file's channels (CheckDesiredChannels). Checks the
 // header against max_pixels (RESOURCE_EXHAUSTED naming --max-image-pixels) before decoding.
 // `format`, if not null, is set to the file's format once its header has been read.
-absl::StatusOr<gpu::HostImage> DecodeEncoded(std::span<const uint8_t> file, int desired_channels,
-                                             uint64_t max_pixels, std::string_view field,
-                                             ingest::ImageFormat* format = nullptr);
+absl::StatusOr<gpu::HostImage> DecodeEncoded(
+    std::span<const uint8_t> file, int desired_channels, uint64_t max_pixels,
+    std::string_view field, ingest::ImageFormat* format = nullptr,
+    ingest::Orientation orientation = ingest::Orientation::kFromFile);
 
 // A file decoded for an upload to `device`: as DecodeEncoded, except where the device takes
 // 3-channel images as rows widened to four channels (DeviceLimits::plain_uploads, see
@@ -52,11 +57,11 @@ struct DecodedImage {
   gpu::StagingBlock staged;
   gpu::StagedRows staged_rows;
 };
-absl::StatusOr<DecodedImage> DecodeEncodedFor(const gpu::DeviceLimits& device,
-                                              std::span<const uint8_t> file, int desired_channels,
-                                              uint64_t max_pixels, std::string_view field,
-                                              ingest::ImageFormat* format = nullptr,
-                                              gpu::StagingArena* staging = nullptr);
+absl::StatusOr<DecodedImage> DecodeEncodedFor(
+    const gpu::DeviceLimits& device, std::span<const uint8_t> file, int desired_channels,
+    uint64_t max_pixels, std::string_view field, ingest::ImageFormat* format = nullptr,
+    gpu::StagingArena* staging = nullptr,
+    ingest::Orientation orientation = ingest::Orientation::kFromFile);
 
 // Whether an image's rows of `bytes` go to staging memory when there is some: those of over
 // kStagingMinBytes, which then reach the device through one copy (a GPU reads staging memory by

@@ -146,12 +146,13 @@ std::shared_ptr<Input> RawInput(const gpu::ImageDesc& desc, const WireBytes& pix
 }
 
 absl::StatusOr<std::shared_ptr<Input>> DecodedInput(
-    std::span<const uint8_t> file, int desired_channels, const ServiceLimits& limits,
-    const gpu::DeviceLimits& device, gpu::StagingArena* staging, std::string_view field,
-    std::string_view desc_field, CallRecord& record) {
+    std::span<const uint8_t> file, int desired_channels, ingest::Orientation orientation,
+    const ServiceLimits& limits, const gpu::DeviceLimits& device, gpu::StagingArena* staging,
+    std::string_view field, std::string_view desc_field, CallRecord& record) {
   const SteadyClock::time_point t0 = SteadyClock::now();
-  absl::StatusOr<DecodedImage> decoded = DecodeEncodedFor(
-      device, file, desired_channels, limits.max_image_pixels, field, nullptr, staging);
+  absl::StatusOr<DecodedImage> decoded =
+      DecodeEncodedFor(device, file, desired_channels, limits.max_image_pixels, field, nullptr,
+                       staging, orientation);
   if (!decoded.ok()) return decoded.status();
   const gpu::ImageDesc& desc = decoded->host.desc;
   if (absl::Status s = CheckDesc(desc, desc_field, device); !s.ok()) return s;
@@ -204,12 +205,15 @@ absl::StatusOr<std::shared_ptr<const Input>> ReadImageRef(
           !s.ok()) {
         return s;
       }
+      absl::StatusOr<ingest::Orientation> orientation =
+          OrientationFrom(ref.encoded().orientation(), "image.encoded.orientation");
+      if (!orientation.ok()) return orientation.status();
       const std::string& data = ref.encoded().data();
       return DecodedInput(
           in_wire ? inline_bytes->Contiguous()
                   : std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()),
-          int(ref.encoded().desired_channels()), limits, device, staging, "image.encoded.data",
-          "image.encoded", record);
+          int(ref.encoded().desired_channels()), *orientation, limits, device, staging,
+          "image.encoded.data", "image.encoded", record);
     }
     case v1::ImageRef::kRaw: {
       absl::StatusOr<gpu::ImageDesc> desc =

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "glimpse/v1/image_analytics.pb.h"
 #include "gpu/image.h"
+#include "server/ingest/decode.h"
 #include "server/rpc/call.h"
 #include "server/rpc/limits.h"
 #include "server/rpc/wire.h"
@@ -82,11 +83,12 @@ std::shared_ptr<Input> RawInput(const gpu::ImageDesc& desc, const WireBytes& pix
 // straight into the device's widened rows where it takes them, host->data then empty), its
 // layout checked against the device (errors naming `desc_field`), the decode's time and the
 // image recorded. `field` names the bytes in the decoder's errors. Large images go into `staging`
-// where it has room (DecodeEncodedFor).
+// where it has room (DecodeEncodedFor). The file's EXIF orientation is applied or not as
+// `orientation` says.
 absl::StatusOr<std::shared_ptr<Input>> DecodedInput(
-    std::span<const uint8_t> file, int desired_channels, const ServiceLimits& limits,
-    const gpu::DeviceLimits& device, gpu::StagingArena* staging, std::string_view field,
-    std::string_view desc_field, CallRecord& record);
+    std::span<const uint8_t> file, int desired_channels, ingest::Orientation orientation,
+    const ServiceLimits& limits, const gpu::DeviceLimits& device, gpu::StagingArena* staging,
+    std::string_view field, std::string_view desc_field, CallRecord& record);
 // The host pixels of an Input that has them, in ImageDesc layout: its own, or narrowed from the
 // widened rows it was decoded into (for the shared store, which keeps that layout).
 std::shared_ptr<const gpu::HostImage> HostPixels(std::shared_ptr<const Input> in);

@@ -139,9 +139,18 @@ absl::Status UploadBuffer::SetHeader(const v1::UploadHeader& header, CallRecord&
                limits_.max_upload_bytes, " bytes per upload (--max-upload-bytes)"));
   }
   switch (header_.kind_case()) {
-    case v1::UploadHeader::kEncoded:
-      return CheckDesiredChannels(header_.encoded().desired_channels(),
-                                  StrCat(field_, ".encoded.desired_channels"));
+    case v1::UploadHeader::kEncoded: {
+      if (absl::Status s = CheckDesiredChannels(header_.encoded().desired_channels(),
+                                                StrCat(field_, ".encoded.desired_channels"));
+          !s.ok()) {
+        return s;
+      }
+      absl::StatusOr<ingest::Orientation> orientation =
+          OrientationFrom(header_.encoded().orientation(), StrCat(field_, ".encoded.orientation"));
+      if (!orientation.ok()) return orientation.status();
+      orientation_ = *orientation;
+      return absl::OkStatus();
+    }
     case v1::UploadHeader::kRaw: {
       absl::StatusOr<gpu::ImageDesc> desc =
           DescFromLayout(header_.raw(), StrCat(field_, ".raw"), device_, limits_);
@@ -200,8 +209,8 @@ absl::StatusOr<std::shared_ptr<Input>> UploadBuffer::TakeImage(CallRecord& recor
   } else {
     absl::StatusOr<std::shared_ptr<Input>> decoded =
         DecodedInput(std::span(reinterpret_cast<const uint8_t*>(data_.data()), data_.size()),
-                     int(header_.encoded().desired_channels()), limits_, device_, staging_,
-                     "uploaded file", "uploaded file", record);
+                     int(header_.encoded().desired_channels()), orientation_, limits_, device_,
+                     staging_, "uploaded file", "uploaded file", record);
     if (!decoded.ok()) return decoded.status();
     in = *std::move(decoded);
   }

@@ -23,6 +23,7 @@
 #include "glimpse/v1/image_analytics.pb.h"
 #include "gpu/image.h"
 #include "server/analyses/runner.h"
+#include "server/ingest/decode.h"
 #include "server/ingest/image_ref.h"
 #include "server/rpc/call.h"
 #include "server/rpc/limits.h"
@@ -55,6 +56,7 @@ class UploadBuffer {
   const std::string field_;
   v1::UploadHeader header_;
   gpu::ImageDesc raw_desc_;
+  ingest::Orientation orientation_ = ingest::Orientation::kFromFile;  // an encoded file's
   std::string data_;
 };
 

@@ -1,7 +1,8 @@
 // The encoded-image path of uploads and inline images: the header probe, the --max-image-pixels
 // check before decoding, the decode (server/ingest: libjpeg-turbo, PNG's own chunk walk, libdeflate
 // inflate and unfiltering, libwebp, stb_image), the same decode into rows a stride apart in a
-// buffer that ends where the last row does, the decode for a GPU (3-channel images straight into
+// buffer that ends where the last row does, the EXIF orientation (against the file decoded as
+// stored, turned by the tests' reference), the decode for a GPU (3-channel images straight into
 // four-channel rows), the decode into staging memory's row layouts, and (for small uint8 and uint16
 // results) a PNG round trip through the server's encoder.
 // Input: one byte whose value mod 5 is desired_channels, then the file.
@@ -15,6 +16,7 @@
 #include "server/ingest/decode.h"
 #include "server/ingest/image_codec.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/orientation_reference.h"
 
 namespace glimpse::fuzz {
 namespace {
@@ -43,9 +45,22 @@ void Run(const uint8_t* data, size_t size) {
         StrCat("decoded ", d.channels, " channels, asked ", desired));
   Check(image->data.size() == d.bytes(), StrCat(image->data.size(), " bytes for ", d.bytes()));
 
-  // Rows 3 bytes apart beyond their length: the same pixels, the gaps untouched.
   absl::StatusOr<server::ingest::Probed> probe = server::ingest::Probe(file, "file");
   Check(probe.ok() && probe->format == format && probe->desc == *probed, "Probe disagrees");
+
+  // The EXIF orientation: the file decoded as stored, then turned by the tests' own reference,
+  // gives the same image.
+  absl::StatusOr<gpu::HostImage> stored = server::DecodeEncoded(
+      file, desired, kMaxPixels, "file", nullptr, server::ingest::Orientation::kAsStored);
+  Check(stored.ok(), StrCat("decoded turned, not as stored: ", stored.status().ToString()));
+  gpu::ImageDesc shown;
+  const std::vector<uint8_t> turned =
+      testing::TurnedAsExifSays(stored->data, stored->desc, probe->orientation, &shown);
+  Check(shown == d && turned == image->data,
+        StrCat("orientation ", probe->orientation, " of ", gpu::DescribeImage(stored->desc),
+               " differs from the reference"));
+
+  // Rows 3 bytes apart beyond their length: the same pixels, the gaps untouched.
   const size_t row = d.row_bytes(), stride = row + 3;
   std::vector<uint8_t> strided(stride * size_t(d.height - 1) + row, 0x5A);
   const absl::Status s =

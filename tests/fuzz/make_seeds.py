@@ -17,7 +17,7 @@ ROOT = HERE.parent.parent
 
 
 def png(w, h, color_type, depth, raw_rows, palette=None, claim=None, trns=None, interlace=0,
-        filters=None, idats=1):
+        filters=None, idats=1, exif=None):
     """A PNG of `raw_rows` (each scanline's bytes, after its filter byte: 0, or filters[i % n] for
     row i, the bytes then taken as filtered; with interlace 1, the scanlines of the Adam7 passes in
     order, as adam7_rows makes them), its image data compressed at level 9 and split into `idats`
@@ -32,6 +32,8 @@ def png(w, h, color_type, depth, raw_rows, palette=None, claim=None, trns=None, 
         out += chunk(b"PLTE", palette)
     if trns:
         out += chunk(b"tRNS", trns)
+    if exif:
+        out += chunk(b"eXIf", exif)
     filters = filters or [0]
     z = zlib.compress(b"".join(bytes([filters[i % len(filters)]]) + r for i, r in enumerate(raw_rows)),
                       9 if idats > 1 else -1)
@@ -41,6 +43,29 @@ def png(w, h, color_type, depth, raw_rows, palette=None, claim=None, trns=None, 
     for a, b in zip(cuts, cuts[1:]):
         out += chunk(b"IDAT", z[a:b])
     return out + chunk(b"IEND", b"")
+
+
+def exif(orientation, little=True, entries=1):
+    """A TIFF block whose first IFD holds the EXIF orientation tag (a SHORT); `entries` is the
+    count the IFD claims."""
+    e = "<" if little else ">"
+    return ((b"II" if little else b"MM") + struct.pack(e + "HIH", 42, 8, entries) +
+            struct.pack(e + "HHIHH", 0x0112, 3, 1, orientation, 0) + struct.pack(e + "I", 0))
+
+
+def jpeg_with_exif(jpeg, tiff):
+    """`jpeg` with an APP1 EXIF segment of `tiff` after SOI."""
+    payload = b"Exif\0\0" + tiff
+    return jpeg[:2] + b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload + jpeg[2:]
+
+
+def webp_with_exif(simple, w, h, tiff):
+    """The simple WebP file `simple` in the extended format (VP8X: EXIF and alpha flags), its
+    image chunk, then an EXIF chunk of `tiff`."""
+    body = (b"WEBP" + b"VP8X" + struct.pack("<I", 10) + bytes([0x18, 0, 0, 0]) +
+            (w - 1).to_bytes(3, "little") + (h - 1).to_bytes(3, "little") + simple[12:] +
+            b"EXIF" + struct.pack("<I", len(tiff)) + tiff + b"\0" * (len(tiff) % 2))
+    return b"RIFF" + struct.pack("<I", len(body)) + body
 
 
 def adam7_rows(w, h, pixel):
@@ -206,6 +231,15 @@ def image_seeds():
         "webp-lossless-8x8": WEBP_LOSSLESS,
         "webp-alpha-8x8": WEBP_ALPHA,
         "webp-truncated": WEBP_LOSSY[:60],
+        # EXIF orientation tags: turned (5-8 swap width and height), and a block that cannot
+        # be read (an IFD claiming more entries than it holds), which leaves the image as stored.
+        "jpeg-444-8x8-exif-6": jpeg_with_exif(JPEG_444, exif(6)),
+        "jpeg-420-8x8-exif-3-big-endian": jpeg_with_exif(JPEG_420, exif(3, little=False)),
+        "jpeg-grey-8x8-exif-short-ifd": jpeg_with_exif(JPEG_GREY, exif(8, entries=40)[:20]),
+        "png-rgb-3x2-exif-8": png(3, 2, 2, 8, rgb, exif=exif(8, little=False)),
+        "png-rgba16-2x1-exif-5": png(2, 1, 6, 16, [struct.pack(">8H", 1, 2, 3, 65535, 4, 5, 6, 0)],
+                                     exif=exif(5)),
+        "webp-lossless-8x8-exif-7": webp_with_exif(WEBP_LOSSLESS, 8, 8, exif(7)),
         # RIFF, then VP8X flagging animation on a 3x2 canvas: refused.
         "webp-animated-header": bytes.fromhex("52494646160000005745425056503858" "0a000000"
                                               "02000000020000010000"),
@@ -263,6 +297,10 @@ def upload_seeds(files):
         "encoded-jpeg-two-chunks": stream("encoded { desired_channels: 1 }",
                                           [JPEG_420[:100], JPEG_420[100:]]),
         "encoded-webp": stream("encoded { }", [WEBP_ALPHA]),
+        "encoded-jpeg-exif-6": stream("encoded { orientation: ORIENTATION_FROM_FILE }",
+                                      [files["jpeg-444-8x8-exif-6"]]),
+        "encoded-png-exif-8-as-stored": stream("encoded { orientation: ORIENTATION_AS_STORED }",
+                                               [files["png-rgb-3x2-exif-8"]]),
         "encoded-total-mismatch": stream("encoded { } total_bytes: 5", [png_file]),
     }
 

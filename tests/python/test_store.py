@@ -1,7 +1,9 @@
 """Upload, list, info, delete, health, connection options and errors."""
 import os
 import shutil
+import struct
 import subprocess
+import zlib
 
 import grpc
 import numpy as np
@@ -114,6 +116,82 @@ def test_upload_file_path_and_bytes(client):
     finally:
         client.delete(by_path)
         client.delete(by_bytes)
+
+
+def exif_block(orientation, little=True):
+    """A TIFF block whose first IFD holds the EXIF orientation tag (a SHORT)."""
+    e = "<" if little else ">"
+    return ((b"II" if little else b"MM") + struct.pack(e + "HI", 42, 8) + struct.pack(e + "H", 1) +
+            struct.pack(e + "HHIHH", 0x0112, 3, 1, orientation, 0) + struct.pack(e + "I", 0))
+
+
+def png_with_exif(png, tiff):
+    """The PNG file with an eXIf chunk of `tiff` after its IHDR chunk (8 + 25 bytes in)."""
+    chunk = (struct.pack(">I", len(tiff)) + b"eXIf" + tiff +
+             struct.pack(">I", zlib.crc32(b"eXIf" + tiff)))
+    return png[:33] + chunk + png[33:]
+
+
+def jpeg_with_exif(jpeg, tiff):
+    """The JPEG file with an APP1 EXIF segment of `tiff` after its SOI marker."""
+    payload = b"Exif\0\0" + tiff
+    return jpeg[:2] + b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload + jpeg[2:]
+
+
+# What a viewer shows of the stored image `a` for each EXIF orientation, in numpy's terms.
+SHOWN = {
+    1: lambda a: a,
+    2: np.fliplr,
+    3: lambda a: np.rot90(a, 2),
+    4: np.flipud,
+    5: lambda a: a.swapaxes(0, 1),
+    6: lambda a: np.rot90(a, -1),  # a quarter turn clockwise
+    7: lambda a: np.rot90(a, 2).swapaxes(0, 1),
+    8: lambda a: np.rot90(a, 1),
+}
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_exif_orientation_turns_the_image_as_viewers_show_it(client, orientation):
+    data = png_with_exif(SAMPLE.read_bytes(), exif_block(orientation, little=orientation % 2 == 0))
+    stored = client.upload(data, orientation="stored")
+    shown = client.upload(data, label="shown")
+    try:
+        assert (stored.width, stored.height) == (640, 480)
+        a = client.box_filter(stored, 0).pixels
+        want = SHOWN[orientation](a)
+        assert (shown.height, shown.width, shown.channels) == want.shape
+        b = client.box_filter(shown, 0).pixels
+        assert b.shape == want.shape and (b == want).all()
+        # The file sent inline is turned the same way, and every analysis follows.
+        assert (client.box_filter(data, 0).pixels == want).all()
+        table = client.integral_image(data).table
+        assert table.shape == want.shape and int(table[-1, -1, 0]) == int(want[:, :, 0].sum())
+        assert (table[:, -1, 0] == want[:, :, 0].astype(np.uint64).sum(axis=1).cumsum()).all()
+    finally:
+        client.delete(stored)
+        client.delete(shown)
+
+
+def test_exif_orientation_matches_opencvs_reading_of_jpeg_and_png(client):
+    """cv2.imdecode (IMREAD_COLOR) turns JPEG and PNG files as their tag says: the same pixels."""
+    cv2 = pytest.importorskip("cv2")
+    bgr = cv2.imdecode(np.frombuffer(SAMPLE.read_bytes(), np.uint8), cv2.IMREAD_COLOR)
+    ok, jpeg = cv2.imencode(".jpg", bgr[:101, :67])
+    assert ok
+    for orientation in range(1, 9):
+        tiff = exif_block(orientation)
+        for data in (png_with_exif(SAMPLE.read_bytes(), tiff), jpeg_with_exif(jpeg.tobytes(), tiff)):
+            want = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)[:, :, ::-1]
+            got = client.box_filter(data, 0).pixels
+            assert got.shape == want.shape and (got == want).all(), orientation
+
+
+def test_orientation_is_checked_before_anything_is_sent(client):
+    with pytest.raises(ValueError, match="orientation must be 'file' or 'stored'"):
+        client.upload(SAMPLE, orientation="sideways")
+    with pytest.raises(ValueError, match="orientation applies to encoded files"):
+        client.upload(np.zeros((2, 2), np.uint8), orientation="stored")
 
 
 def test_a_file_name_in_another_encoding_is_labelled_as_text(client, tmp_path):

@@ -32,6 +32,7 @@
 
 #include "server/ingest/image_codec.h"
 #include "tests/gpu_test_env.h"
+#include "tests/orientation_reference.h"
 
 #define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION
@@ -1034,6 +1035,194 @@ TEST(DecodeTest, ThreeChannelImagesDecodeStraightIntoWidenedRowsForAGpu) {
       }
     }
   }
+}
+
+// ---- EXIF orientation -------------------------------------------------------------------------
+
+// A TIFF block whose first IFD holds the orientation tag (0x0112) as `count` values of `type`
+// (3: SHORT, 4: LONG), little- or big-endian, after another tag.
+File ExifBlock(uint32_t orientation, bool little, uint16_t type = 3, uint32_t count = 1) {
+  File t;
+  auto u16 = [&](uint32_t v) {
+    t.push_back(uint8_t(little ? v : v >> 8));
+    t.push_back(uint8_t(little ? v >> 8 : v));
+  };
+  auto u32 = [&](uint32_t v) {
+    u16(little ? v & 0xFFFF : v >> 16);
+    u16(little ? v >> 16 : v & 0xFFFF);
+  };
+  const uint8_t order = little ? 'I' : 'M';
+  t = {order, order};
+  u16(42);
+  u32(8);       // the first IFD, straight after the header
+  u16(2);       // its entries:
+  u16(0x010F);  // Make, 4 ASCII bytes: "Cam"
+  u16(2);
+  u32(4);
+  t.insert(t.end(), {'C', 'a', 'm', 0});
+  u16(0x0112);  // Orientation
+  u16(type);
+  u32(count);
+  if (type == 3) {
+    u16(orientation);
+    u16(0);
+  } else {
+    u32(orientation);
+  }
+  u32(0);  // no next IFD
+  return t;
+}
+
+// `jpeg` with an APP1 segment of `payload` (which starts "Exif\0\0" for an EXIF one) after SOI.
+File JpegWith(const File& jpeg, const File& payload) {
+  File app1 = {0xFF, 0xE1, uint8_t((payload.size() + 2) >> 8), uint8_t(payload.size() + 2)};
+  app1.insert(app1.end(), payload.begin(), payload.end());
+  File out = jpeg;
+  out.insert(out.begin() + 2, app1.begin(), app1.end());
+  return out;
+}
+
+File ExifPayload(const File& tiff) {
+  File p = {'E', 'x', 'i', 'f', 0, 0};
+  p.insert(p.end(), tiff.begin(), tiff.end());
+  return p;
+}
+
+// A WebP file in the extended format (VP8X, its EXIF and alpha flags set) of a simple one's image
+// chunk, then an EXIF chunk of `exif`.
+File WebpWithExif(const File& simple, int w, int h, const File& exif) {
+  File body = {'W', 'E', 'B', 'P', 'V', 'P', '8', 'X', 10, 0, 0, 0, 0x18, 0, 0, 0};
+  for (uint32_t v : {uint32_t(w - 1), uint32_t(h - 1)}) {
+    body.insert(body.end(), {uint8_t(v), uint8_t(v >> 8), uint8_t(v >> 16)});
+  }
+  body.insert(body.end(), simple.begin() + 12, simple.end());
+  body.insert(body.end(), {'E', 'X', 'I', 'F'});
+  for (int i = 0; i < 4; ++i) body.push_back(uint8_t(exif.size() >> (8 * i)));
+  body.insert(body.end(), exif.begin(), exif.end());
+  if (exif.size() % 2 == 1) body.push_back(0);
+  File out = {'R', 'I', 'F', 'F'};
+  for (int i = 0; i < 4; ++i) out.push_back(uint8_t(body.size() >> (8 * i)));
+  out.insert(out.end(), body.begin(), body.end());
+  return out;
+}
+
+// A file of each format that carries EXIF, turned each of the eight ways, in either byte order:
+// the image is the file's as stored, turned by the tests' own reference, for every channel count,
+// strided, and for a GPU's widened rows; as stored on request; and unchanged by the block itself.
+TEST(DecodeTest, ExifOrientationTurnsJpegPngAndWebpAsViewersShowThem) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  gpu::DeviceLimits gpu_device;
+  gpu_device.plain_uploads = true;
+  const int w = 23, h = 14;
+  const std::vector<uint8_t> px = PhotoLike(w, h, 3, rng), px4 = PhotoLike(w, h, 4, rng);
+  const File png = WritePng(RandomPng(w, h, 2, 8, false, false, rng), rng);
+  const File png16 = WritePng(RandomPng(w, h, 6, 16, false, true, rng), rng);
+  const File webp = WebpEncode(px4, w, h, 4, true);
+  const size_t idat = ChunkAt(png, "IDAT", 0), idat16 = ChunkAt(png16, "IDAT", 0);
+  for (int o = 1; o <= 8; ++o) {
+    for (bool little : {true, false}) {
+      const File tiff = ExifBlock(uint32_t(o), little);
+      const std::pair<std::string, File> files[] = {
+          {"JPEG", JpegWith(TjCompress(px, w, h, TJPF_RGB, TJSAMP_420, 90, 0), ExifPayload(tiff))},
+          {"PNG", WithChunk(png, idat, "eXIf", tiff)},
+          {"16-bit RGBA Adam7 PNG", WithChunk(png16, idat16, "eXIf", tiff)},
+          {"WebP", WebpWithExif(webp, w, h, tiff)},
+          {"WebP, Exif header", WebpWithExif(webp, w, h, ExifPayload(tiff))},
+      };
+      for (const auto& [name, file] : files) {
+        SCOPED_TRACE(::testing::Message()
+                     << name << ", orientation " << o << (little ? " (II)" : " (MM)"));
+        absl::StatusOr<Probed> probed = Probe(file, "image");
+        ASSERT_TRUE(probed.ok()) << probed.status();
+        EXPECT_EQ(probed->orientation, o);
+        absl::StatusOr<Probed> as_stored = Probe(file, "image", Orientation::kAsStored);
+        ASSERT_TRUE(as_stored.ok()) << as_stored.status();
+        EXPECT_EQ(as_stored->orientation, 1);
+        EXPECT_EQ(as_stored->desc.width, w);
+        for (int channels = 0; channels <= 4; ++channels) {
+          SCOPED_TRACE(::testing::Message() << "as " << channels << " channels");
+          absl::StatusOr<gpu::HostImage> stored =
+              DecodeEncoded(file, channels, kMaxPixels, "image", nullptr, Orientation::kAsStored);
+          ASSERT_TRUE(stored.ok()) << stored.status();
+          ASSERT_EQ(stored->desc.width, w);
+          ImageDesc shown;
+          const std::vector<uint8_t> turned =
+              ::glimpse::testing::TurnedAsExifSays(stored->data, stored->desc, o, &shown);
+          ASSERT_NO_FATAL_FAILURE(ExpectDecodes(file, channels, shown, turned));
+          absl::StatusOr<DecodedImage> gpu =
+              DecodeEncodedFor(gpu_device, file, channels, kMaxPixels, "image");
+          ASSERT_TRUE(gpu.ok()) << gpu.status();
+          EXPECT_EQ(gpu->host.desc, shown);
+          if (shown.channels == 3) {
+            EXPECT_TRUE(gpu::NarrowFromUpload(shown, gpu->widened) == turned);
+          } else {
+            EXPECT_TRUE(gpu->host.data == turned);
+          }
+        }
+      }
+    }
+  }
+  // The block changes no pixel: a JPEG with it, decoded as stored, is the JPEG without it.
+  const File plain = TjCompress(px, w, h, TJPF_RGB, TJSAMP_444, 85, 0);
+  absl::StatusOr<gpu::HostImage> with =
+      DecodeEncoded(JpegWith(plain, ExifPayload(ExifBlock(6, true))), 0, kMaxPixels, "image",
+                    nullptr, Orientation::kAsStored);
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_TRUE(with->data == TjDecompress(plain, w, h, TJPF_RGB));
+}
+
+// EXIF that cannot be read, or gives no orientation in 1-8, or is not where decoders look for it,
+// leaves the image as stored, as viewers and OpenCV leave it; the file is no less decoded.
+TEST(DecodeTest, ExifWithoutAUsableOrientationLeavesTheImageAsStored) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  const int w = 9, h = 5;
+  const std::vector<uint8_t> px = PhotoLike(w, h, 3, rng);
+  const File jpeg = TjCompress(px, w, h, TJPF_RGB, TJSAMP_444, 90, 0);
+  File cut = ExifBlock(6, true);
+  cut.resize(20);  // the IFD's entries cut short
+  File far = ExifBlock(6, false);
+  far[7] = 200;  // the first IFD past the block's end
+  File endless = ExifBlock(6, true);
+  endless[8] = endless[9] = 0xFF;  // 65535 entries, of which only the first is there
+  endless.resize(22);
+  File odd = ExifBlock(6, true);
+  odd[0] = odd[1] = 'X';  // no byte order
+  File magic = ExifBlock(6, true);
+  magic[2] = 43;
+  File xmp = {'h', 't', 't', 'p', ':', '/', '/', 'n', 's', '.', 'a', 'd', 'o', 'b', 'e', 0};
+  const File bad = ExifBlock(6, true);
+  xmp.insert(xmp.end(), bad.begin(), bad.end());
+  const std::pair<std::string, File> files[] = {
+      {"orientation 0", JpegWith(jpeg, ExifPayload(ExifBlock(0, true)))},
+      {"orientation 9", JpegWith(jpeg, ExifPayload(ExifBlock(9, false)))},
+      {"orientation 65542 as a LONG", JpegWith(jpeg, ExifPayload(ExifBlock(65542, true, 4)))},
+      {"a RATIONAL", JpegWith(jpeg, ExifPayload(ExifBlock(6, true, 5)))},
+      {"two values", JpegWith(jpeg, ExifPayload(ExifBlock(6, true, 3, 2)))},
+      {"entries cut short", JpegWith(jpeg, ExifPayload(cut))},
+      {"IFD past the end", JpegWith(jpeg, ExifPayload(far))},
+      {"more entries than bytes", JpegWith(jpeg, ExifPayload(endless))},
+      {"no byte order", JpegWith(jpeg, ExifPayload(odd))},
+      {"not TIFF", JpegWith(jpeg, ExifPayload(magic))},
+      {"empty EXIF", JpegWith(jpeg, ExifPayload({}))},
+      {"an APP1 that is not EXIF", JpegWith(jpeg, xmp)},
+  };
+  for (const auto& [name, file] : files) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<Probed> probed = Probe(file, "image");
+    ASSERT_TRUE(probed.ok()) << probed.status();
+    EXPECT_EQ(probed->orientation, 1);
+    ASSERT_NO_FATAL_FAILURE(
+        ExpectDecodes(file, 0, {w, h, 3, SampleType::kUint8}, TjDecompress(jpeg, w, h, TJPF_RGB)));
+  }
+  // An eXIf chunk after the image data is not read (libpng, and OpenCV with it, stop at IDAT).
+  const PngImage img = RandomPng(w, h, 0, 8, false, false, rng);
+  const File png = WritePng(img, rng);
+  const File late = WithChunk(png, ChunkAt(png, "IEND", 0), "eXIf", ExifBlock(6, true));
+  absl::StatusOr<gpu::HostImage> plain = DecodeEncoded(png, 0, kMaxPixels, "image");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_NO_FATAL_FAILURE(ExpectDecodes(late, 0, plain->desc, plain->data));
 }
 
 // 16-bit PNM samples are big-endian: converted to other channel counts by stb_image's rules on

@@ -308,6 +308,12 @@ TEST_F(ServiceTest, EncodedUploadsDecodeToTheirPixels) {
   req.mutable_image()->mutable_encoded()->set_desired_channels(5);
   ExpectCode(Histogram(req, &resp), grpc::StatusCode::INVALID_ARGUMENT,
              "image.encoded.desired_channels must be 0 (the file's own channels) to 4, got 5");
+  // An orientation the proto does not define is refused naming the field, the values and it.
+  req.mutable_image()->mutable_encoded()->set_desired_channels(0);
+  req.mutable_image()->mutable_encoded()->set_orientation(v1::Orientation(3));
+  ExpectCode(Histogram(req, &resp), grpc::StatusCode::INVALID_ARGUMENT,
+             "image.encoded.orientation must be ORIENTATION_FROM_FILE (1) or "
+             "ORIENTATION_AS_STORED (2), got 3");
 }
 
 // ---- analyses ---------------------------------------------------------------------------------
@@ -860,6 +866,11 @@ TEST_F(ServiceTest, BadUploadsAreRefusedWithTheirReason) {
   channels.mutable_encoded()->set_desired_channels(7);
   cases.push_back({"desired channels", channels, png, grpc::StatusCode::INVALID_ARGUMENT,
                    "encoded.desired_channels must be 0 (the file's own channels) to 4, got 7"});
+  v1::UploadHeader orientation = encoded;
+  orientation.mutable_encoded()->set_orientation(v1::Orientation(-1));
+  cases.push_back({"orientation", orientation, png, grpc::StatusCode::INVALID_ARGUMENT,
+                   "encoded.orientation must be ORIENTATION_FROM_FILE (1) or "
+                   "ORIENTATION_AS_STORED (2), got -1"});
   const std::string pgm = Pgm16File(HostImage::Zeros({10, 10, 1, SampleType::kUint16}));
   cases.push_back({"truncated pgm", encoded, pgm.substr(0, pgm.size() - 1),
                    grpc::StatusCode::INVALID_ARGUMENT, "truncated"});

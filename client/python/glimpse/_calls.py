@@ -32,6 +32,7 @@ _ID = re.compile(r"[0-9a-f]{32}")
 _CHUNK = 1 << 20  # upload message size (the proto suggests 1 MiB)
 _HISTOGRAM_SOURCES = {"all": pb.HISTOGRAM_SOURCE_ALL_CHANNELS, "channel": pb.HISTOGRAM_SOURCE_CHANNEL,
                       "luma": pb.HISTOGRAM_SOURCE_LUMA, "rgb_mean": pb.HISTOGRAM_SOURCE_RGB_MEAN}
+_ORIENTATIONS = {"file": pb.ORIENTATION_FROM_FILE, "stored": pb.ORIENTATION_AS_STORED}
 _COMPACT_SOURCES = {"channel": pb.COMPACT_SOURCE_CHANNEL, "luma": pb.COMPACT_SOURCE_LUMA}
 _BORDERS = {"reflect101": pb.BORDER_MODE_REFLECT101, "replicate": pb.BORDER_MODE_REPLICATE,
             "constant": pb.BORDER_MODE_CONSTANT}
@@ -620,13 +621,20 @@ class Calls:
 
     # ---- the store ---------------------------------------------------------------------------
 
-    def upload(self, image, *, label: Optional[str] = None, channels: int = 0):
+    def upload(self, image, *, label: Optional[str] = None, channels: int = 0,
+               orientation: str = "file"):
         """Stores an image: a numpy array (H, W) or (H, W, C) of uint8/uint16/float32, a path to
         an image file, or the bytes of one. `channels` (1-4) converts an encoded file on decode.
-        Returns its ImageHandle."""
+        `orientation`: "file" turns a JPEG, PNG or WebP as its EXIF orientation tag says (as
+        viewers show it, and as cv2.imdecode does JPEG and PNG), "stored" keeps the pixels as
+        the file stores them. Returns its ImageHandle."""
+        if orientation not in _ORIENTATIONS:
+            raise ValueError(f"orientation must be 'file' or 'stored', got {orientation!r}")
         if isinstance(image, np.ndarray):
             if channels:
                 raise ValueError(f"channels applies to encoded files, not arrays (got {channels})")
+            if orientation != "file":
+                raise ValueError("orientation applies to encoded files, not arrays")
             layout, pixels = raw_pixels(image)
             header = _message(pb.UploadHeader, raw=layout, label=label or "")
             return (yield from self._upload("upload", header, memoryview(pixels).cast("B")))
@@ -635,7 +643,9 @@ class Calls:
         if label is None:
             label = _file_label(image) if isinstance(image, (str, os.PathLike)) else ""
         data = _encoded_bytes(image)
-        header = _message(pb.UploadHeader, encoded=pb.EncodedUpload(desired_channels=channels),
+        header = _message(pb.UploadHeader,
+                          encoded=pb.EncodedUpload(desired_channels=channels,
+                                                   orientation=_ORIENTATIONS[orientation]),
                           label=label)
         return (yield from self._upload("upload", header, memoryview(data)))
 
