@@ -18,6 +18,7 @@
 #define GLIMPSE_SERVER_HOST_MEMORY_H_
 
 #include <cstddef>
+#include <cstdint>
 
 namespace glimpse::server {
 
@@ -45,6 +46,29 @@ inline constexpr size_t kArenaKeepBytes = size_t{32} << 20;
 // threshold at `arena_keep_bytes` (at most 1 GiB). Call once at start-up, before other threads
 // start. False if the allocator refused (not glibc).
 bool KeepLargeBlocksOutOfArenas(size_t arena_keep_bytes = kArenaKeepBytes);
+
+// Host memory for a buffer that lives within one call (a turned image's pixels as the file
+// stores them, before they are turned into place). Under kOwnMappingBytes it comes from the
+// allocator's arenas, whose freed pages are reused without faults; from there up, from a mapping
+// of its own marked for transparent huge pages (MADV_HUGEPAGE; used where the system's
+// /sys/kernel/mm/transparent_hugepage/enabled says madvise or always), which faults in 2 MiB at a
+// time: 33 MB written afresh in 4.5 ms against 32 ms in 4 KiB pages (one 2-core VM), about the
+// time of writing memory already mapped. Its bytes are left as they are (not zeroed).
+class ScratchBlock {
+ public:
+  explicit ScratchBlock(size_t bytes);
+  ~ScratchBlock();
+  ScratchBlock(const ScratchBlock&) = delete;
+  ScratchBlock& operator=(const ScratchBlock&) = delete;
+
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  size_t mapped_ = 0;  // the mapping's length; 0: from the allocator
+};
 
 // Hands the free pages inside the allocator's arenas back to the system (glibc malloc_trim).
 // Costs a walk over the free lists: call when idle, not per call.

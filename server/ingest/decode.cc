@@ -8,10 +8,10 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <vector>
 
 #include "common/str.h"
 #include "gpu/image.h"
+#include "server/host_memory.h"
 #include "server/ingest/decoders.h"
 
 namespace glimpse::server::ingest {
@@ -215,8 +215,10 @@ absl::Status DecodeInto(std::span<const uint8_t> file, const Probed& probed, int
     stored.orientation = 1;
     if (probed.orientation >= 5) std::swap(stored.desc.width, stored.desc.height);
     const size_t stored_row = RowBytes(stored.desc, channels);
-    std::vector<uint8_t> pixels(stored_row * size_t(stored.desc.height));
-    if (absl::Status s = DecodeStored(file, stored, channels, pixels, stored_row, field); !s.ok()) {
+    const ScratchBlock pixels(stored_row * size_t(stored.desc.height));
+    if (absl::Status s = DecodeStored(file, stored, channels,
+                                      std::span(pixels.data(), pixels.size()), stored_row, field);
+        !s.ok()) {
       return s;
     }
     Reorient(probed.orientation, pixels.data(), stored.desc.width, stored.desc.height,

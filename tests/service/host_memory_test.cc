@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -117,6 +118,39 @@ TEST_F(HostMemoryTest, BlocksFromTheThresholdUpAreMappedOnTheirOwn) {
   EXPECT_EQ(mapped_while_held(size_t{33} << 20), 1u);  // a 3840x2160 RGBA image
   EXPECT_EQ(mapped_while_held(server::kOwnMappingBytes - 4096), 0u);
   EXPECT_EQ(mapped_while_held(size_t{1} << 20), 0u);
+}
+
+// A ScratchBlock under kOwnMappingBytes comes from the allocator (in its arenas: no mapping of
+// its own); from there up it is a mapping of the block's own, which the allocator never sees.
+TEST_F(HostMemoryTest, ScratchBlocksFromTheThresholdUpAreTheirOwnMappings) {
+  ASSERT_TRUE(server::KeepLargeBlocksOutOfArenas());
+  for (size_t bytes : {size_t{1} << 20, server::kOwnMappingBytes - 1, server::kOwnMappingBytes,
+                       size_t{33} << 20}) {
+    const size_t before = mallinfo2().hblks, arena_before = mallinfo2().uordblks;
+    server::ScratchBlock block(bytes);
+    std::memset(block.data(), 0x5A, block.size());
+    asm volatile("" : : "r"(block.data()) : "memory");
+    EXPECT_EQ(mallinfo2().hblks, before) << bytes;
+    if (bytes < server::kOwnMappingBytes) {
+      EXPECT_GE(mallinfo2().uordblks, arena_before + bytes) << bytes << " bytes not from an arena";
+    } else {
+      EXPECT_LT(mallinfo2().uordblks, arena_before + 4096) << bytes << " bytes from an arena";
+    }
+  }
+}
+
+// Every byte of a block of any size can be written and read back (under the sanitizers too).
+TEST(ScratchBlockTest, EveryByteIsTheBlocks) {
+  for (size_t bytes : {size_t{1}, size_t{4095}, server::kOwnMappingBytes - 1,
+                       server::kOwnMappingBytes + 1, (size_t{2} << 20) * 5 + 3}) {
+    server::ScratchBlock block(bytes);
+    ASSERT_NE(block.data(), nullptr);
+    ASSERT_EQ(block.size(), bytes);
+    for (size_t i = 0; i < bytes; ++i) block.data()[i] = uint8_t(i * 7);
+    size_t wrong = 0;
+    for (size_t i = 0; i < bytes; ++i) wrong += block.data()[i] != uint8_t(i * 7);
+    EXPECT_EQ(wrong, 0u) << bytes;
+  }
 }
 
 TEST_F(HostMemoryTest, RefusesToKeepMoreThanAGibibyte) {
