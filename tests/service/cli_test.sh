@@ -29,6 +29,21 @@ id=$(g upload "$sample" --label=sample) || fail "upload"
 g list >list.txt || fail "list"
 grep -q "$id" list.txt || fail "list does not show $id"
 grep -q "640x480" list.txt || fail "list does not show the size"
+# The sample with an EXIF tag of 6 (a quarter turn clockwise, in a PNG eXIf chunk after IHDR):
+# turned by default, as stored with --orientation=stored; a bad value is a usage error.
+python3 - "$sample" turned.png <<'PY' || fail "could not write turned.png"
+import struct, sys, zlib
+png = open(sys.argv[1], "rb").read()
+tiff = b"II*\0" + struct.pack("<IHHHIHHI", 8, 1, 0x0112, 3, 1, 6, 0, 0)
+chunk = struct.pack(">I", len(tiff)) + b"eXIf" + tiff + struct.pack(">I", zlib.crc32(b"eXIf" + tiff))
+open(sys.argv[2], "wb").write(png[:33] + chunk + png[33:])
+PY
+g upload turned.png 2>&1 >/dev/null | grep -q "stored 480x640 3-channel" ||
+  fail "turned.png was not stored turned"
+g upload turned.png --orientation=stored 2>&1 >/dev/null | grep -q "stored 640x480 3-channel" ||
+  fail "turned.png --orientation=stored was not stored as stored"
+g upload turned.png --orientation=sideways >/dev/null 2>&1
+[ $? = 2 ] || fail "--orientation=sideways did not exit 2"
 
 # histogram: CSV, JSON, PNG chart; by id and by file (inline)
 g histogram "$id" --csv=h.csv --json=h.json --png=h.png >/dev/null || fail "histogram"
