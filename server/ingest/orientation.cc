@@ -82,17 +82,24 @@ std::span<const uint8_t> WebpExif(std::span<const uint8_t> f) {
 template <size_t N>
 void CopyPixels(const uint8_t* src, ptrdiff_t dx, ptrdiff_t dy, int width, int height, uint8_t* dst,
                 size_t dst_stride, size_t n) {
-  constexpr int kTile = 32;
   const size_t bytes = N != 0 ? N : n;
+  if (dx == ptrdiff_t(bytes)) {  // rows as stored (orientations 1 and 4): a copy per row
+    for (int y = 0; y < height; ++y) {
+      std::memcpy(dst + size_t(y) * dst_stride, src + ptrdiff_t(y) * dy, size_t(width) * bytes);
+    }
+    return;
+  }
+  constexpr int kTile = 32;
   for (int y0 = 0; y0 < height; y0 += kTile) {
     const int y1 = y0 + kTile < height ? y0 + kTile : height;
     for (int x0 = 0; x0 < width; x0 += kTile) {
       const int x1 = x0 + kTile < width ? x0 + kTile : width;
       for (int y = y0; y < y1; ++y) {
-        uint8_t* out = dst + size_t(y) * dst_stride + size_t(x0) * bytes;
-        const uint8_t* in = src + ptrdiff_t(x0) * dx + ptrdiff_t(y) * dy;
-        for (int x = x0; x < x1; ++x, out += bytes, in += dx) {
-          std::memcpy(out, in, N != 0 ? N : n);
+        uint8_t* out = dst + size_t(y) * dst_stride;
+        // Offsets, not a moving pointer: a walk up the columns ends a step before the image.
+        ptrdiff_t in = ptrdiff_t(x0) * dx + ptrdiff_t(y) * dy;
+        for (int x = x0; x < x1; ++x, in += dx) {
+          std::memcpy(out + size_t(x) * bytes, src + in, N != 0 ? N : n);
         }
       }
     }
