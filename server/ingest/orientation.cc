@@ -178,23 +178,14 @@ void Reorient(int orientation, const uint8_t* src, int width, int height, size_t
   const ptrdiff_t dx = w.dx_across * px + w.dx_down * row, dy = w.dy_across * px + w.dy_down * row;
   const bool turned = orientation >= 5 && orientation <= 8;
   const int out_width = turned ? height : width, out_height = turned ? width : height;
-  const uint8_t* from = src + origin;
-  switch (pixel_bytes) {
-    case 1:
-      return CopyPixels<1>(from, dx, dy, out_width, out_height, dst, dst_stride, 1);
-    case 2:
-      return CopyPixels<2>(from, dx, dy, out_width, out_height, dst, dst_stride, 2);
-    case 3:
-      return CopyPixels<3>(from, dx, dy, out_width, out_height, dst, dst_stride, 3);
-    case 4:
-      return CopyPixels<4>(from, dx, dy, out_width, out_height, dst, dst_stride, 4);
-    case 6:
-      return CopyPixels<6>(from, dx, dy, out_width, out_height, dst, dst_stride, 6);
-    case 8:
-      return CopyPixels<8>(from, dx, dy, out_width, out_height, dst, dst_stride, 8);
-    default:
-      return CopyPixels<0>(from, dx, dy, out_width, out_height, dst, dst_stride, pixel_bytes);
-  }
+  // Fixed-size copies for the pixel sizes of 1-4 channels of 8 and 16 bits; a run-time length
+  // for any other.
+  using Copy = void (*)(const uint8_t*, ptrdiff_t, ptrdiff_t, int, int, uint8_t*, size_t, size_t);
+  static constexpr Copy kCopies[9] = {&CopyPixels<0>, &CopyPixels<1>, &CopyPixels<2>,
+                                      &CopyPixels<3>, &CopyPixels<4>, &CopyPixels<0>,
+                                      &CopyPixels<6>, &CopyPixels<0>, &CopyPixels<8>};
+  const Copy copy = pixel_bytes < 9 ? kCopies[pixel_bytes] : &CopyPixels<0>;
+  copy(src + origin, dx, dy, out_width, out_height, dst, dst_stride, pixel_bytes);
 }
 
 }  // namespace glimpse::server::ingest
