@@ -21,7 +21,7 @@ using box_filter_internal::SharedChunkColumns;
 using box_filter_internal::TileDefines;
 using box_filter_internal::Wide;
 
-constexpr BoxFilterVariant kConcreteVariants[] = {
+constexpr BoxFilterVariant kConcreteBoxFilterVariants[] = {
     BoxFilterVariant::kSharedTile, BoxFilterVariant::kSeparable, BoxFilterVariant::kIntegral,
     BoxFilterVariant::kFusedStrips};
 
@@ -64,7 +64,7 @@ std::string_view BoxFilterVariantName(BoxFilterVariant v) {
 
 std::optional<BoxFilterVariant> ParseBoxFilterVariant(std::string_view name) {
   if (name.empty() || name == "auto") return BoxFilterVariant::kAuto;
-  for (BoxFilterVariant v : kConcreteVariants) {
+  for (BoxFilterVariant v : kConcreteBoxFilterVariants) {
     if (BoxFilterVariantName(v) == name) return v;
   }
   return std::nullopt;
@@ -96,7 +96,8 @@ absl::StatusOr<BoxFilterOptions> ResolveBoxFilterOptions(const ImageDesc& desc,
     return absl::InvalidArgumentError(
         StrCat("fused_rows must be >= 0 (0: planned), got ", o.fused_rows));
   }
-  if (absl::Status s = CheckVariant(o.variant, kConcreteVariants, BoxFilterVariantName); !s.ok()) {
+  if (absl::Status s = CheckVariant(o.variant, kConcreteBoxFilterVariants, BoxFilterVariantName);
+      !s.ok()) {
     return s;
   }
   if (o.border == BorderMode::kConstant) {

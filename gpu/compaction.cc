@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "common/str.h"
 #include "gpu/internal/compaction_passes.h"
+#include "gpu/internal/uniforms.h"
 #include "gpu/internal/variant_check.h"
 
 namespace glimpse::gpu {
@@ -85,13 +86,6 @@ std::string FindDefines(CompactionVariant variant, const ImageDesc& desc, Compac
                        : std::string());
 }
 
-void SetInt(GLuint p, const char* name, int v) {
-  if (GLint l = glGetUniformLocation(p, name); l >= 0) glProgramUniform1i(p, l, v);
-}
-void SetUint(GLuint p, const char* name, uint64_t v) {
-  if (GLint l = glGetUniformLocation(p, name); l >= 0) glProgramUniform1ui(p, l, GLuint(v));
-}
-
 void DispatchFlat(GLuint program, const DeviceLimits& limits, int64_t groups) {
   SetUint(program, "u_num_groups", uint64_t(groups));
   const int64_t gx = std::min<int64_t>(groups, limits.max_group_count[0]);
@@ -112,11 +106,10 @@ using compaction_internal::kSumsBinding;
 using compaction_internal::PredicateDefines;
 using compaction_internal::ReadsPacked;
 using compaction_internal::ScanDefines;
-using compaction_internal::SetUint;
 using compaction_internal::StripChannelIsDefine;
 using compaction_internal::StripDefines;
 
-constexpr CompactionVariant kConcreteVariants[] = {
+constexpr CompactionVariant kConcreteCompactionVariants[] = {
     CompactionVariant::kAtomicPerPixel, CompactionVariant::kWorkgroupAggregated,
     CompactionVariant::kOrderedScan, CompactionVariant::kStripScan,
     CompactionVariant::kSubgroupAggregated};
@@ -170,7 +163,7 @@ std::string_view CompactionVariantName(CompactionVariant v) {
 
 std::optional<CompactionVariant> ParseCompactionVariant(std::string_view name) {
   if (name.empty() || name == "auto") return CompactionVariant::kAuto;
-  for (CompactionVariant v : kConcreteVariants) {
+  for (CompactionVariant v : kConcreteCompactionVariants) {
     if (CompactionVariantName(v) == name) return v;
   }
   return std::nullopt;
@@ -213,7 +206,8 @@ absl::StatusOr<CompactionOptions> ResolveCompactionOptions(const ImageDesc& desc
     return absl::InvalidArgumentError(
         StrCat("max_results must be in [0, ", kMaxCompactionResults, "], got ", o.max_results));
   }
-  if (absl::Status s = CheckVariant(o.variant, kConcreteVariants, CompactionVariantName); !s.ok()) {
+  if (absl::Status s = CheckVariant(o.variant, kConcreteCompactionVariants, CompactionVariantName);
+      !s.ok()) {
     return s;
   }
   if (o.variant == CompactionVariant::kStripScan && !StripScanFits(desc)) {
@@ -239,7 +233,7 @@ CompactionVariant ResolveCompactionVariant(const DeviceInfo& device, const Image
 absl::Status CompactionKernel::Prepare(SampleType type) {
   for (CompactionSource s : {CompactionSource::kChannel, CompactionSource::kLuma}) {
     for (bool count_only : {false, true}) {
-      for (CompactionVariant v : kConcreteVariants) {
+      for (CompactionVariant v : kConcreteCompactionVariants) {
         if (v == CompactionVariant::kStripScan) continue;
         if (!CompactionVariantAvailable(ctx_.info(), v).ok()) continue;
         if (!ReadsPacked(ctx_.info(), v)) {

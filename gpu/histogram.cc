@@ -16,7 +16,7 @@
 namespace glimpse::gpu {
 namespace {
 
-constexpr HistogramVariant kConcreteVariants[] = {
+constexpr HistogramVariant kConcreteHistogramVariants[] = {
     HistogramVariant::kGlobalAtomics, HistogramVariant::kSharedAtomics,
     HistogramVariant::kSharedPerThread, HistogramVariant::kPrivateRows,
     HistogramVariant::kPrivateArray};
@@ -236,7 +236,7 @@ std::string_view HistogramVariantName(HistogramVariant v) {
 
 std::optional<HistogramVariant> ParseHistogramVariant(std::string_view name) {
   if (name.empty() || name == "auto") return HistogramVariant::kAuto;
-  for (HistogramVariant v : kConcreteVariants) {
+  for (HistogramVariant v : kConcreteHistogramVariants) {
     if (HistogramVariantName(v) == name) return v;
   }
   return std::nullopt;
@@ -294,7 +294,8 @@ absl::StatusOr<HistogramOptions> ResolveHistogramOptions(const ImageDesc& desc,
                                              " needs 3 or 4 channels, the image has ",
                                              desc.channels));
   }
-  if (absl::Status s = CheckVariant(o.variant, kConcreteVariants, HistogramVariantName); !s.ok()) {
+  if (absl::Status s = CheckVariant(o.variant, kConcreteHistogramVariants, HistogramVariantName);
+      !s.ok()) {
     return s;
   }
   if (o.variant == HistogramVariant::kPrivateArray &&
@@ -362,7 +363,7 @@ std::vector<int32_t> BuildIntegerBinTable(const ImageDesc& desc, const Histogram
 
 absl::Status HistogramKernel::Prepare(SampleType type) {
   // Every program a request can need: each variant, and each private row count.
-  for (HistogramVariant v : kConcreteVariants) {
+  for (HistogramVariant v : kConcreteHistogramVariants) {
     if (v == HistogramVariant::kPrivateArray) continue;
     for (int hists_bins : {256, 4 * 256, 4 * kMaxHistogramBins}) {
       SharedPlan plan = PlanShared(v, ctx_.limits(), 1, hists_bins);

@@ -18,12 +18,13 @@ using integral_internal::kPackedMaxRows;
 using integral_internal::kRowBlock;
 using integral_internal::PackedStripsFit;
 
-constexpr IntegralImageVariant kConcreteVariants[] = {IntegralImageVariant::kNaive,
-                                                      IntegralImageVariant::kWorkEfficient,
-                                                      IntegralImageVariant::kScanTransposeScan,
-                                                      IntegralImageVariant::kStripScan,
-                                                      IntegralImageVariant::kPackedStrips,
-                                                      IntegralImageVariant::kSubgroupScan};
+constexpr IntegralImageVariant kConcreteIntegralImageVariants[] = {
+    IntegralImageVariant::kNaive,
+    IntegralImageVariant::kWorkEfficient,
+    IntegralImageVariant::kScanTransposeScan,
+    IntegralImageVariant::kStripScan,
+    IntegralImageVariant::kPackedStrips,
+    IntegralImageVariant::kSubgroupScan};
 
 // The variant `requested` resolves to for `desc` on `device`, or why the device cannot run it.
 absl::StatusOr<IntegralImageVariant> RunnableVariant(const DeviceInfo& device,
@@ -142,7 +143,7 @@ std::string_view IntegralImageVariantName(IntegralImageVariant v) {
 
 std::optional<IntegralImageVariant> ParseIntegralImageVariant(std::string_view name) {
   if (name.empty() || name == "auto") return IntegralImageVariant::kAuto;
-  for (IntegralImageVariant v : kConcreteVariants) {
+  for (IntegralImageVariant v : kConcreteIntegralImageVariants) {
     if (IntegralImageVariantName(v) == name) return v;
   }
   return std::nullopt;
@@ -172,7 +173,7 @@ absl::Status ValidateIntegralImageOptions(const IntegralImageOptions& o) {
     return absl::InvalidArgumentError(
         "sum_table = false asks for the squared table alone, so squared must be true, got false");
   }
-  return CheckVariant(o.variant, kConcreteVariants, IntegralImageVariantName);
+  return CheckVariant(o.variant, kConcreteIntegralImageVariants, IntegralImageVariantName);
 }
 
 absl::Status IntegralImageVariantAvailable(const DeviceInfo& device, IntegralImageVariant variant,
@@ -204,7 +205,7 @@ absl::Status IntegralImageKernel::Prepare(SampleType type) {
   for (int c = 1; c <= 4; ++c) {
     absl::StatusOr<Image> probe = Image::Allocate(ctx_, {1, 1, c, type});
     if (!probe.ok()) return probe.status();
-    for (IntegralImageVariant v : kConcreteVariants) {
+    for (IntegralImageVariant v : kConcreteIntegralImageVariants) {
       if (!IntegralImageVariantAvailable(ctx_.info(), v, type).ok()) continue;
       for (bool squared : {false, true}) {
         absl::StatusOr<Workspace> ws = MakeWorkspace(*probe, 0, 0, 1, 1, v, squared, false);

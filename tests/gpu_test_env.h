@@ -17,6 +17,10 @@
 
 namespace glimpse::testing {
 
+// Every sample type, for tests that run each.
+inline constexpr gpu::SampleType kSampleTypes[] = {
+    gpu::SampleType::kUint8, gpu::SampleType::kUint16, gpu::SampleType::kFloat32};
+
 // The context made by the test main, or nullptr when none could be opened.
 gpu::Context* SharedContext();
 const std::string& SharedContextError();

@@ -8,11 +8,10 @@
 #include <vector>
 
 #include "common/str.h"
+#include "gpu/internal/uniforms.h"
 
 namespace glimpse::gpu::box_filter_internal {
 namespace {
-
-void SetInt(GLuint p, const char* name, int v) { glUniform1i(glGetUniformLocation(p, name), v); }
 
 // Rows per band: as many as the output buffer's binding holds, or why not even one fits.
 absl::StatusOr<int> BandRows(const ImageDesc& d, int64_t binding_bytes) {

@@ -13,6 +13,7 @@
 #include "common/str.h"
 #include "gpu/integral_image.h"
 #include "gpu/internal/box_filter_llvmpipe.h"
+#include "gpu/internal/uniforms.h"
 
 namespace glimpse::gpu::box_filter_internal {
 namespace {
@@ -102,8 +103,6 @@ TilePlan PlanTiles(BoxFilterVariant v, const ImageDesc& d, const BoxFilterOption
     }
   }
 }
-
-void SetInt(GLuint p, const char* name, int v) { glUniform1i(glGetUniformLocation(p, name), v); }
 
 // The programs of a tiled variant: `program` filters a tile (the separable variant's second
 // pass), `rows_program` the separable variant's row sums (0 for the others).

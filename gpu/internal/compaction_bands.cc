@@ -7,6 +7,7 @@
 
 #include "gpu/internal/compaction_keys.h"
 #include "gpu/internal/compaction_passes.h"
+#include "gpu/internal/uniforms.h"
 
 namespace glimpse::gpu::compaction_internal {
 

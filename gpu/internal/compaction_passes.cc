@@ -10,6 +10,7 @@
 #include "gpu/compaction.h"
 #include "gpu/internal/compaction_bands.h"
 #include "gpu/internal/compaction_keys.h"
+#include "gpu/internal/uniforms.h"
 
 namespace glimpse::gpu {
 namespace {
@@ -25,7 +26,6 @@ using compaction_internal::KeyRange;
 using compaction_internal::PlanBands;
 using compaction_internal::ReadsPacked;
 using compaction_internal::ScanDefines;
-using compaction_internal::SetInt;
 using compaction_internal::StripDefines;
 
 // Sets *out to the program `name` with `defines`, or returns why it could not be built.

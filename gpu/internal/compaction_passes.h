@@ -46,9 +46,6 @@ std::string ScanDefines();
 // The program that finds (or counts) the passing pixels of a band for `variant`.
 std::string_view FindProgram(CompactionVariant variant);
 
-// Uniform setters that ignore names the program does not use.
-void SetInt(GLuint p, const char* name, int v);
-void SetUint(GLuint p, const char* name, uint64_t v);
 // Dispatches `groups` workgroups of a flat 1D shader, folded into 2D past the per-dimension limit.
 void DispatchFlat(GLuint program, const DeviceLimits& limits, int64_t groups);
 

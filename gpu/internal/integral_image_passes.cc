@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "common/str.h"
+#include "gpu/internal/uniforms.h"
 
 namespace glimpse::gpu {
 namespace integral_internal {
@@ -29,13 +30,6 @@ using Workspace = integral_internal::Workspace;
 
 constexpr int kStrip = 8;               // columns per invocation of the strip-scan variant
 constexpr int kPackedStripTarget = 64;  // sample columns per packed-strip invocation, at most
-
-void SetInt(GLuint program, const char* name, int v) {
-  glUniform1i(glGetUniformLocation(program, name), v);
-}
-void SetUint(GLuint program, const char* name, uint64_t v) {
-  glUniform1ui(glGetUniformLocation(program, name), GLuint(v));
-}
 
 // Tile side of the transpose: the largest of 32/16/8 whose padded tile fits shared memory.
 int TransposeTile(int channels, const DeviceLimits& limits) {

@@ -99,7 +99,7 @@ class BatchCall;
 struct ImageWork;
 
 // One planned analysis (server/analyses/steps.h): started on an image as step `step`.
-using Step =
+using ImageStep =
     PlannedStep<std::function<void(std::shared_ptr<ImageWork>, size_t step, uint64_t bytes)>>;
 
 // One image of the call, from its message to its end marker.
@@ -166,7 +166,7 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
 
   ServiceEnv& service() { return service_; }
   std::chrono::system_clock::time_point deadline() const { return deadline_; }
-  const std::vector<Step>& steps() const { return steps_; }
+  const std::vector<ImageStep>& steps() const { return steps_; }
 
   // Hands messages of image `index` to the stream: at once, or, for an ordered call, once every
   // earlier image has ended. `drained` runs once they are sent or dropped.
@@ -449,7 +449,7 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
   grpc::ByteBuffer wire_;            // the read in progress, as received (gRPC's thread only)
   v1::AnalyzeBatchRequest request_;  // what it parsed into (the same)
   v1::AnalyzeBatchHeader header_;    // fixed once planned_
-  std::vector<Step> steps_;
+  std::vector<ImageStep> steps_;
   bool planned_ = false;
 
   std::mutex mu_;
@@ -471,9 +471,9 @@ class BatchCall : public StreamCall<v1::AnalyzeBatchResponse, Bidi> {
 // Where step `step` of an image sends its messages: wrapped into AnalyzeResponse's field of its
 // name, inside the image's AnalyzeBatchResponse.
 template <typename A>
-class StepSink final : private StepRecord, public ResponseSink<typename A::Response> {
+class ImageStepSink final : private StepRecord, public ResponseSink<typename A::Response> {
  public:
-  StepSink(std::shared_ptr<ImageWork> w, size_t step)
+  ImageStepSink(std::shared_ptr<ImageWork> w, size_t step)
       : StepRecord(A::kMethod, w->record),
         ResponseSink<typename A::Response>(own_record),
         w_(std::move(w)),
@@ -513,7 +513,7 @@ void StartStep(std::shared_ptr<ImageWork> w, size_t step, const typename A::Opti
                uint64_t bytes) {
   BatchCall* call = w->call;
   std::shared_ptr<const Input> in = w->input;
-  RunStep<A>(call->service(), std::make_shared<StepSink<A>>(std::move(w), step), std::move(in),
+  RunStep<A>(call->service(), std::make_shared<ImageStepSink<A>>(std::move(w), step), std::move(in),
              options, bytes, call->deadline(), StrCat("AnalyzeBatch/", A::kName));
 }
 
@@ -525,7 +525,7 @@ absl::Status BatchCall::TakeHeader() {
   header_ = request_.header();
   if (absl::Status s = PlanSteps(
           header_.analyses(), "AnalyzeBatch takes each image in its own message",
-          [this]<typename A>(const typename A::Options& o) -> decltype(Step::start) {
+          [this]<typename A>(const typename A::Options& o) -> decltype(ImageStep::start) {
             if constexpr (std::is_same_v<A, HistogramAnalysis>) {
               if (service_.limits.batch_pack_images > 1) {
                 // Small inline images' histograms run in packs, many images to a GPU job.
@@ -537,7 +537,7 @@ absl::Status BatchCall::TakeHeader() {
                   }
                   std::shared_ptr<const Input> in = w->input;
                   packs->Add(std::move(in), bytes,
-                             std::make_shared<StepSink<A>>(std::move(w), step));
+                             std::make_shared<ImageStepSink<A>>(std::move(w), step));
                 };
               }
             }

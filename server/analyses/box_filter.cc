@@ -18,12 +18,14 @@
 namespace glimpse::server {
 namespace {
 
-constexpr uint64_t kChunkOverhead = 16;
-constexpr uint64_t kEndsBytes = 4096;
+// Framing of one chunk message beyond its rows.
+constexpr uint64_t kBoxFilterChunkOverhead = 16;
 
 // stb's PNG writer: a filter byte per row, and fixed-Huffman deflate, whose literals take up to
 // 9 bits: at most 9/8 of the filtered bytes, plus block and stream framing.
-uint64_t Framing(uint64_t bytes, uint64_t chunk) { return (bytes / chunk + 1) * kChunkOverhead; }
+uint64_t Framing(uint64_t bytes, uint64_t chunk) {
+  return (bytes / chunk + 1) * kBoxFilterChunkOverhead;
+}
 
 }  // namespace
 
@@ -83,12 +85,13 @@ absl::StatusOr<uint64_t> BoxFilterAnalysis::ResultBytes(const gpu::ImageDesc& de
   // pixels not kept go from the device straight into the messages.
   switch (options.encoding) {
     case v1::PIXEL_ENCODING_RAW:
-      return (options.keep ? 2 : 1) * desc.bytes() + Framing(desc.bytes(), 1 << 20) + kEndsBytes;
+      return (options.keep ? 2 : 1) * desc.bytes() + Framing(desc.bytes(), 1 << 20) +
+             kStreamEndsBytes;
     case v1::PIXEL_ENCODING_PNG:
       return desc.bytes() + 2 * PngBytesBound(desc) + Framing(PngBytesBound(desc), 1 << 20) +
-             kEndsBytes;
+             kStreamEndsBytes;
     default:
-      return kEndsBytes;
+      return kStreamEndsBytes;
   }
 }
 
@@ -126,7 +129,7 @@ absl::Status BoxFilterAnalysis::StreamRaw(const StreamWork<Response>& work, GpuE
   work.call->record.set_gpu_ns(r->gpu_ns);
   work.call->record.set_analysis(kName, gpu::BoxFilterVariantName(r->variant));
   *messages.emplace_back().mutable_timing() = work.call->record.Timing();
-  lease.ShrinkTo(d.bytes() + Framing(d.bytes(), chunk) + kEndsBytes);
+  lease.ShrinkTo(d.bytes() + Framing(d.bytes(), chunk) + kStreamEndsBytes);
   if (absl::Status s = work.call->Send(std::move(messages), std::move(lease)); !s.ok()) return s;
   work.call->Close(absl::OkStatus());
   return absl::OkStatus();
@@ -189,7 +192,7 @@ absl::Status BoxFilterAnalysis::Run(const StreamWork<Response>& work, GpuEnv& en
     const uint64_t sent = bytes.size();
     host->data = {};
     png = {};
-    held->ShrinkTo(sent + Framing(sent, chunk) + kEndsBytes);
+    held->ShrinkTo(sent + Framing(sent, chunk) + kStreamEndsBytes);
     if (absl::Status s = call->Send(std::move(messages), std::move(*held)); !s.ok()) {
       return call->Close(s);
     }

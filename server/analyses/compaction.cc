@@ -13,8 +13,8 @@
 namespace glimpse::server {
 namespace {
 
-constexpr uint64_t kChunkOverhead = 32;
-constexpr uint64_t kEndsBytes = 4096;
+// Framing of one chunk message beyond its pixels.
+constexpr uint64_t kCompactionChunkOverhead = 32;
 
 uint64_t ValueBytes(const gpu::ImageDesc& d) {
   return uint64_t(d.channels) * gpu::BytesPerSample(d.type);
@@ -55,11 +55,12 @@ absl::StatusOr<uint64_t> CompactionAnalysis::ResultBytes(const gpu::ImageDesc& d
                                                          const Options& options, uint64_t) {
   absl::StatusOr<Options> resolved = gpu::ResolveCompactionOptions(desc, options);
   if (!resolved.ok()) return resolved.status();
-  if (resolved->count_only) return kEndsBytes;
+  if (resolved->count_only) return kStreamEndsBytes;
   const uint64_t pixels = std::min<uint64_t>(uint64_t(resolved->max_results),
                                              uint64_t(desc.width) * uint64_t(desc.height));
   // The list goes from the device straight into the messages.
-  return pixels * (8 + ValueBytes(desc)) + pixels / 1024 * kChunkOverhead + kEndsBytes;
+  return pixels * (8 + ValueBytes(desc)) + pixels / 1024 * kCompactionChunkOverhead +
+         kStreamEndsBytes;
 }
 
 absl::Status CompactionAnalysis::Run(const StreamWork<Response>& work, GpuEnv& env,
@@ -106,8 +107,8 @@ absl::Status CompactionAnalysis::Run(const StreamWork<Response>& work, GpuEnv& e
   h->set_value_channels(uint32_t(desc.channels));
   h->set_variant(std::string(gpu::CompactionVariantName(r->variant)));
   *messages.emplace_back().mutable_timing() = work.call->record.Timing();
-  lease.ShrinkTo(returned * (8 + value_bytes) + (returned / per_chunk + 1) * kChunkOverhead +
-                 kEndsBytes);
+  lease.ShrinkTo(returned * (8 + value_bytes) +
+                 (returned / per_chunk + 1) * kCompactionChunkOverhead + kStreamEndsBytes);
   if (absl::Status s = work.call->Send(std::move(messages), std::move(lease)); !s.ok()) return s;
   work.call->Close(absl::OkStatus());
   return absl::OkStatus();

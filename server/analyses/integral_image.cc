@@ -14,9 +14,7 @@ namespace glimpse::server {
 namespace {
 
 // Framing of one chunk message beyond its data (field tags, lengths, y0, rows).
-constexpr uint64_t kChunkOverhead = 32;
-// The header and trailer messages.
-constexpr uint64_t kEndsBytes = 4096;
+constexpr uint64_t kIntegralChunkOverhead = 32;
 
 // What a streamed table set keeps between its parts. Only one part's job runs at a time.
 struct PartState {
@@ -139,14 +137,15 @@ IntegralPlan PlanIntegralParts(const gpu::ImageDesc& desc, bool squared, uint64_
   plan.rows_per_part = desc.height;
   if (!plan.whole) {
     // At least one row, whatever the budget: a part that cannot fit is refused by the worker.
-    plan.rows_per_part = int(std::clamp<uint64_t>(part_bytes / (plan.row_bytes + kChunkOverhead), 1,
-                                                  uint64_t(desc.height)));
+    plan.rows_per_part = int(std::clamp<uint64_t>(
+        part_bytes / (plan.row_bytes + kIntegralChunkOverhead), 1, uint64_t(desc.height)));
   }
   return plan;
 }
 
 uint64_t IntegralPartBytes(const IntegralPlan& plan, int rows, int tables) {
-  return uint64_t(rows) * uint64_t(tables) * (plan.row_bytes + kChunkOverhead) + kEndsBytes;
+  return uint64_t(rows) * uint64_t(tables) * (plan.row_bytes + kIntegralChunkOverhead) +
+         kStreamEndsBytes;
 }
 
 absl::StatusOr<gpu::IntegralImageOptions> IntegralImageAnalysis::MapOptions(

@@ -279,6 +279,9 @@ struct StreamWork {
   }
 };
 
+// What a streamed analysis counts against the result buffer for its header and trailer messages.
+inline constexpr uint64_t kStreamEndsBytes = 4096;
+
 // A streamed analysis A provides kMethod; Request, Response, Options; MapOptions and ResultBytes
 // as above (ResultBytes: the bytes of the first part), and
 //   static absl::Status Run(const StreamWork<Response>&, GpuEnv&, const Acquired&,

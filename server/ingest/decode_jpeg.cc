@@ -26,10 +26,10 @@ namespace {
 // out), so a handle kept for the next file would decode one that lacks a table, or whose table
 // is bad, with an earlier file's: another caller's. Each read takes a fresh handle, which costs a
 // fraction of a microsecond (libjpeg allocates as it reads; the same decode times either way).
-using Decompressor = std::unique_ptr<void, int (*)(tjhandle)>;
+using TurboJpeg = std::unique_ptr<void, int (*)(tjhandle)>;
 
-absl::StatusOr<Decompressor> NewDecompressor() {
-  Decompressor tj(tjInitDecompress(), &tjDestroy);
+absl::StatusOr<TurboJpeg> NewDecompressor() {
+  TurboJpeg tj(tjInitDecompress(), &tjDestroy);
   if (tj == nullptr) {
     return absl::InternalError(
         StrCat("TurboJPEG could not make a decompressor: ", tjGetErrorStr2(nullptr)));
@@ -59,7 +59,7 @@ absl::StatusOr<JpegHeader> ReadJpegHeader(tjhandle tj, std::span<const uint8_t> 
 }  // namespace
 
 absl::StatusOr<Probed> ProbeJpeg(std::span<const uint8_t> file, std::string_view field) {
-  absl::StatusOr<Decompressor> tj = NewDecompressor();
+  absl::StatusOr<TurboJpeg> tj = NewDecompressor();
   if (!tj.ok()) return tj.status();
   absl::StatusOr<JpegHeader> h = ReadJpegHeader(tj->get(), file.subspan(JpegStart(file)), field);
   if (!h.ok()) return h.status();
@@ -80,7 +80,7 @@ uint8_t Blinn(uint8_t x, uint8_t y) {
 
 absl::Status DecodeJpeg(std::span<const uint8_t> file, const Probed& probed, int channels,
                         std::span<uint8_t> out, size_t row_stride, std::string_view field) {
-  absl::StatusOr<Decompressor> header_tj = NewDecompressor();
+  absl::StatusOr<TurboJpeg> header_tj = NewDecompressor();
   if (!header_tj.ok()) return header_tj.status();
   const std::span<const uint8_t> jpeg = file.subspan(JpegStart(file));
   absl::StatusOr<JpegHeader> h = ReadJpegHeader(header_tj->get(), jpeg, field);
@@ -101,7 +101,7 @@ absl::Status DecodeJpeg(std::span<const uint8_t> file, const Probed& probed, int
   auto failed = [&] { return error; };
   // One read of the whole file with a fresh handle; on failure, `error` and `warning` say why.
   auto read = [&](uint8_t* dst, int pitch, int pixel_format) {
-    absl::StatusOr<Decompressor> tj = NewDecompressor();
+    absl::StatusOr<TurboJpeg> tj = NewDecompressor();
     if (!tj.ok()) {
       error = tj.status();
       warning = false;

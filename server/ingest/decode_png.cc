@@ -274,9 +274,9 @@ absl::Status Inflate(std::span<const uint8_t> z, std::span<uint8_t> out, std::st
                       "its image data does not start with a zlib header (deflate, a window "
                       "of at most 32 KiB, no preset dictionary)");
   }
-  using Decompressor =
+  using Inflater =
       std::unique_ptr<libdeflate_decompressor, decltype(&libdeflate_free_decompressor)>;
-  Decompressor d(libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
+  Inflater d(libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
   if (d == nullptr) return absl::ResourceExhaustedError("libdeflate could not make a decompressor");
   size_t used = 0, made = 0;
   switch (libdeflate_deflate_decompress_ex(d.get(), &z[2], z.size() - 2, out.data(), out.size(),

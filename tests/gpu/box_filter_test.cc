@@ -12,24 +12,17 @@
 #include "common/str.h"
 #include "gpu/internal/box_filter_llvmpipe.h"
 #include "gpu/reference/box_filter.h"
+#include "tests/gpu/describe.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {
 namespace {
 
-constexpr BoxFilterVariant kVariants[] = {BoxFilterVariant::kSharedTile,
-                                          BoxFilterVariant::kSeparable, BoxFilterVariant::kIntegral,
-                                          BoxFilterVariant::kFusedStrips};
+constexpr BoxFilterVariant kBoxFilterVariants[] = {
+    BoxFilterVariant::kSharedTile, BoxFilterVariant::kSeparable, BoxFilterVariant::kIntegral,
+    BoxFilterVariant::kFusedStrips};
 constexpr BorderMode kBorders[] = {BorderMode::kReplicate, BorderMode::kReflect101,
                                    BorderMode::kConstant};
-constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
-
-std::string Describe(const ImageDesc& d, const BoxFilterOptions& o) {
-  return StrCat(DescribeImage(d), ", rx ", o.rx, " ry ", o.ry, ", ", BorderModeName(o.border), " ",
-                o.border_value, ", ", BoxFilterVariantName(o.variant),
-                o.tile_bytes ? StrCat(", tile_bytes ", o.tile_bytes) : "",
-                o.force_two_word ? ", two-word" : "");
-}
 
 // The stated float bounds of gpu/box_filter.h, doubled (the reference has its own rounding): a
 // part relative to the output `ref` and a part from the image's largest and summed magnitudes,
@@ -157,7 +150,7 @@ TEST(BoxFilterTest, MatchesReferenceEveryFormatBorderRadiusAndVariant) {
   BoxFilterKernel kernel(ctx);
   // 1x1, one row, one column, primes, the tile (16) +- 1.
   const std::pair<int, int> sizes[] = {{1, 1}, {23, 1}, {1, 19}, {17, 15}, {13, 7}};
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     for (int c = 1; c <= 4; ++c) {
       for (auto [w, h] : sizes) {
         ImageDesc d{w, h, c, t};
@@ -166,7 +159,7 @@ TEST(BoxFilterTest, MatchesReferenceEveryFormatBorderRadiusAndVariant) {
         const std::pair<int, int> radii[] = {{0, 0}, {1, 1}, {16, 16}, {2, 0}, {2 * w + 3, h + 5}};
         for (auto [rx, ry] : radii) {
           for (BorderMode b : kBorders) {
-            for (BoxFilterVariant v : kVariants) {
+            for (BoxFilterVariant v : kBoxFilterVariants) {
               Check(kernel, ctx, host,
                     {.rx = rx,
                      .ry = ry,
@@ -186,14 +179,14 @@ TEST(BoxFilterTest, LargerImagesAndRadiiEveryVariant) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
   BoxFilterKernel kernel(ctx);
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     ImageDesc d{101, 47, 3, t};
     HostImage host = testing::RandomImage(d, rng);
     // Several shared-memory chunks of apron rows (ry 31) and columns (rx 60), and a radius one
     // past the image (ry 47: two reflections).
     for (auto [rx, ry] : {std::pair{7, 31}, {60, 3}, {1, 47}}) {
       for (BorderMode b : kBorders) {
-        for (BoxFilterVariant v : kVariants) {
+        for (BoxFilterVariant v : kBoxFilterVariants) {
           Check(kernel, ctx, host,
                 {.rx = rx,
                  .ry = ry,
@@ -340,7 +333,7 @@ TEST(BoxFilterTest, StreamHandsOverTheRowsInPieces) {
     HostImage host = testing::RandomImage({w, 300, c, SampleType::kUint8}, rng);
     absl::StatusOr<Image> img = Image::Upload(ctx, host);
     ASSERT_TRUE(img.ok()) << img.status();
-    for (BoxFilterVariant v : kVariants) {
+    for (BoxFilterVariant v : kBoxFilterVariants) {
       const BoxFilterOptions o{.rx = 3, .ry = 5, .border = BorderMode::kReplicate, .variant = v};
       const std::string what = Describe(host.desc, o);
       absl::StatusOr<HostImage> ref = reference::BoxFilter(host, o);
@@ -389,12 +382,12 @@ TEST(BoxFilterTest, SmallTilesMatchReference) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
   BoxFilterKernel kernel(ctx);
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     ImageDesc d{45, 38, 2, t};
     HostImage host = testing::RandomImage(d, rng);
     for (auto [rx, ry] : {std::pair{1, 2}, {5, 9}, {12, 3}, {50, 40}}) {
       for (BorderMode b : kBorders) {
-        for (BoxFilterVariant v : kVariants) {
+        for (BoxFilterVariant v : kBoxFilterVariants) {
           // The integral table of a 1x1 tile with these radii needs (1 + 2r)^2 elements.
           const int64_t tile = v == BoxFilterVariant::kIntegral ? 32 * 1024 : 1500;
           Check(kernel, ctx, host,
@@ -421,7 +414,7 @@ TEST(BoxFilterTest, WideSixteenBitSumsAreExact) {
   HostImage host = testing::RandomImage(d, rng);
   for (int i = 0; i < 200; ++i) host.set<uint16_t>(i % 40, i % 33, i % 2, 65535);
   for (BorderMode b : kBorders) {
-    for (BoxFilterVariant v : kVariants) {
+    for (BoxFilterVariant v : kBoxFilterVariants) {
       Check(kernel, ctx, host,
             {.rx = 300, .ry = 45, .border = b, .border_value = 65535, .variant = v});
     }
@@ -440,7 +433,7 @@ TEST(BoxFilterTest, AutoPicksAVariantThatMatches) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
   BoxFilterKernel kernel(ctx);
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     ImageDesc d{70, 41, 4, t};
     HostImage host = testing::RandomImage(d, rng);
     for (int r : {1, 7, 31}) {
@@ -466,7 +459,7 @@ TEST(BoxFilterTest, RoundsTheExactMeanHalfUp) {
   HostImage host{d, {0, 1, 1, 4}};
   absl::StatusOr<Image> img = Image::Upload(ctx, host);
   ASSERT_TRUE(img.ok());
-  for (BoxFilterVariant v : kVariants) {
+  for (BoxFilterVariant v : kBoxFilterVariants) {
     absl::StatusOr<BoxFilterResult> r =
         kernel.Run(*img, {.rx = 1, .ry = 0, .border = BorderMode::kReplicate, .variant = v});
     ASSERT_TRUE(r.ok()) << r.status();
@@ -548,7 +541,8 @@ TEST(BoxFilterTest, BadOptionsAreRefusedByName) {
 }
 
 TEST(BoxFilterTest, NamesRoundTrip) {
-  for (BoxFilterVariant v : kVariants) EXPECT_EQ(ParseBoxFilterVariant(BoxFilterVariantName(v)), v);
+  for (BoxFilterVariant v : kBoxFilterVariants)
+    EXPECT_EQ(ParseBoxFilterVariant(BoxFilterVariantName(v)), v);
   for (BorderMode b : kBorders) EXPECT_EQ(ParseBorderMode(BorderModeName(b)), b);
   EXPECT_EQ(ParseBoxFilterVariant(""), BoxFilterVariant::kAuto);
   EXPECT_EQ(ParseBoxFilterVariant("gaussian"), std::nullopt);
@@ -563,7 +557,7 @@ TEST(BoxFilterTest, WarmUpLeavesNothingForAutoToBuild) {
   ASSERT_TRUE(kernel.WarmUp().ok());
   std::vector<int> radii = {0,  1,  2,  3,  4,  5,   6,   7,   8,   9,
                             16, 31, 32, 64, 65, 127, 128, 129, 300, 2048};
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     for (int c = 1; c <= 4; ++c) {
       for (auto [w, h] : {std::pair{1, 1}, {37, 5}}) {
         absl::StatusOr<Image> img = Image::Upload(ctx, HostImage::Zeros({w, h, c, t}));
@@ -587,7 +581,8 @@ TEST(BoxFilterTest, WarmUpLeavesNothingForAutoToBuild) {
 TEST(BoxFilterTest, PrepareCompilesEveryProgram) {
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   BoxFilterKernel kernel(ctx);
-  for (SampleType t : kTypes) EXPECT_TRUE(kernel.Prepare(t).ok()) << SampleTypeName(t);
+  for (SampleType t : testing::kSampleTypes)
+    EXPECT_TRUE(kernel.Prepare(t).ok()) << SampleTypeName(t);
 }
 
 }  // namespace

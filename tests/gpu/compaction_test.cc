@@ -11,16 +11,16 @@
 
 #include "common/str.h"
 #include "gpu/reference/compaction.h"
+#include "tests/gpu/describe.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {
 namespace {
 
-constexpr CompactionVariant kVariants[] = {
+constexpr CompactionVariant kCompactionVariants[] = {
     CompactionVariant::kAtomicPerPixel,     CompactionVariant::kWorkgroupAggregated,
     CompactionVariant::kOrderedScan,        CompactionVariant::kStripScan,
     CompactionVariant::kSubgroupAggregated, CompactionVariant::kAuto};
-constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -28,13 +28,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 bool StripScanTakes(const ImageDesc& d) {
   const int pixel_bytes = d.channels * BytesPerSample(d.type);
   return pixel_bytes >= 1 && pixel_bytes <= 4;
-}
-
-std::string Describe(const ImageDesc& d, const CompactionOptions& o) {
-  return StrCat(DescribeImage(d), " source=", CompactionSourceName(o.source),
-                " channel=", o.channel, " lo=", o.lo, " hi=", o.hi,
-                o.inside ? " inside" : " outside", " max_results=", o.max_results,
-                o.count_only ? " count_only" : "", " variant=", CompactionVariantName(o.variant));
 }
 
 // Whether the shared context's device runs `v` (subgroup_aggregated needs ballots; the test
@@ -50,7 +43,7 @@ void ExpectMatchesReference(CompactionKernel& kernel, const Image& image, const 
                             CompactionOptions o, bool only = false) {
   auto expected = reference::Compact(host, o);
   ASSERT_TRUE(expected.ok()) << expected.status() << " " << Describe(host.desc, o);
-  for (CompactionVariant v : kVariants) {
+  for (CompactionVariant v : kCompactionVariants) {
     if (only && v != o.variant) continue;
     if (v == CompactionVariant::kStripScan && !StripScanTakes(host.desc)) continue;
     if (!DeviceRuns(v)) continue;
@@ -153,7 +146,7 @@ TEST(CompactionTest, EveryFormatChannelCountAndSelectivityAtAwkwardSizes) {
   // the strip scan's 32-pixel segment and its 128-pixel group, and exactly one group.
   const std::pair<int, int> sizes[] = {{1, 1},    {1, 97}, {131, 1}, {17, 65}, {127, 61},
                                        {8193, 1}, {33, 5}, {128, 3}, {129, 4}};
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     for (int ch = 1; ch <= 4; ++ch) {
       for (auto [w, h] : sizes) {
         const ImageDesc d{w, h, ch, t};
@@ -301,7 +294,7 @@ TEST(CompactionTest, CapKeepsTheFirstPixelsInRowMajorOrderAndTheExactTotal) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
   CompactionKernel kernel(ctx);
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     const ImageDesc d{97, 89, 2, t};
     HostImage host = SelectiveImage(d, 1, 0.3, rng);
     auto image = Image::Upload(ctx, host);
@@ -330,7 +323,7 @@ TEST(CompactionTest, CountOnlyGivesTheTotalAndNoList) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
   CompactionKernel kernel(ctx);
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     const ImageDesc d{113, 71, 4, t};
     for (double selectivity : {0.0, 0.001, 0.5, 1.0}) {
       HostImage host = SelectiveImage(d, 2, selectivity, rng);
@@ -432,7 +425,7 @@ TEST(CompactionTest, BandsAndChunksSplitLargeResultsAcrossBindings) {
   CompactionKernel kernel(ctx);
   for (int64_t limit : {int64_t{1024}, int64_t{4096} + 12}) {
     kernel.SetBindingLimitForTesting(limit);
-    for (SampleType t : kTypes) {
+    for (SampleType t : testing::kSampleTypes) {
       for (int ch = 1; ch <= 4; ++ch) {  // pixels of 1-16 bytes, whole words or not
         const ImageDesc d{37, 211, ch, t};
         HostImage host = SelectiveImage(d, 0, 0.7, rng);
@@ -593,7 +586,7 @@ TEST(CompactionTest, WarmUpLeavesNothingForAutoToBuild) {
   ASSERT_TRUE(kernel.WarmUp().ok());
   const size_t built = ctx.programs_built();
   EXPECT_GT(built, 0u);
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     for (int ch = 1; ch <= 4; ++ch) {
       for (auto [w, h] : {std::pair{1, 1}, std::pair{37, 5}, std::pair{130, 3}}) {
         const ImageDesc d{w, h, ch, t};
@@ -628,7 +621,7 @@ TEST(CompactionTest, WarmUpLeavesNothingForAutoToBuild) {
 }
 
 TEST(CompactionTest, NamesRoundTrip) {
-  for (CompactionVariant v : kVariants) {
+  for (CompactionVariant v : kCompactionVariants) {
     EXPECT_EQ(ParseCompactionVariant(CompactionVariantName(v)), v);
   }
   EXPECT_EQ(ParseCompactionVariant(""), CompactionVariant::kAuto);
@@ -643,7 +636,8 @@ TEST(CompactionTest, NamesRoundTrip) {
 TEST(CompactionTest, PrepareCompilesEveryProgram) {
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   CompactionKernel kernel(ctx);
-  for (SampleType t : kTypes) EXPECT_TRUE(kernel.Prepare(t).ok()) << SampleTypeName(t);
+  for (SampleType t : testing::kSampleTypes)
+    EXPECT_TRUE(kernel.Prepare(t).ok()) << SampleTypeName(t);
 }
 
 }  // namespace

@@ -13,18 +13,11 @@
 #include "common/str.h"
 #include "gpu/histogram.h"
 #include "gpu/reference/histogram.h"
+#include "tests/gpu/describe.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {
 namespace {
-
-constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
-
-std::string Describe(const ImageDesc& d, const HistogramOptions& o) {
-  return StrCat(DescribeImage(d), " bins=", o.bins, " lo=", o.lo ? *o.lo : -1,
-                " hi=", o.hi ? *o.hi : -1, " source=", HistogramSourceName(o.source),
-                " channel=", o.channel, " variant=", HistogramVariantName(o.variant));
-}
 
 // Awkward sizes: single pixels, single rows and columns, one past a tile, primes, up to 512x512.
 ImageDesc RandomDesc(std::mt19937_64& rng, int channels, SampleType type) {
@@ -143,7 +136,7 @@ TEST(HistogramPackedTest, RandomPacksEqualRunAlone) {
   for (HistogramVariant v :
        {HistogramVariant::kAuto, HistogramVariant::kPrivateArray,
         HistogramVariant::kSharedPerThread, HistogramVariant::kGlobalAtomics}) {
-    for (SampleType t : kTypes) {
+    for (SampleType t : testing::kSampleTypes) {
       for (int ch = 1; ch <= 4; ++ch) {
         const int n = 1 + int(rng() % 40);
         std::vector<HostImage> hosts;
@@ -166,7 +159,7 @@ TEST(HistogramPackedTest, AfterWarmUpAutoPacksBuildNoProgram) {
   HistogramKernel kernel(ctx);
   ASSERT_TRUE(kernel.WarmUp().ok());
   const size_t built = ctx.programs_built();
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     for (int ch = 1; ch <= 4; ++ch) {
       std::vector<HostImage> hosts;
       for (int i = 0; i < 6; ++i)
@@ -196,7 +189,7 @@ TEST(HistogramPackedTest, OtherVariantsAndManyBinsEqualRunAlone) {
                              HistogramVariant::kAuto, HistogramVariant::kSharedPerThread}) {
     for (int bins : {300, 5000, 65536}) {
       const int ch = 1 + int(rng() % 4);
-      const SampleType t = kTypes[rng() % 3];
+      const SampleType t = testing::kSampleTypes[rng() % 3];
       std::vector<HostImage> hosts;
       for (int i = 0; i < 5; ++i)
         hosts.push_back(testing::RandomImage(RandomDesc(rng, ch, t), rng));
@@ -363,7 +356,7 @@ TEST(HistogramPackedTest, WidenedRowsAloneOnPlainUploadDevices) {
     ASSERT_TRUE(own.limits().plain_uploads);
     std::mt19937_64 rng(testing::TestSeed() + 105);
     HistogramKernel kernel(own);
-    for (SampleType t : kTypes) {
+    for (SampleType t : testing::kSampleTypes) {
       std::vector<HostImage> hosts;
       const int n = 1 + int(rng() % 12);
       for (int i = 0; i < n; ++i) hosts.push_back(testing::RandomImage(RandomDesc(rng, 3, t), rng));

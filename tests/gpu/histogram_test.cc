@@ -10,22 +10,16 @@
 #include "common/str.h"
 #include "gpu/internal/histogram_private_array.h"
 #include "gpu/reference/histogram.h"
+#include "tests/gpu/describe.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {
 namespace {
 
-constexpr HistogramVariant kVariants[] = {
+constexpr HistogramVariant kHistogramVariants[] = {
     HistogramVariant::kGlobalAtomics,   HistogramVariant::kSharedAtomics,
     HistogramVariant::kSharedPerThread, HistogramVariant::kPrivateRows,
     HistogramVariant::kPrivateArray,    HistogramVariant::kAuto};
-constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
-
-std::string Describe(const ImageDesc& d, const HistogramOptions& o) {
-  return StrCat(DescribeImage(d), " bins=", o.bins, " lo=", o.lo ? *o.lo : -1,
-                " hi=", o.hi ? *o.hi : -1, " source=", HistogramSourceName(o.source),
-                " channel=", o.channel, " variant=", HistogramVariantName(o.variant));
-}
 
 // Runs every variant on `host` and expects each to equal the CPU reference exactly; private_array,
 // where bins x histograms exceed its array, must refuse the request instead.
@@ -40,7 +34,7 @@ void ExpectAllVariantsMatchReference(Context& ctx, const HostImage& host, Histog
     for (uint64_t c : h) total += c;
   }
   HistogramKernel kernel(ctx);
-  for (HistogramVariant v : kVariants) {
+  for (HistogramVariant v : kHistogramVariants) {
     o.variant = v;
     auto got = kernel.Run(*image, o);
     const int64_t words = int64_t{o.bins} * int64_t(expected->counts.size());
@@ -76,7 +70,7 @@ TEST(HistogramTest, EveryFormatChannelCountAndSourceAtAwkwardSizes) {
   std::mt19937_64 rng(testing::TestSeed());
   // 1x1, 1xN, Nx1, primes, one past the 16- and 64-pixel workgroup tiles.
   const std::pair<int, int> sizes[] = {{1, 1}, {1, 97}, {131, 1}, {17, 65}, {65, 17}, {127, 61}};
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     for (int ch = 1; ch <= 4; ++ch) {
       for (auto [w, h] : sizes) {
         ImageDesc d{w, h, ch, t};
@@ -171,7 +165,7 @@ TEST(HistogramTest, ExactValuesOnKnownImages) {
   auto image = Image::Upload(ctx, img);
   ASSERT_TRUE(image.ok());
   HistogramKernel kernel(ctx);
-  for (HistogramVariant v : kVariants) {
+  for (HistogramVariant v : kHistogramVariants) {
     HistogramOptions o;
     o.variant = v;
     auto r = kernel.Run(*image, o);
@@ -214,7 +208,7 @@ TEST(HistogramTest, FloatNaNAndValuesOnTheUpperBoundAreNotCounted) {
   auto image = Image::Upload(ctx, img);
   ASSERT_TRUE(image.ok());
   HistogramKernel kernel(ctx);
-  for (HistogramVariant v : kVariants) {
+  for (HistogramVariant v : kHistogramVariants) {
     HistogramOptions o;
     o.bins = 4;
     o.variant = v;
@@ -411,7 +405,7 @@ TEST(HistogramTest, AfterWarmUpAutoBuildsNoProgram) {
   const Range ranges[] = {{}, {0.5, 200.25}, {3, 41}};
   // Widths and heights that are powers of two and not, in pixels and in 16-byte texels.
   const std::pair<int, int> sizes[] = {{5, 3}, {64, 16}, {33, 8}, {16, 7}};
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     for (int ch = 1; ch <= 4; ++ch) {
       for (auto [w, h] : sizes) {
         HostImage host = testing::RandomImage({w, h, ch, t}, rng);
@@ -445,7 +439,8 @@ TEST(HistogramTest, AfterWarmUpAutoBuildsNoProgram) {
 TEST(HistogramTest, PrepareCompilesEveryProgram) {
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   HistogramKernel kernel(ctx);
-  for (SampleType t : kTypes) EXPECT_TRUE(kernel.Prepare(t).ok()) << SampleTypeName(t);
+  for (SampleType t : testing::kSampleTypes)
+    EXPECT_TRUE(kernel.Prepare(t).ok()) << SampleTypeName(t);
 }
 
 }  // namespace

@@ -13,24 +13,18 @@
 #include "absl/strings/str_join.h"
 #include "common/str.h"
 #include "gpu/reference/integral_image.h"
+#include "tests/gpu/describe.h"
 #include "tests/gpu_test_env.h"
 
 namespace glimpse::gpu {
 namespace {
 
-constexpr IntegralImageVariant kVariants[] = {IntegralImageVariant::kNaive,
-                                              IntegralImageVariant::kWorkEfficient,
-                                              IntegralImageVariant::kScanTransposeScan,
-                                              IntegralImageVariant::kStripScan,
-                                              IntegralImageVariant::kPackedStrips,
-                                              IntegralImageVariant::kSubgroupScan};
-constexpr SampleType kTypes[] = {SampleType::kUint8, SampleType::kUint16, SampleType::kFloat32};
-
-std::string Describe(const ImageDesc& d, const IntegralImageOptions& o) {
-  return StrCat(DescribeImage(d), ", variant ", IntegralImageVariantName(o.variant),
-                ", band_bytes ", o.band_bytes, o.force_two_word ? ", two-word" : "",
-                o.narrow_sums ? "" : ", 8-byte sums");
-}
+constexpr IntegralImageVariant kIntegralImageVariants[] = {IntegralImageVariant::kNaive,
+                                                           IntegralImageVariant::kWorkEfficient,
+                                                           IntegralImageVariant::kScanTransposeScan,
+                                                           IntegralImageVariant::kStripScan,
+                                                           IntegralImageVariant::kPackedStrips,
+                                                           IntegralImageVariant::kSubgroupScan};
 
 // The stated bound of gpu/integral_image.h for one table: |gpu - exact| <= 1.01 (W + H + 16)
 // 2^-53 sum |v| over the prefix. `abs` is the table of |v| (exact enough in double for a bound).
@@ -123,12 +117,12 @@ TEST(IntegralImageTest, MatchesReferenceEveryFormatChannelCountAndVariant) {
   // strip is partial (68).
   const std::pair<int, int> sizes[] = {{1, 1},   {1, 37},  {53, 1}, {13, 7}, {513, 3},
                                        {31, 65}, {33, 97}, {64, 9}, {65, 4}, {68, 5}};
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     for (int c = 1; c <= 4; ++c) {
       for (auto [w, h] : sizes) {
         ImageDesc d{w, h, c, t};
         HostImage host = testing::RandomImage(d, rng);
-        for (IntegralImageVariant v : kVariants) {
+        for (IntegralImageVariant v : kIntegralImageVariants) {
           CheckAgainstReference(kernel, ctx, host, {.squared = true, .variant = v});
         }
         CheckAgainstReference(kernel, ctx, host,
@@ -149,7 +143,7 @@ TEST(IntegralImageTest, GpuReadPathsMatchReference) {
   std::mt19937_64 rng(testing::TestSeed());
   testing::OnGpuReadPathContexts([&](Context& own) {
     IntegralImageKernel kernel(own);
-    for (SampleType t : kTypes) {
+    for (SampleType t : testing::kSampleTypes) {
       const ImageDesc d{307, 251, 4, t};
       ASSERT_GT(d.pixels() * 4 * 8, 2 * IntegralImageKernel::kSinkPieceBytes);
       const HostImage host = testing::RandomImage(d, rng);
@@ -168,14 +162,14 @@ TEST(IntegralImageTest, BandsCarryTheColumnSumsAcross) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
   IntegralImageKernel kernel(ctx);
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     ImageDesc d{67, 131, 2, t};
     HostImage host = testing::RandomImage(d, rng);
     const int64_t row = int64_t{d.width} * d.channels * 8;
     // One row per band, 3 rows, a column block + 1 (65), and a band that is not a multiple of a
     // row (rounded down to whole rows).
     for (int64_t band : {row, 3 * row, 65 * row, 10 * row + 7}) {
-      for (IntegralImageVariant v : kVariants) {
+      for (IntegralImageVariant v : kIntegralImageVariants) {
         CheckAgainstReference(kernel, ctx, host,
                               {.squared = true, .variant = v, .band_bytes = band});
       }
@@ -192,7 +186,7 @@ TEST(IntegralImageTest, PartsFromTheRowAboveEqualTheWholeTable) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
   IntegralImageKernel kernel(ctx);
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     for (int c : {1, 3, 4}) {
       const ImageDesc d{std::uniform_int_distribution<int>(1, 90)(rng),
                         std::uniform_int_distribution<int>(2, 140)(rng), c, t};
@@ -200,7 +194,7 @@ TEST(IntegralImageTest, PartsFromTheRowAboveEqualTheWholeTable) {
       absl::StatusOr<Image> img = Image::Upload(ctx, host);
       ASSERT_TRUE(img.ok()) << img.status();
       const size_t row = size_t(d.width) * size_t(c) * 8;
-      for (IntegralImageVariant v : kVariants) {
+      for (IntegralImageVariant v : kIntegralImageVariants) {
         if (!IntegralImageVariantAvailable(ctx.info(), v, t).ok()) continue;
         // Cuts: the first row alone, then random parts; bands of 1 to 5 rows or the whole part.
         std::vector<int> cuts = {0, 1};
@@ -308,14 +302,14 @@ TEST(IntegralImageTest, SquaredTableAloneLeavesOutTheSumTable) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(testing::TestSeed());
   IntegralImageKernel kernel(ctx);
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     ImageDesc d{37, 23, 3, t};
     HostImage host = testing::RandomImage(d, rng);
     absl::StatusOr<Image> img = Image::Upload(ctx, host);
     ASSERT_TRUE(img.ok());
     absl::StatusOr<IntegralTables> ref = reference::IntegralImage(host, {.squared = true});
     ASSERT_TRUE(ref.ok());
-    for (IntegralImageVariant v : kVariants) {
+    for (IntegralImageVariant v : kIntegralImageVariants) {
       if (!IntegralImageVariantAvailable(ctx.info(), v, t).ok()) continue;  // refusals: above
       const IntegralImageOptions o{.squared = true, .sum_table = false, .variant = v};
       absl::StatusOr<IntegralTables> gpu = ComputeIntegralImage(kernel, *img, o);
@@ -359,7 +353,7 @@ TEST(IntegralImageTest, TwoWordFallbackMatchesReference) {
     for (int c : {1, 3, 4}) {
       ImageDesc d{97, 70, c, t};
       HostImage host = testing::RandomImage(d, rng);
-      for (IntegralImageVariant v : kVariants) {
+      for (IntegralImageVariant v : kIntegralImageVariants) {
         CheckAgainstReference(
             kernel, ctx, host,
             {.squared = true, .variant = v, .band_bytes = 33 * 97 * c * 8, .force_two_word = true});
@@ -379,7 +373,7 @@ TEST(IntegralImageTest, SixteenBitSumsPast2To32AreExact) {
   absl::StatusOr<Image> img = Image::Upload(ctx, host);
   ASSERT_TRUE(img.ok());
   for (bool two_word : {false, true}) {
-    for (IntegralImageVariant v : kVariants) {
+    for (IntegralImageVariant v : kIntegralImageVariants) {
       if (!IntegralImageVariantAvailable(ctx.info(), v, d.type).ok()) continue;
       IntegralImageOptions o{.squared = true,
                              .variant = v,
@@ -437,7 +431,7 @@ TEST(IntegralImageTest, FloatSamplesWidenExactly) {
     // A table's sums start from +0 (so -0 + -0 comes out +0, as in the CPU reference).
     const double want_sum[] = {0.0 + da, 0.0 + da + db};
     const double want_sq[] = {0.0 + da * da, 0.0 + da * da + db * db};
-    for (IntegralImageVariant v : kVariants) {
+    for (IntegralImageVariant v : kIntegralImageVariants) {
       if (!IntegralImageVariantAvailable(ctx.info(), v, d.type).ok()) continue;
       const IntegralImageOptions o{.squared = true, .variant = v};
       absl::StatusOr<IntegralTables> t = ComputeIntegralImage(kernel, *img, o);
@@ -667,7 +661,7 @@ TEST(IntegralImageTest, SubgroupScanRunsOnIntegerImagesWhereBallotsExist) {
   }
   IntegralImageKernel kernel(ctx);
   const IntegralImageOptions o{.squared = true, .variant = IntegralImageVariant::kSubgroupScan};
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     for (auto [w, h] : {std::pair{1029, 3}, std::pair{7, 70}}) {
       const ImageDesc d{w, h, 3, t};
       HostImage host = HostImage::Zeros(d);
@@ -690,7 +684,7 @@ TEST(IntegralImageTest, SubgroupScanRunsOnIntegerImagesWhereBallotsExist) {
 }
 
 TEST(IntegralImageTest, VariantNamesRoundTrip) {
-  for (IntegralImageVariant v : kVariants)
+  for (IntegralImageVariant v : kIntegralImageVariants)
     EXPECT_EQ(ParseIntegralImageVariant(IntegralImageVariantName(v)), v);
   EXPECT_EQ(ParseIntegralImageVariant(""), IntegralImageVariant::kAuto);
   EXPECT_EQ(ParseIntegralImageVariant("auto"), IntegralImageVariant::kAuto);
@@ -708,7 +702,7 @@ TEST(IntegralImageTest, WarmUpLeavesNothingForAutoToBuild) {
   ASSERT_TRUE(kernel.WarmUp().ok());
   const size_t built = ctx.programs_built();
   EXPECT_GT(built, 0u);
-  for (SampleType t : kTypes) {
+  for (SampleType t : testing::kSampleTypes) {
     for (int c = 1; c <= 4; ++c) {
       for (auto [w, h] : {std::pair{1, 1}, std::pair{37, 5}, std::pair{600, 70}}) {
         const ImageDesc d{w, h, c, t};
@@ -740,7 +734,8 @@ TEST(IntegralImageTest, WarmUpLeavesNothingForAutoToBuild) {
 TEST(IntegralImageTest, PrepareCompilesEveryProgram) {
   GLIMPSE_REQUIRE_CONTEXT(ctx);
   IntegralImageKernel kernel(ctx);
-  for (SampleType t : kTypes) EXPECT_TRUE(kernel.Prepare(t).ok()) << SampleTypeName(t);
+  for (SampleType t : testing::kSampleTypes)
+    EXPECT_TRUE(kernel.Prepare(t).ok()) << SampleTypeName(t);
 }
 
 }  // namespace

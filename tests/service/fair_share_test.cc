@@ -20,6 +20,7 @@
 #include "server/worker/fair_queue.h"
 #include "server/worker/job_class.h"
 #include "tests/service/access_test_util.h"
+#include "tests/service/metrics_scrape.h"
 #include "tests/service/service_test_util.h"
 
 namespace glimpse::testing {
@@ -323,36 +324,6 @@ TEST(FairShareTest, WeightsOneAndThreeGetGpuTimeOneToThree) {
 // ---- the per-tenant bound, priorities, metrics
 // ------------------------------------------------------
 
-// One scrape of /metrics: "name{a="x",b="y"}" (labels sorted by name) -> value.
-std::map<std::string, double> Scrape(int port) {
-  std::map<std::string, double> values;
-  const std::string cmd =
-      "curl -sS --fail --max-time 20 http://127.0.0.1:" + std::to_string(port) + "/metrics 2>&1";
-  std::FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) {
-    ADD_FAILURE() << "cannot run " << cmd;
-    return values;
-  }
-  std::string text;
-  char buf[4096];
-  size_t got;
-  while ((got = std::fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, got);
-  EXPECT_EQ(pclose(p), 0) << cmd << ": " << text;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t space = line.rfind(' ');
-    values[line.substr(0, space)] = std::stod(line.substr(space + 1));
-  }
-  return values;
-}
-
-double Get(const std::map<std::string, double>& m, const std::string& key) {
-  auto it = m.find(key);
-  return it == m.end() ? 0 : it->second;
-}
-
 TEST(FairShareTest, TenantPastItsBoundIsRefusedWhileOthersAreServed) {
   GLIMPSE_SEED_TRACE();
   std::mt19937_64 rng(TestSeed());
@@ -403,19 +374,19 @@ TEST(FairShareTest, TenantPastItsBoundIsRefusedWhileOthersAreServed) {
   while (worker.Stats().queue_length > 0 && Clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  const std::map<std::string, double> m = Scrape(ts->server->metrics_port());
-  EXPECT_EQ(Get(m, "glimpse_tenant_jobs_refused_total{reason=\"tenant_queue_full\",tenant=\"" + x +
-                       "\"}"),
-            1);
-  EXPECT_EQ(Get(m, "glimpse_tenant_jobs_refused_total{reason=\"deadline_exceeded\",tenant=\"" + y +
-                       "\"}"),
-            1);
-  EXPECT_EQ(Get(m, "glimpse_tenant_jobs_total{tenant=\"" + x + "\"}"), 2);
-  EXPECT_EQ(Get(m, "glimpse_tenant_jobs_total{tenant=\"" + y + "\"}"), 1);
-  EXPECT_EQ(Get(m, "glimpse_tenant_queue_wait_seconds_count{tenant=\"" + x + "\"}"), 2);
-  EXPECT_GT(Get(m, "glimpse_tenant_gpu_seconds_total{tenant=\"" + x + "\"}"), 0);
+  const Scrape m = Scrape::Fetch(ts->server->metrics_port());
+  EXPECT_EQ(
+      m.Get("glimpse_tenant_jobs_refused_total", {{"reason", "tenant_queue_full"}, {"tenant", x}}),
+      1);
+  EXPECT_EQ(
+      m.Get("glimpse_tenant_jobs_refused_total", {{"reason", "deadline_exceeded"}, {"tenant", y}}),
+      1);
+  EXPECT_EQ(m.Get("glimpse_tenant_jobs_total", {{"tenant", x}}), 2);
+  EXPECT_EQ(m.Get("glimpse_tenant_jobs_total", {{"tenant", y}}), 1);
+  EXPECT_EQ(m.Get("glimpse_tenant_queue_wait_seconds_count", {{"tenant", x}}), 2);
+  EXPECT_GT(m.Get("glimpse_tenant_gpu_seconds_total", {{"tenant", x}}), 0);
   // x's two jobs waited behind the blocker: at least the time y's late call took to expire.
-  EXPECT_GE(Get(m, "glimpse_tenant_queue_wait_seconds_sum{tenant=\"" + x + "\"}"), 2 * 0.3);
+  EXPECT_GE(m.Get("glimpse_tenant_queue_wait_seconds_sum", {{"tenant", x}}), 2 * 0.3);
 }
 
 TEST(FairShareTest, InteractiveCallsGoBeforeTheTenantsBatchCalls) {
