@@ -15,7 +15,8 @@ out=out
 build=${GLIMPSE_BUILD_DIR:-build}
 mkdir -p "$out"
 
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGLIMPSE_WERROR=ON
+# A unity build, as deploy/test.sh's: half the compile time of a build from nothing.
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGLIMPSE_WERROR=ON -DCMAKE_UNITY_BUILD=ON
 cmake --build "$build" --target glimpse-server glimpse
 
 server_pid=""

@@ -27,6 +27,14 @@ build=build
 flags=(-DCMAKE_BUILD_TYPE=Release -DGLIMPSE_WERROR=ON)
 labels=()
 targets=()
+# Unity builds (CMake compiles each target's sources in batches of 8 files to a translation
+# unit): the gRPC, protobuf and GoogleTest headers that most files include are parsed, and their
+# templates compiled, once a batch rather than once a file. From nothing on a 2-core VM the
+# Release build took 292 s against 555 s file by file; the ASan build, at the lowest priority
+# beside the Release tests, 653 s against 841 s. A batch
+# also hides a file's missing #include behind an earlier file's: the ThreadSanitizer build, which
+# compiles every library file, the server, the CLI and the service tests, compiles file by file.
+unity=ON
 # The sanitizer builds: -O1 (what the sanitizers' own documentation suggests for reasonable speed)
 # with line tables only, which is all a report's stack needs. Against RelWithDebInfo's -O2 -g
 # that compiles a service file 10-15 % faster with clang's ASan and about 45 % faster with g++'s
@@ -56,6 +64,7 @@ case "${GLIMPSE_SANITIZE:-0}" in
     ;;
   thread)
     build=build-tsan
+    unity=OFF
     flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLIMPSE_TSAN=ON -DGLIMPSE_WERROR=ON
            "${sanitizer_flags[@]/%/ -g1}")
     # Each GL context runs on one thread (its owner); the service tests hold the threads that
@@ -74,7 +83,7 @@ esac
 
 if [ "$step" != test ]; then
   [ "${GLIMPSE_SKIP_DEPS:-0}" = 1 ] || ./deploy/install-deps.sh
-  cmake -S . -B "$build" -G Ninja "${flags[@]}"
+  cmake -S . -B "$build" -G Ninja "${flags[@]}" -DCMAKE_UNITY_BUILD="$unity"
   cmake --build "$build" ${targets[@]:+--target "${targets[@]}"}
 fi
 if [ "$step" != build ]; then
