@@ -3,7 +3,7 @@
 # (a no-op when it is current) and installs the Python client package the README's way into
 # build/python-venv, whose path it leaves in $venv.
 ./deploy/install-deps.sh --bench
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON >/dev/null
 cmake --build build --target glimpse-server
 venv=build/python-venv
 [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"

@@ -15,8 +15,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=bench/server_and_client.sh
 . bench/server_and_client.sh
+# A unity build, as CI builds gpu/, its tests and the benchmarks (deploy/test.sh): the batches
+# CI compiled are the ones compiled here.
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DGLIMPSE_GPU_ONLY=ON \
-  -DGLIMPSE_STATIC_RUNTIME=ON
+  -DGLIMPSE_STATIC_RUNTIME=ON -DCMAKE_UNITY_BUILD=ON
 cmake --build build-gpu
 
 # What the bare machine has itself and must not be replaced: glibc's libraries, the C++ runtime.
