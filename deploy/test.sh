@@ -14,6 +14,7 @@
 #                                       decoders' tests); tests/tsan.supp says what is not reported
 # An argument runs one step: `build` (install, configure, build) or `test` (CTest on what the
 # build step left), so CI can build the next configuration while this one's tests run.
+# GLIMPSE_TEST_LABELS=REGEX runs only the tests of those labels (CI runs the fuzz targets apart).
 # GLIMPSE_SKIP_DEPS=1 skips the install (CI installs once for every configuration).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -85,6 +86,9 @@ if [ "$step" != test ]; then
   [ "${GLIMPSE_SKIP_DEPS:-0}" = 1 ] || ./deploy/install-deps.sh
   cmake -S . -B "$build" -G Ninja "${flags[@]}" -DCMAKE_UNITY_BUILD="$unity"
   cmake --build "$build" ${targets[@]:+--target "${targets[@]}"}
+fi
+if [ -n "${GLIMPSE_TEST_LABELS:-}" ]; then
+  labels=(-L "$GLIMPSE_TEST_LABELS")
 fi
 if [ "$step" != build ]; then
   # llvmpipe uses every core for each dispatch: the tests that use the GPU hold the CTest
