@@ -32,9 +32,10 @@ targets=()
 # unit): the gRPC, protobuf and GoogleTest headers that most files include are parsed, and their
 # templates compiled, once a batch rather than once a file. From nothing on a 2-core VM the
 # Release build took 292 s against 555 s file by file; the ASan build, at the lowest priority
-# beside the Release tests, 653 s against 841 s. A batch
-# also hides a file's missing #include behind an earlier file's: the ThreadSanitizer build, which
-# compiles every library file, the server, the CLI and the service tests, compiles file by file.
+# beside the Release tests, 653 s against 841 s. A batch also hides a file's missing #include
+# behind an earlier file's: the ThreadSanitizer build compiles the libraries, the server and the
+# CLI (what deploy/Dockerfile builds, file by file) file by file, and only its test program in
+# batches (GLIMPSE_UNITY_TESTS).
 unity=ON
 # The sanitizer builds: -O1 (what the sanitizers' own documentation suggests for reasonable speed)
 # with line tables only, which is all a report's stack needs. Against RelWithDebInfo's -O2 -g
@@ -67,6 +68,7 @@ case "${GLIMPSE_SANITIZE:-0}" in
     build=build-tsan
     unity=OFF
     flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLIMPSE_TSAN=ON -DGLIMPSE_WERROR=ON
+           -DGLIMPSE_UNITY_TESTS=ON
            "${sanitizer_flags[@]/%/ -g1}")
     # Each GL context runs on one thread (its owner); the service tests hold the threads that
     # share state, the start-up warm-up's helper contexts included. ignore_noninstrumented_modules:
