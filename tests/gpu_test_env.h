@@ -39,19 +39,23 @@ inline uint64_t TestSeed() {
   return seed;
 }
 
+// Fills `n` bytes at `p` with random bytes, eight from each draw (byte by byte, test code, which
+// the sanitizer builds leave unoptimized, was a large part of some tests' time there).
+inline void FillRandomBytes(uint8_t* p, size_t n, std::mt19937_64& rng) {
+  for (size_t i = 0; i < n; i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(p + i, &v, std::min<size_t>(8, n - i));
+  }
+}
+
 // Fills every sample uniformly: integers over their full range (or [0, max_value] when given),
 // floats in [-1, 2) plus a few exact edge values.
 inline gpu::HostImage RandomImage(const gpu::ImageDesc& desc, std::mt19937_64& rng,
                                   double max_value = -1) {
   gpu::HostImage img = gpu::HostImage::Zeros(desc);
   if (desc.type != gpu::SampleType::kFloat32 && max_value < 0) {
-    // Every byte uniform over 0-255 is every sample uniform over its full range: eight bytes a
-    // draw (sample by sample, this header's loop, unoptimized in the sanitizer builds, was a
-    // large part of some tests' time there).
-    for (size_t i = 0; i < img.data.size(); i += 8) {
-      const uint64_t v = rng();
-      std::memcpy(img.data.data() + i, &v, std::min<size_t>(8, img.data.size() - i));
-    }
+    // Every byte uniform over 0-255 is every sample uniform over its full range.
+    FillRandomBytes(img.data.data(), img.data.size(), rng);
     return img;
   }
   for (int y = 0; y < desc.height; ++y) {

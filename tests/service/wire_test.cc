@@ -45,13 +45,8 @@ class Random {
     Fill(s);
     return s;
   }
-  // Random bytes, eight from each draw (byte by byte, this file's unoptimized code in the
-  // sanitizer builds took most of the tests' time).
   void Fill(std::string& s) {
-    for (size_t i = 0; i < s.size(); i += 8) {
-      const uint64_t v = rng_();
-      std::memcpy(s.data() + i, &v, std::min<size_t>(8, s.size() - i));
-    }
+    FillRandomBytes(reinterpret_cast<uint8_t*>(s.data()), s.size(), rng_);
   }
   uint32_t U32() { return uint32_t(rng_()); }
 
