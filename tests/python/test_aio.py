@@ -18,7 +18,7 @@ import pytest_asyncio  # python3-pytest-asyncio (deploy/install-deps.sh)
 import glimpse
 import glimpse.aio
 import reference
-from conftest import AWKWARD_SIZES, DTYPES, random_image, running_server
+from conftest import AWKWARD_SIZES, DTYPES, REPO, random_image, running_server
 # The synchronous checks, collected again in this module with its fixtures below.
 from test_analyses import (test_box_filter, test_box_filter_keep_png_and_chain,  # noqa: F401
                            test_compact, test_compact_cap_count_only_and_stream, test_histogram,
@@ -268,6 +268,10 @@ async def test_results_are_the_blocking_clients(server, aclient, rng):
             want = getattr(blocking, name)(*args, **kwargs)
             got = await getattr(aclient, name)(*args, **kwargs)
             assert type(got) is type(want), name
+        grey = glimpse.Encoded(REPO / "samples" / "glimpse-sample.png", channels=1,
+                               orientation="stored")
+        got = (await aclient.box_filter(grey, 0)).pixels
+        assert got.shape == (480, 640, 1) and (got == blocking.box_filter(grey, 0).pixels).all()
         handle = await aclient.upload(a, label="both")
         try:
             assert await aclient.image_info(handle) == blocking.image_info(handle)

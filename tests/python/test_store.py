@@ -188,10 +188,78 @@ def test_exif_orientation_matches_opencvs_reading_of_jpeg_and_png(client):
 
 
 def test_orientation_is_checked_before_anything_is_sent(client):
-    with pytest.raises(ValueError, match="orientation must be 'file' or 'stored'"):
+    with pytest.raises(ValueError, match="orientation must be one of file, stored, got 'sideways'"):
         client.upload(SAMPLE, orientation="sideways")
     with pytest.raises(ValueError, match="orientation applies to encoded files"):
         client.upload(np.zeros((2, 2), np.uint8), orientation="stored")
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_encoded_files_decode_as_asked_in_every_call(client, tiny_inline_client, inline):
+    """glimpse.Encoded carries channels and orientation to the decoder wherever a file goes:
+    inline in an analysis or stored for it (tiny_inline_client), streamed by analyze, in a batch
+    (inline), and to upload. The file is tagged 6 (a quarter turn clockwise), so each option shows."""
+    c = client if inline else tiny_inline_client
+    data = png_with_exif(SAMPLE.read_bytes(), exif_block(6))
+    want = {}
+    for channels in (0, 1, 4):
+        for orientation in ("file", "stored"):
+            stored = c.upload(data, channels=channels, orientation=orientation)
+            try:
+                want[channels, orientation] = c.box_filter(stored, 0).pixels
+            finally:
+                c.delete(stored)
+    assert want[0, "stored"].shape == (480, 640, 3) and want[0, "file"].shape == (640, 480, 3)
+    assert want[1, "file"].shape == (640, 480, 1) and want[4, "stored"].shape == (480, 640, 4)
+    for (channels, orientation), pixels in want.items():
+        what = (channels, orientation)
+        encoded = glimpse.Encoded(data, channels=channels, orientation=orientation)
+        assert (c.box_filter(encoded, 0).pixels == pixels).all(), what
+        counts = c.histogram(encoded).counts
+        assert counts.shape[0] == pixels.shape[2], what
+        table = c.integral_image(encoded).table
+        assert table.shape == pixels.shape, what
+        assert (table[-1, -1] == pixels.reshape(-1, pixels.shape[2]).sum(axis=0)).all(), what
+        box, = c.analyze(encoded, [("box_filter", {"rx": 0})])
+        assert (box.pixels == pixels).all(), what
+        if inline:  # a batch's images travel inline only
+            item, = c.analyze_many([encoded], [("box_filter", {"rx": 0})])
+            assert item.ok and (item[0].pixels == pixels).all(), what
+        kept = c.upload(encoded)
+        try:
+            assert kept.shape == pixels.shape, what
+        finally:
+            c.delete(kept)
+
+
+def test_encoded_paths_label_and_key_as_plain_paths_do(client, tmp_path):
+    path = tmp_path / "tagged.png"
+    path.write_bytes(png_with_exif(SAMPLE.read_bytes(), exif_block(8)))
+    encoded = glimpse.Encoded(path, channels=1, orientation="stored")
+    kept = client.upload(encoded)
+    try:
+        assert kept.label == "tagged.png" and kept.shape == (480, 640, 1)
+    finally:
+        client.delete(kept)
+    item, = client.analyze_many([encoded], [("histogram", {})])
+    assert item.key == str(path) and item[0].counts.shape == (1, 256)
+    turned, = client.analyze_many([glimpse.Encoded(str(path))], [("integral_image", {})])
+    assert turned[0].table.shape == (640, 480, 3)
+
+
+def test_encoded_options_are_checked_before_anything_is_sent(client):
+    with pytest.raises(ValueError, match="channels must be an integer in \\[0, 4\\], got 5"):
+        glimpse.Encoded(SAMPLE, channels=5)
+    with pytest.raises(ValueError, match="channels must be an integer in \\[0, 4\\], got True"):
+        glimpse.Encoded(SAMPLE, channels=True)
+    with pytest.raises(ValueError, match="orientation must be one of file, stored, got 'up'"):
+        glimpse.Encoded(SAMPLE, orientation="up")
+    with pytest.raises(TypeError, match="Encoded.source must be a path or the bytes"):
+        glimpse.Encoded(np.zeros((2, 2), np.uint8))
+    with pytest.raises(ValueError, match="not both: got channels=1"):
+        client.upload(glimpse.Encoded(SAMPLE), channels=1)
+    with pytest.raises(FileNotFoundError):
+        client.histogram(glimpse.Encoded("/nonexistent/photo.jpg"))
 
 
 def test_a_file_name_in_another_encoding_is_labelled_as_text(client, tmp_path):

@@ -7,17 +7,19 @@
         # Several analyses in one call, nothing left on the server:
         hist, table = g.analyze("photo.png", [("histogram", {"bins": 64}),
                                               ("integral_image", {})])
+        # A colour photo decoded to grey, its EXIF orientation tag ignored:
+        g.integral_image(glimpse.Encoded("photo.jpg", channels=1, orientation="stored"))
 
 glimpse.aio.Client is the same client for asyncio: its methods are coroutines.
 """
 from glimpse._types import (AnalyzeResult, BatchItem, BoxFilterResult, CompactionResult,
-                            CompactResult, GlimpseError, HistogramResult, ImageHandle,
+                            CompactResult, Encoded, GlimpseError, HistogramResult, ImageHandle,
                             IntegralImageResult, IntegralResult, Timing)
 from glimpse import aio
 from glimpse.client import Client
 from glimpse.plot import plot_histogram
 
-__all__ = ["Client", "aio", "GlimpseError", "ImageHandle", "Timing", "HistogramResult",
+__all__ = ["Client", "aio", "Encoded", "GlimpseError", "ImageHandle", "Timing", "HistogramResult",
            "IntegralImageResult", "CompactionResult", "BoxFilterResult", "AnalyzeResult", "BatchItem",
            "IntegralResult", "CompactResult",
            "plot_histogram"]

@@ -20,19 +20,18 @@ import numpy as np
 from google.protobuf.descriptor import FieldDescriptor
 
 from glimpse import _health
-from glimpse._types import (AnalyzeResult, BatchItem, BoxFilterResult, CompactionResult, GlimpseError,
-                            HistogramResult, ImageHandle, IntegralImageResult, Timing, dtype_of_format,
-                            raw_pixels)
+from glimpse._types import (AnalyzeResult, BatchItem, BoxFilterResult, CompactionResult, Encoded,
+                            GlimpseError, HistogramResult, ImageHandle, IntegralImageResult, Timing,
+                            dtype_of_format, raw_pixels)
 from glimpse.v1 import image_analytics_pb2 as pb
 from glimpse.v1 import image_analytics_pb2_grpc as pb_grpc
 
-ImageLike = Union[ImageHandle, str, os.PathLike, bytes, bytearray, memoryview, np.ndarray]
+ImageLike = Union[ImageHandle, Encoded, str, os.PathLike, bytes, bytearray, memoryview, np.ndarray]
 
 _ID = re.compile(r"[0-9a-f]{32}")
 _CHUNK = 1 << 20  # upload message size (the proto suggests 1 MiB)
 _HISTOGRAM_SOURCES = {"all": pb.HISTOGRAM_SOURCE_ALL_CHANNELS, "channel": pb.HISTOGRAM_SOURCE_CHANNEL,
                       "luma": pb.HISTOGRAM_SOURCE_LUMA, "rgb_mean": pb.HISTOGRAM_SOURCE_RGB_MEAN}
-_ORIENTATIONS = {"file": pb.ORIENTATION_FROM_FILE, "stored": pb.ORIENTATION_AS_STORED}
 _COMPACT_SOURCES = {"channel": pb.COMPACT_SOURCE_CHANNEL, "luma": pb.COMPACT_SOURCE_LUMA}
 _BORDERS = {"reflect101": pb.BORDER_MODE_REFLECT101, "replicate": pb.BORDER_MODE_REPLICATE,
             "constant": pb.BORDER_MODE_CONSTANT}
@@ -462,14 +461,22 @@ def _read_analyze(method, readers):
     return AnalyzeResult(results=results, kept=kept, timing=Timing.from_proto(timing))
 
 
-def _encoded_bytes(image) -> bytes:
-    if isinstance(image, (bytes, bytearray, memoryview)):
-        return bytes(image)
-    if isinstance(image, (str, os.PathLike)):
-        with open(image, "rb") as f:
-            return f.read()
-    raise TypeError("image must be an ImageHandle, an image id, a numpy array, a path or "
-                    f"encoded bytes, got {type(image).__name__}")
+def _as_encoded(image) -> Encoded:
+    """`image` (not an array, handle or id) as an Encoded file: an Encoded as it is, a path or
+    bytes with the default decoding."""
+    if isinstance(image, Encoded):
+        return image
+    if isinstance(image, (str, os.PathLike, bytes, bytearray, memoryview)):
+        return Encoded(image)
+    raise TypeError("image must be an ImageHandle, an image id, a numpy array, a path, "
+                    f"encoded bytes or a glimpse.Encoded, got {type(image).__name__}")
+
+
+def _encoded_bytes(encoded: Encoded) -> bytes:
+    if encoded.path is None:
+        return bytes(encoded.source)
+    with open(encoded.path, "rb") as f:
+        return f.read()
 
 
 def _path_text(path) -> str:
@@ -585,11 +592,14 @@ class Calls:
             temporary = yield from self._upload(method, pb.UploadHeader(raw=layout),
                                                 memoryview(pixels).cast("B"))
         else:
-            data = _encoded_bytes(image)
+            encoded = _as_encoded(image)
+            data = _encoded_bytes(encoded)
             if len(data) <= self._inline_bytes:
-                return with_image_data(request, "encoded", pb.EncodedImage(), data), None
+                return with_image_data(request, "encoded", pb.EncodedImage(**encoded.fields()),
+                                       data), None
             temporary = yield from self._upload(
-                method, pb.UploadHeader(encoded=pb.EncodedUpload()), memoryview(data))
+                method, pb.UploadHeader(encoded=pb.EncodedUpload(**encoded.fields())),
+                memoryview(data))
         request.image.image_id = temporary.image_id
         return request, temporary
 
@@ -624,12 +634,11 @@ class Calls:
     def upload(self, image, *, label: Optional[str] = None, channels: int = 0,
                orientation: str = "file"):
         """Stores an image: a numpy array (H, W) or (H, W, C) of uint8/uint16/float32, a path to
-        an image file, or the bytes of one. `channels` (1-4) converts an encoded file on decode.
-        `orientation`: "file" turns a JPEG, PNG or WebP as its EXIF orientation tag says (as
-        viewers show it, and as cv2.imdecode does JPEG and PNG), "stored" keeps the pixels as
-        the file stores them. Returns its ImageHandle."""
-        if orientation not in _ORIENTATIONS:
-            raise ValueError(f"orientation must be 'file' or 'stored', got {orientation!r}")
+        an image file, the bytes of one, or a glimpse.Encoded. `channels` (1-4) converts an
+        encoded file on decode. `orientation`: "file" turns a JPEG, PNG or WebP as its EXIF
+        orientation tag says (as viewers show it, and as cv2.imdecode does JPEG and PNG),
+        "stored" keeps the pixels as the file stores them (both as in Encoded, which may carry
+        them instead). Returns its ImageHandle."""
         if isinstance(image, np.ndarray):
             if channels:
                 raise ValueError(f"channels applies to encoded files, not arrays (got {channels})")
@@ -638,14 +647,18 @@ class Calls:
             layout, pixels = raw_pixels(image)
             header = _message(pb.UploadHeader, raw=layout, label=label or "")
             return (yield from self._upload("upload", header, memoryview(pixels).cast("B")))
-        if not 0 <= channels <= 4:
-            raise ValueError(f"channels must be in [0, 4], got {channels}")
+        if isinstance(image, Encoded):
+            if channels != 0 or orientation != "file":
+                raise ValueError("channels and orientation go to upload or to its Encoded image, "
+                                 f"not both: got channels={channels!r}, orientation={orientation!r} "
+                                 f"with {image!r}")
+            encoded = image
+        else:
+            encoded = Encoded(_as_encoded(image).source, channels, orientation)
         if label is None:
-            label = _file_label(image) if isinstance(image, (str, os.PathLike)) else ""
-        data = _encoded_bytes(image)
-        header = _message(pb.UploadHeader,
-                          encoded=pb.EncodedUpload(desired_channels=channels,
-                                                   orientation=_ORIENTATIONS[orientation]),
+            label = "" if encoded.path is None else _file_label(encoded.path)
+        data = _encoded_bytes(encoded)
+        header = _message(pb.UploadHeader, encoded=pb.EncodedUpload(**encoded.fields()),
                           label=label)
         return (yield from self._upload("upload", header, memoryview(data)))
 
@@ -733,10 +746,11 @@ class Calls:
             header.upload.raw.CopyFrom(layout)
             data = memoryview(pixels).cast("B")
         else:
-            data = memoryview(_encoded_bytes(image))
-            header.upload.encoded.SetInParent()
-            if isinstance(image, (str, os.PathLike)):
-                header.upload.label = _file_label(image)
+            encoded = _as_encoded(image)
+            data = memoryview(_encoded_bytes(encoded))
+            header.upload.encoded.CopyFrom(pb.EncodedUpload(**encoded.fields()))
+            if encoded.path is not None:
+                header.upload.label = _file_label(encoded.path)
         if header.HasField("upload"):
             header.upload.total_bytes = len(data)
         return (yield Rpc(method, "Analyze" + SERIALIZED, _chunked(pb.AnalyzeRequest, header, data),
@@ -774,8 +788,9 @@ class Calls:
                     key, item = item
                 message = pb.BatchImage(key=str(index) if key is None else str(key))
                 try:
-                    if key is None and isinstance(item, (str, os.PathLike)):
-                        message.key = _path_text(item)
+                    path = item.path if isinstance(item, Encoded) else item
+                    if key is None and isinstance(path, (str, os.PathLike)):
+                        message.key = _path_text(path)
                     request = self._batch_image(item, message)
                 except (OSError, ValueError, TypeError) as e:
                     message.ClearField("image")
@@ -789,7 +804,7 @@ class Calls:
     def _batch_image(self, image, message) -> bytes:
         """The serialized AnalyzeBatchRequest whose `image` is `message` (a BatchImage, its key
         set) holding an image sent inline: an ImageHandle or id, a numpy array, a path, or
-        encoded bytes (each within inline_bytes: upload larger ones and pass their handle)."""
+        encoded bytes or an Encoded (each within inline_bytes: upload larger ones and pass their handle)."""
         if isinstance(image, ImageHandle) or _is_image_id(image):
             message.image.image_id = image.image_id if isinstance(image, ImageHandle) else image
             return pb.AnalyzeBatchRequest(image=message).SerializeToString()
@@ -797,8 +812,9 @@ class Calls:
             layout, data = raw_pixels(image)
             kind, head = "raw", pb.RawImage(layout=layout)
         else:
-            data = _encoded_bytes(image)
-            kind, head = "encoded", pb.EncodedImage()
+            encoded = _as_encoded(image)
+            data = _encoded_bytes(encoded)
+            kind, head = "encoded", pb.EncodedImage(**encoded.fields())
         if len(data) > self._inline_bytes:  # raw_pixels' data is a flat uint8 array
             raise ValueError(f"the image is {len(data)} bytes, over inline_bytes "
                              f"({self._inline_bytes}): upload it and pass its handle")

@@ -1,6 +1,7 @@
 """The values the client returns, and the conversions between numpy and the wire formats."""
 import dataclasses
-from typing import Optional
+import os
+from typing import Optional, Union
 
 import grpc
 import numpy as np
@@ -17,6 +18,7 @@ _FORMAT_OF_KIND = {("u", 1): pb.SAMPLE_FORMAT_UINT8, ("u", 2): pb.SAMPLE_FORMAT_
                    ("f", 4): pb.SAMPLE_FORMAT_FLOAT32}
 FORMAT_NAMES = {pb.SAMPLE_FORMAT_UINT8: "uint8", pb.SAMPLE_FORMAT_UINT16: "uint16",
                 pb.SAMPLE_FORMAT_FLOAT32: "float32"}
+ORIENTATIONS = {"file": pb.ORIENTATION_FROM_FILE, "stored": pb.ORIENTATION_AS_STORED}
 
 
 class GlimpseError(Exception):
@@ -59,6 +61,44 @@ def raw_pixels(array: np.ndarray):
     a = np.ascontiguousarray(a, dtype=_DTYPE_OF_FORMAT[fmt])
     layout = pb.ImageLayout(width=a.shape[1], height=a.shape[0], channels=channels, format=fmt)
     return layout, a.reshape(-1).view(np.uint8)
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoded:
+    """An encoded file and how the server decodes it; pass it as any `image` (an analysis, analyze,
+    analyze_many, upload). `source`: a path or the file's bytes (a path or bytes passed alone are
+    Encoded(them)). `channels`: 0 keeps the file's own, 1-4 converts on decode (1: grey, a
+    JPEG's own luma, of other files (77 R + 150 G + 29 B) >> 8; 3: colour, an alpha channel
+    dropped; 4: an opaque alpha channel added where the file has none). `orientation`: "file" turns a
+    JPEG, PNG or WebP as its EXIF orientation tag says (as viewers show it, and as cv2.imdecode
+    gives JPEG and PNG files), "stored" keeps the pixels as the file stores them.
+
+        g.histogram(glimpse.Encoded("photo.jpg", channels=1), bins=64)
+    """
+    source: Union[str, os.PathLike, bytes, bytearray, memoryview]
+    channels: int = 0
+    orientation: str = "file"
+
+    def __post_init__(self):
+        if not isinstance(self.source, (str, os.PathLike, bytes, bytearray, memoryview)):
+            raise TypeError("Encoded.source must be a path or the bytes of an encoded file, got "
+                            f"{type(self.source).__name__}")
+        if isinstance(self.channels, bool) or not isinstance(self.channels, int) \
+                or not 0 <= self.channels <= 4:
+            raise ValueError(f"channels must be an integer in [0, 4], got {self.channels!r}")
+        if self.orientation not in ORIENTATIONS:
+            raise ValueError(f"orientation must be one of {', '.join(ORIENTATIONS)}, got "
+                             f"{self.orientation!r}")
+
+    @property
+    def path(self) -> Optional[Union[str, os.PathLike]]:
+        """`source` when it is a path, else None."""
+        return self.source if isinstance(self.source, (str, os.PathLike)) else None
+
+    def fields(self) -> dict:
+        """The decoding fields of EncodedImage and EncodedUpload (the proto's)."""
+        return {"desired_channels": self.channels,
+                "orientation": ORIENTATIONS[self.orientation]}
 
 
 @dataclasses.dataclass(frozen=True)
