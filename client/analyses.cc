@@ -38,8 +38,8 @@ std::string DescribeTiming(const v1::Timing& t) {
                      t.queue_ns() * 1e-6, t.server_ns() * 1e-6);
 }
 
-// The IMAGE argument as a request field; a large file is uploaded first (and deleted by the
-// destructor).
+// The IMAGE argument as a request field, a file decoded as --channels and --orientation say; a
+// large file is uploaded first (and deleted by the destructor).
 class ImageArg {
  public:
   ImageArg(const Options& o, const Connection& c) : c_(c) {
@@ -49,16 +49,18 @@ class ImageArg {
     }
     const std::string& arg = o.positional[0];
     if (LooksLikeId(arg) && !std::filesystem::exists(arg)) {
+      RefuseDecodeFlags(o, "the stored image " + arg);
       ref_.set_image_id(arg);
       return;
     }
     std::string data = ReadFileOrDie(arg);
     if (data.size() <= (3u << 20)) {
+      SetDecoding(o, ref_.mutable_encoded());
       ref_.mutable_encoded()->set_data(std::move(data));
       return;
     }
     v1::UploadHeader header;
-    header.mutable_encoded();
+    SetDecoding(o, header.mutable_encoded());
     header.set_label(ValidUtf8(std::filesystem::path(arg).filename().string()));
     v1::UploadImageResponse response;
     grpc::Status s = UploadBytes(c, data, header, &response, true);
@@ -427,6 +429,11 @@ Options SubOptions(const std::string& analysis, const std::string& value) {
     if (item.empty()) continue;
     const size_t eq = item.find('=');
     const std::string name = item.substr(0, eq);
+    if (name == "channels" || name == "orientation") {
+      Die(kExitUsage, fmt::format("--{}={}: {} is how the image is decoded, for all its analyses: "
+                                  "give --{} to analyze itself",
+                                  analysis, value, name, name));
+    }
     if (allowed == nullptr || !allowed->count(name)) {
       Die(kExitUsage, fmt::format("--{}={}: {} has no option {} (see glimpse --help)", analysis,
                                   value, analysis, name));
@@ -447,7 +454,10 @@ int Analyze(const Options& o, const Connection& c) {
   v1::AnalyzeHeader header;
   std::vector<Planned> plan;
   for (const auto& [flag, value] : o.ordered) {
-    if (flag == "keep" || flag == "label" || flag == "each" || flag == "json") continue;
+    if (flag == "keep" || flag == "label" || flag == "each" || flag == "json" ||
+        flag == "channels" || flag == "orientation") {
+      continue;
+    }
     const std::string name = CanonicalCommand(flag);
     Planned p;
     p.name = name;
@@ -482,11 +492,12 @@ int Analyze(const Options& o, const Connection& c) {
   std::string data;
   if (LooksLikeId(arg) && !std::filesystem::exists(arg)) {
     if (header.keep()) Die(kExitUsage, "--keep is for files; the image is stored already");
+    RefuseDecodeFlags(o, "the stored image " + arg);
     header.mutable_image()->set_image_id(arg);
   } else {
     data = ReadFileOrDie(arg);
     v1::UploadHeader* u = header.mutable_upload();
-    u->mutable_encoded();
+    SetDecoding(o, u->mutable_encoded());
     u->set_label(ValidUtf8(std::filesystem::path(arg).filename().string()));
     u->set_total_bytes(data.size());
   }

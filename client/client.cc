@@ -144,6 +144,21 @@ std::string ReadFileOrDie(const std::string& path) {
   return ss.str();
 }
 
+v1::Orientation OrientationFlag(const Options& o) {
+  const std::string orientation = o.Get("orientation", "file");
+  if (orientation == "file") return v1::ORIENTATION_FROM_FILE;
+  if (orientation == "stored") return v1::ORIENTATION_AS_STORED;
+  Die(kExitUsage, fmt::format("--orientation must be file or stored, got \"{}\"", orientation));
+}
+
+void RefuseDecodeFlags(const Options& o, const std::string& what) {
+  for (const char* flag : {"channels", "orientation"}) {
+    if (o.Has(flag)) {
+      Die(kExitUsage, fmt::format("--{} applies to encoded files, not {}", flag, what));
+    }
+  }
+}
+
 Progress::Progress(std::string what, uint64_t total)
     : what_(std::move(what)),
       total_(total),

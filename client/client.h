@@ -68,6 +68,19 @@ Connection Connect(const Options& options);
 // The file's bytes, or Die(kExitLocalIo).
 std::string ReadFileOrDie(const std::string& path);
 
+// How an encoded file is decoded: --channels (0: as stored, 1-4: converted) and --orientation
+// (file: turned as its EXIF tag says, the default; stored), set on an EncodedImage (a file sent
+// inline) or an EncodedUpload (one streamed); Die(kExitUsage) on a bad value.
+v1::Orientation OrientationFlag(const Options& o);
+template <typename Encoded>
+void SetDecoding(const Options& o, Encoded* encoded) {
+  encoded->set_desired_channels(uint32_t(o.GetInt("channels", 0, 0, 4)));
+  encoded->set_orientation(OrientationFlag(o));
+}
+// Dies when --channels or --orientation is given for an image that is not an encoded file
+// (`what`: "the stored image 0123...", "raw pixels").
+void RefuseDecodeFlags(const Options& o, const std::string& what);
+
 // Progress on stderr for long transfers when stderr is a terminal.
 class Progress {
  public:

@@ -160,13 +160,17 @@ int AnalyzeEach(const Options& o, const Connection& c,
   if (!json) fmt::print("index,key,analysis,status,result\n");
   std::vector<Row> rows(names.size());
   v1::BatchSummary summary;
+  v1::EncodedImage decoding;  // --channels and --orientation, checked before the call
+  SetDecoding(o, &decoding);
   const auto image = [&](size_t i, v1::BatchImage* m) {
     const std::string& arg = o.positional[i];
     m->set_key(ValidUtf8(arg));  // a file name in another encoding, as text
     if (LooksLikeId(arg) && !std::filesystem::exists(arg)) {
       m->mutable_image()->set_image_id(arg);
     } else {
-      m->mutable_image()->mutable_encoded()->set_data(ReadFileOrDie(arg));
+      v1::EncodedImage* encoded = m->mutable_image()->mutable_encoded();
+      *encoded = decoding;
+      encoded->set_data(ReadFileOrDie(arg));
     }
   };
   const auto answer = [&](const v1::AnalyzeBatchResponse& m) {

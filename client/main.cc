@@ -37,7 +37,10 @@ Global options (before the command; --server=HOST:PORT or --server HOST:PORT):
   --timeout-s=N        deadline of each call in seconds (default 300; 0 = none)
 
 Commands (IMAGE is a stored image id, or an image file: files up to 3 MiB are sent inline,
-larger ones are uploaded, analysed and deleted, also when the call fails):
+larger ones are uploaded, analysed and deleted, also when the call fails; every command that
+takes a file takes --channels=N (0: as stored, 1-4: converted on decode, 1 = grey) and
+--orientation=file|stored (a JPEG, PNG or WebP turned as its EXIF tag says, the default, or as
+stored)):
 )";
 constexpr char kUsageTail[] = R"(
 Exit codes: 0 ok, 1 the server refused or failed the call (or is not SERVING), 2 bad command
@@ -77,9 +80,7 @@ const std::vector<Command>& Commands() {
        " FILE [--label=L] [--channels=N] [--orientation=file|stored]\n"
        "              [--raw=WxHxC --format=uint8|uint16|float32]\n"
        "                                      stores an image; prints its id (raw: FILE holds "
-       "pixels);\n"
-       "              --orientation: a JPEG, PNG or WebP turned as its EXIF tag says (file, the\n"
-       "              default) or as stored",
+       "pixels)",
        {"label", "channels", "orientation", "raw", "format"},
        Upload},
       {"list", {}, "                          stored images, most recently used first", {}, List},
@@ -90,25 +91,28 @@ const std::vector<Command>& Commands() {
        "              [--channel=C] [--variant=NAME] [--csv=FILE] [--json=FILE] [--png=FILE "
        "[--log]]\n"
        "                                      --png: a chart; --log: counts on a log scale",
-       {"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png", "log"},
+       {"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png", "log", "channels",
+        "orientation"},
        Histogram},
       {"integral_image",
        {"integral"},
        " IMAGE [--squared] [--variant=NAME] [--npy=integral.npy] [--squared-npy=FILE]",
-       {"squared", "variant", "npy", "squared-npy"},
+       {"squared", "variant", "npy", "squared-npy", "channels", "orientation"},
        IntegralImage},
       {"compaction",
        {"compact"},
        " IMAGE --lo=V --hi=V [--outside] [--source=channel|luma] [--channel=C]\n"
        "              [--max-results=N] [--count-only] [--variant=NAME] [--csv=FILE]",
-       {"lo", "hi", "outside", "source", "channel", "max-results", "count-only", "variant", "csv"},
+       {"lo", "hi", "outside", "source", "channel", "max-results", "count-only", "variant", "csv",
+        "channels", "orientation"},
        Compaction},
       {"box_filter",
        {"box"},
        " IMAGE [--rx=1] [--ry=RX] [--border=reflect101|replicate|constant] [--border-value=V]\n"
        "              [--variant=NAME] [--out=box.png (.png: PNG, .npy: numpy, else raw bytes)]\n"
        "              [--keep] [--label=L]",
-       {"rx", "ry", "border", "border-value", "variant", "out", "keep", "label"},
+       {"rx", "ry", "border", "border-value", "variant", "out", "keep", "label", "channels",
+        "orientation"},
        BoxFilter},
       {"analyze",
        {},
@@ -120,7 +124,7 @@ const std::vector<Command>& Commands() {
        "              AnalyzeBatch call, one CSV row per image and analysis on stdout (--json:\n"
        "              JSON lines); a bad file gets its own error row; exit 1 if any failed",
        {"histogram", "integral_image", "integral", "compaction", "compact", "box_filter", "box",
-        "keep", "label", "each", "json"},
+        "keep", "label", "each", "json", "channels", "orientation"},
        Analyze},
       {"load",
        {},
@@ -340,7 +344,7 @@ int Upload(const Options& o, const Connection& c) {
   // Labels are protobuf strings: UTF-8, whatever the file name's encoding.
   header.set_label(ValidUtf8(o.Get("label", std::filesystem::path(path).filename().string())));
   if (o.Has("raw")) {
-    if (o.Has("orientation")) Die(kExitUsage, "--orientation applies to encoded files only");
+    RefuseDecodeFlags(o, "raw pixels (--raw)");
     unsigned w = 0, h = 0, ch = 0;
     char tail = 0;
     if (std::sscanf(o.Get("raw").c_str(), "%ux%ux%u%c", &w, &h, &ch, &tail) != 3) {
@@ -362,15 +366,7 @@ int Upload(const Options& o, const Connection& c) {
     }
   } else {
     if (o.Has("format")) Die(kExitUsage, "--format applies to --raw uploads only");
-    header.mutable_encoded()->set_desired_channels(uint32_t(o.GetInt("channels", 0, 0, 4)));
-    const std::string orientation = o.Get("orientation", "file");
-    if (orientation == "file") {
-      header.mutable_encoded()->set_orientation(v1::ORIENTATION_FROM_FILE);
-    } else if (orientation == "stored") {
-      header.mutable_encoded()->set_orientation(v1::ORIENTATION_AS_STORED);
-    } else {
-      Die(kExitUsage, fmt::format("--orientation must be file or stored, got \"{}\"", orientation));
-    }
+    SetDecoding(o, header.mutable_encoded());
   }
   v1::UploadImageResponse response;
   grpc::Status s = UploadBytes(c, data, header, &response, true);

@@ -44,6 +44,53 @@ g upload turned.png --orientation=stored 2>&1 >/dev/null | grep -q "stored 640x4
   fail "turned.png --orientation=stored was not stored as stored"
 g upload turned.png --orientation=sideways >/dev/null 2>&1
 [ $? = 2 ] || fail "--orientation=sideways did not exit 2"
+# Every command that takes a file decodes it as --channels and --orientation say: inline (under
+# 3 MiB), uploaded for the call (big.png, 3.3 MB: the same tag, stored deflate blocks), streamed
+# by analyze, in analyze --each. npy_shape FILE: the shape in a .npy header.
+npy_shape() { head -c 128 "$1" | grep -a -o "'shape': ([0-9, ]*)"; }
+python3 - "$sample" big.png <<'PY' || fail "could not write big.png"
+import struct, sys, zlib
+def chunk(kind, body):
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+w, h = 1100, 1000
+rows = b"".join(b"\0" + bytes((x * 7 + y * 3 + c) % 256 for x in range(w) for c in range(3)) for y in range(h))
+tiff = b"II*\0" + struct.pack("<IHHHIHHI", 8, 1, 0x0112, 3, 1, 6, 0, 0)
+open(sys.argv[2], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+                              chunk(b"eXIf", tiff) + chunk(b"IDAT", zlib.compress(rows, 0)) + chunk(b"IEND", b""))
+PY
+[ "$(stat -c %s big.png)" -gt $((3 << 20)) ] || fail "big.png is not over 3 MiB"
+gid=$(g upload turned.png --orientation=stored --channels=1) || fail "upload --channels=1"
+g box "$gid" --rx=0 --out=t_id.npy >/dev/null || fail "box of the grey upload"
+g box turned.png --rx=0 --out=t_file.npy >/dev/null || fail "box of turned.png"
+[ "$(npy_shape t_file.npy)" = "'shape': (640, 480, 3)" ] || fail "turned.png inline: $(npy_shape t_file.npy)"
+g box turned.png --rx=0 --channels=1 --orientation=stored --out=t_inline.npy >/dev/null ||
+  fail "box --channels=1 --orientation=stored"
+cmp t_inline.npy t_id.npy || fail "the inline file with --channels=1 --orientation=stored differs from its upload"
+g integral turned.png --channels=4 --npy=t_integral.npy >/dev/null || fail "integral --channels=4"
+[ "$(npy_shape t_integral.npy)" = "'shape': (640, 480, 4)" ] || fail "integral --channels=4: $(npy_shape t_integral.npy)"
+g analyze turned.png --channels=1 --orientation=stored --box_filter=rx=0,out=t_analyze.npy >/dev/null ||
+  fail "analyze --channels=1 --orientation=stored"
+cmp t_analyze.npy t_id.npy || fail "analyze's streamed file with --channels=1 --orientation=stored differs"
+g analyze --each turned.png "$gid" --channels=1 --orientation=stored --box_filter=rx=0 >t_each.csv ||
+  fail "analyze --each --channels=1"
+grep -q "^0,turned.png,box_filter,OK,640x480x1 " t_each.csv || fail "analyze --each --channels=1: $(cat t_each.csv)"
+grep -q "^1,$gid,box_filter,OK,640x480x1 " t_each.csv || fail "analyze --each with an id: $(cat t_each.csv)"
+g box big.png --rx=0 --channels=2 --orientation=stored --out=big.npy >/dev/null || fail "box of big.png"
+[ "$(npy_shape big.npy)" = "'shape': (1000, 1100, 2)" ] || fail "big.png uploaded for the call: $(npy_shape big.npy)"
+g box big.png --rx=0 --out=big_turned.npy >/dev/null || fail "box of big.png, turned"
+[ "$(npy_shape big_turned.npy)" = "'shape': (1100, 1000, 3)" ] || fail "big.png turned: $(npy_shape big_turned.npy)"
+g box "$gid" --rx=0 --channels=1 >/dev/null 2>err.txt
+[ $? = 2 ] || fail "--channels with a stored image's id should exit 2"
+grep -q "channels applies to encoded files, not the stored image $gid" err.txt || fail "$(cat err.txt)"
+g histogram turned.png --channels=5 >/dev/null 2>err.txt
+[ $? = 2 ] || fail "--channels=5 should exit 2"
+grep -q "channels must be an integer in \[0, 4\], got \"5\"" err.txt || fail "$(cat err.txt)"
+g analyze turned.png --histogram=channels=1 >/dev/null 2>err.txt
+[ $? = 2 ] || fail "--histogram=channels=1 should exit 2"
+grep -q "give --channels to analyze itself" err.txt || fail "$(cat err.txt)"
+g upload "$sample" --raw=640x480x3 --channels=1 >/dev/null 2>err.txt
+[ $? = 2 ] || fail "upload --raw --channels should exit 2"
+g delete "$gid" >/dev/null || fail "delete the grey upload"
 
 # histogram: CSV, JSON, PNG chart; by id and by file (inline)
 g histogram "$id" --csv=h.csv --json=h.json --png=h.png >/dev/null || fail "histogram"
