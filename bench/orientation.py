@@ -5,9 +5,11 @@ phone), decoded by the server's decoders (build/bench/decode_bench: DecodeEncode
 channels and four) and by cv2.imdecode(IMREAD_COLOR), which turns them too, in the same run on one
 thread each. decode_bench runs twice: as it is (a turned file's stored pixels go to fresh memory,
 as images of 8 MiB and more do in the server) and with glibc keeping freed memory (as the server's
-arenas keep smaller blocks: --arena-keep-bytes).
+arenas keep smaller blocks: --arena-keep-bytes). --baseline BINARY adds another decode_bench (an
+older build's) with memory kept, run in the same minutes.
 
     build/python-venv/bin/python bench/orientation.py [--sizes 1920x1080,3840x2160] [--runs 11]
+        [--decode-bench build/bench/decode_bench] [--baseline OLD_DECODE_BENCH]
 """
 import argparse
 import os
@@ -58,9 +60,9 @@ def cv2_ms(data, runs):
     return sorted(times)[len(times) // 2]
 
 
-def decode_bench(paths, runs, env=None):
+def decode_bench(binary, paths, runs, env=None):
     """{path: (ms, ms as four channels)} from decode_bench's table."""
-    out = subprocess.run([str(ROOT / "build/bench/decode_bench"), "--runs", str(runs), *paths],
+    out = subprocess.run([str(binary), "--runs", str(runs), *paths],
                          check=True, capture_output=True, text=True,
                          env={**os.environ, **(env or {})}).stdout
     rows = {}
@@ -75,6 +77,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1920x1080,3840x2160")
     ap.add_argument("--runs", type=int, default=11)
+    ap.add_argument("--decode-bench", default=str(ROOT / "build/bench/decode_bench"))
+    ap.add_argument("--baseline", help="another decode_bench binary, timed with memory kept")
     args = ap.parse_args()
     cv2.setNumThreads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,16 +93,20 @@ def main():
                     pathlib.Path(path).write_bytes(tagged(data, o))
                     files.append((f"{size} {kind}", o, path))
         paths = [p for _, _, p in files]
-        fresh = decode_bench(paths, args.runs)
-        kept = decode_bench(paths, args.runs, {"GLIBC_TUNABLES": KEEP})
+        fresh = decode_bench(args.decode_bench, paths, args.runs)
+        kept = decode_bench(args.decode_bench, paths, args.runs, {"GLIBC_TUNABLES": KEEP})
+        base = (decode_bench(args.baseline, paths, args.runs, {"GLIBC_TUNABLES": KEEP})
+                if args.baseline else None)
         print("| photo | tag | Glimpse 3 ch, fresh memory ms | 4 ch ms | Glimpse 3 ch, memory kept "
-              "ms | 4 ch ms | cv2.imdecode ms | cv2 / Glimpse (kept, 3 ch) |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+              "ms | 4 ch ms | " + ("baseline 3 ch, kept ms | 4 ch ms | " if base else "") +
+              "cv2.imdecode ms | cv2 / Glimpse (kept, 3 ch) |")
+        print("|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if base else "") + "---:|---:|")
         for name, o, path in files:
             c = cv2_ms(pathlib.Path(path).read_bytes(), args.runs)
             f, k = fresh[path], kept[path]
-            print(f"| {name} | {o} | {f[0]:.2f} | {f[1]:.2f} | {k[0]:.2f} | {k[1]:.2f} | {c:.2f} | "
-                  f"{c / k[0]:.2f}x |")
+            b = f"{base[path][0]:.2f} | {base[path][1]:.2f} | " if base else ""
+            print(f"| {name} | {o} | {f[0]:.2f} | {f[1]:.2f} | {k[0]:.2f} | {k[1]:.2f} | {b}"
+                  f"{c:.2f} | {c / k[0]:.2f}x |")
 
 
 if __name__ == "__main__":
