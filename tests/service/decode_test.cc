@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/ingest/decoders.h"
 #include "server/ingest/image_codec.h"
 #include "tests/gpu_test_env.h"
 #include "tests/orientation_reference.h"
@@ -1170,6 +1171,60 @@ TEST(DecodeTest, ExifOrientationTurnsJpegPngAndWebpAsViewersShowThem) {
                     nullptr, Orientation::kAsStored);
   ASSERT_TRUE(with.ok()) << with.status();
   EXPECT_TRUE(with->data == TjDecompress(plain, w, h, TJPF_RGB));
+}
+
+// Reorient against the tests' reference for every orientation and pixel size (1-4 channels of 8
+// and 16 bits, and float RGBA), at sizes across its tiles (32, 64 and 128 pixels) and its 4 x 4
+// blocks, with rows a few bytes apart beyond their length. Source and output are allocated to
+// the byte (the last row without its padding), so a read or write past either is a sanitizer
+// error; the bytes between the output's rows are checked untouched.
+TEST(DecodeTest, ReorientEqualsTheReferenceAtEveryPixelSizeAndAcrossTiles) {
+  std::mt19937_64 rng = SeededRng();
+  GLIMPSE_SEED_TRACE();
+  const std::pair<int, int> sizes[] = {{1, 1},   {1, 9},   {7, 1},     {4, 4},   {5, 3},
+                                       {33, 65}, {130, 7}, {129, 131}, {67, 258}};
+  for (const auto& [w, h] : sizes) {
+    for (const size_t pixel :
+         {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{6}, size_t{8}, size_t{16}}) {
+      for (const size_t pad : {size_t{0}, size_t{5}}) {
+        std::uniform_int_distribution<size_t> extra(0, 9);
+        const size_t row = size_t(w) * pixel, src_stride = row + pad * extra(rng);
+        File src(src_stride * size_t(h - 1) + row);
+        ::glimpse::testing::FillRandomBytes(src.data(), src.size(), rng);
+        File packed(row * size_t(h));
+        for (int y = 0; y < h; ++y) {
+          std::memcpy(&packed[size_t(y) * row], &src[size_t(y) * src_stride], row);
+        }
+        for (int o = 1; o <= 8; ++o) {
+          SCOPED_TRACE(::testing::Message()
+                       << w << "x" << h << ", " << pixel << "-byte pixels, orientation " << o
+                       << ", source rows " << src_stride << " apart");
+          ImageDesc shown;
+          // The reference sees each pixel as `pixel` one-byte channels.
+          const std::vector<uint8_t> want = ::glimpse::testing::TurnedAsExifSays(
+              packed, ImageDesc{w, h, int(pixel), SampleType::kUint8}, o, &shown);
+          const size_t out_row = size_t(shown.width) * pixel,
+                       dst_stride = out_row + pad * extra(rng);
+          File dst(dst_stride * size_t(shown.height - 1) + out_row);
+          ::glimpse::testing::FillRandomBytes(dst.data(), dst.size(), rng);
+          const File before = dst;
+          Reorient(o, src.data(), w, h, pixel, src_stride, dst.data(), dst_stride);
+          bool rows_equal = true, gaps_kept = true;
+          for (int y = 0; y < shown.height; ++y) {
+            const uint8_t* got = &dst[size_t(y) * dst_stride];
+            rows_equal = rows_equal && std::memcmp(got, &want[size_t(y) * out_row], out_row) == 0;
+            if (y + 1 < shown.height) {
+              gaps_kept =
+                  gaps_kept && std::memcmp(got + out_row, &before[size_t(y) * dst_stride + out_row],
+                                           dst_stride - out_row) == 0;
+            }
+          }
+          EXPECT_TRUE(rows_equal);
+          EXPECT_TRUE(gaps_kept);
+        }
+      }
+    }
+  }
 }
 
 // EXIF that cannot be read, or gives no orientation in 1-8, or is not where decoders look for it,
