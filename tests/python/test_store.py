@@ -256,8 +256,12 @@ def test_encoded_options_are_checked_before_anything_is_sent(client):
         glimpse.Encoded(SAMPLE, orientation="up")
     with pytest.raises(TypeError, match="Encoded.source must be a path or the bytes"):
         glimpse.Encoded(np.zeros((2, 2), np.uint8))
-    with pytest.raises(ValueError, match="not both: got channels=1"):
+    with pytest.raises(ValueError, match="not both: got channels=1, orientation='file' with "
+                                         "Encoded\\('.*glimpse-sample.png', channels=0, "
+                                         "orientation='file'\\)"):
         client.upload(glimpse.Encoded(SAMPLE), channels=1)
+    assert repr(glimpse.Encoded(b"\xff" * 5000, channels=1)) == \
+        "Encoded(<5000 bytes>, channels=1, orientation='file')"
     with pytest.raises(FileNotFoundError):
         client.histogram(glimpse.Encoded("/nonexistent/photo.jpg"))
 

@@ -651,7 +651,7 @@ class Calls:
             if channels != 0 or orientation != "file":
                 raise ValueError("channels and orientation go to upload or to its Encoded image, "
                                  f"not both: got channels={channels!r}, orientation={orientation!r} "
-                                 f"with {image!r}")
+                                 f"with {image}")
             encoded = image
         else:
             encoded = Encoded(_as_encoded(image).source, channels, orientation)

@@ -90,6 +90,11 @@ class Encoded:
             raise ValueError(f"orientation must be one of {', '.join(ORIENTATIONS)}, got "
                              f"{self.orientation!r}")
 
+    def __repr__(self) -> str:
+        source = (repr(os.fspath(self.path)) if self.path is not None
+                  else f"<{memoryview(self.source).nbytes} bytes>")
+        return f"Encoded({source}, channels={self.channels}, orientation={self.orientation!r})"
+
     @property
     def path(self) -> Optional[Union[str, os.PathLike]]:
         """`source` when it is a path, else None."""
