@@ -101,8 +101,8 @@ void CopyPixels(const uint8_t* src, ptrdiff_t dx, ptrdiff_t dy, int width, int h
   }
 }
 
-// Sixteen bytes in one vector, as four 4-byte pixels, eight 2-byte words or sixteen bytes (GCC's
-// and Clang's vector extensions: an SSE2 register on x86-64, a NEON one on Arm).
+// Sixteen bytes in one vector, as four 4-byte pixels or eight 2-byte words (GCC's and Clang's
+// vector extensions: an SSE2 register on x86-64, a NEON one on Arm).
 using Quad = uint32_t __attribute__((vector_size(16)));
 using Words = uint16_t __attribute__((vector_size(16)));
 
