@@ -47,10 +47,12 @@ import platform
 import re
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import threading
 import time
+import zlib
 from typing import Callable, Optional
 
 import cv2
@@ -107,6 +109,23 @@ def photo(width, height, seed):
     return np.clip(img + 0.5, 0, 255).astype(np.uint8)
 
 
+def exif(orientation):
+    """A little-endian TIFF block whose first IFD holds the EXIF orientation tag."""
+    return (b"II" + struct.pack("<HIH", 42, 8, 1) +
+            struct.pack("<HHIHH", 0x0112, 3, 1, orientation, 0) + struct.pack("<I", 0))
+
+
+def tagged(data, orientation):
+    """The JPEG (an APP1 segment after SOI) or PNG (an eXIf chunk after IHDR) with the tag."""
+    tiff = exif(orientation)
+    if data[:2] == b"\xff\xd8":
+        payload = b"Exif\0\0" + tiff
+        return data[:2] + b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload + data[2:]
+    chunk = (struct.pack(">I", len(tiff)) + b"eXIf" + tiff +
+             struct.pack(">I", zlib.crc32(b"eXIf" + tiff)))
+    return data[:33] + chunk + data[33:]
+
+
 def encode(rgb, ext, *params):
     ok, buf = cv2.imencode(ext, cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR) if rgb.ndim == 3 and
                            rgb.shape[2] == 3 else rgb, list(params))
@@ -143,6 +162,9 @@ def make_inputs(seed):
     return {
         "thumb": lambda: encoded("256x256 JPEG q90", encode(rgb(256, 256), ".jpg", *jpeg90)),
         "1080jpg": lambda: encoded("1920x1080 JPEG q90", encode(rgb(1920, 1080), ".jpg", *jpeg90)),
+        # A portrait photo from a phone: stored 1920x1080 with EXIF orientation 6, shown 1080x1920.
+        "1080jpg6": lambda: encoded("1920x1080 JPEG q90, EXIF orientation 6", tagged(
+            encode(rgb(1920, 1080), ".jpg", *jpeg90), 6)),
         "1080png": lambda: encoded("1920x1080 PNG", encode(rgb(1920, 1080), ".png")),
         "2160jpg": lambda: encoded("3840x2160 JPEG q90", encode(rgb(3840, 2160), ".jpg", *jpeg90)),
         "540raw": lambda: raw("960x540 raw RGB uint8", rgb(960, 540)),
@@ -173,6 +195,7 @@ BOX = ("box_filter", dict(rx=3, ry=3))
 ROWS = [
     Row("histogram 256x256 JPEG", "thumb", lambda p: [HIST]),
     Row("histogram 1080p JPEG q90", "1080jpg", lambda p: [HIST]),
+    Row("histogram 1080p JPEG q90 tagged 6 (portrait)", "1080jpg6", lambda p: [HIST]),
     Row("histogram 1080p PNG", "1080png", lambda p: [HIST]),
     Row("histogram 2160p JPEG q90", "2160jpg", lambda p: [HIST]),
     Row("histogram 960x540 raw", "540raw", lambda p: [HIST]),

@@ -7,7 +7,14 @@ Served: Histogram, BoxFilter, IntegralImage, Compact, Analyze (those four on an 
 uploaded image), GetServerInfo; images inline in the call (ImageRef.encoded or .raw). Stored
 images (UploadImage, image ids) are not: the peer keeps no state, and says so (UNIMPLEMENTED).
 
-  cv2.imdecode(IMREAD_UNCHANGED), BGR(A) to RGB(A)       the decode, in Glimpse's channel order
+  cv2.imdecode, BGR(A) to RGB(A)                         the decode, in Glimpse's channel order:
+                                                           a JPEG with IMREAD_ANYCOLOR |
+                                                           IMREAD_ANYDEPTH, turned as its EXIF
+                                                           tag says (ORIENTATION_FROM_FILE, the
+                                                           default) as Glimpse turns it; other
+                                                           files, and ORIENTATION_AS_STORED,
+                                                           IMREAD_UNCHANGED (as stored: OpenCV
+                                                           turns no file it keeps alpha of)
   cv2.calcHist per channel, 256 bins over [0, 256)       histogram (other bins and ranges: numpy)
   cv2.blur, or window sums and numpy where cv2.blur      box filter: Glimpse's rounding,
     would round differently from Glimpse                   floor(sum / area + 1/2)
@@ -55,9 +62,12 @@ class BadRequest(Exception):
 
 # ---- the work, on numpy arrays (HxWxC); bench/e2e.py calls these in-process for its floor ------
 
-def decode(data: bytes) -> np.ndarray:
-    """An encoded file to HxWxC with Glimpse's channel order (RGB, RGBA, grey)."""
-    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+def decode(data: bytes, orientation=pb.ORIENTATION_FROM_FILE) -> np.ndarray:
+    """An encoded file to HxWxC with Glimpse's channel order (RGB, RGBA, grey); a JPEG turned as
+    its EXIF orientation tag says unless `orientation` is ORIENTATION_AS_STORED."""
+    turn = data[:2] == b"\xff\xd8" and orientation != pb.ORIENTATION_AS_STORED
+    flags = cv2.IMREAD_ANYCOLOR | cv2.IMREAD_ANYDEPTH if turn else cv2.IMREAD_UNCHANGED
+    img = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
     if img is None:
         raise BadRequest(f"image.encoded.data is not a file OpenCV decodes ({len(data)} bytes)")
     if img.ndim == 2:
@@ -206,7 +216,7 @@ def image_of(ref: pb.ImageRef):
         if ref.encoded.desired_channels not in (0,):
             raise BadRequest(f"image.encoded.desired_channels: the peer decodes as stored (0), "
                              f"got {ref.encoded.desired_channels}", grpc.StatusCode.UNIMPLEMENTED)
-        img = decode(ref.encoded.data)
+        img = decode(ref.encoded.data, ref.encoded.orientation)
         return img, time.perf_counter_ns() - t0
     if which == "raw":
         return from_raw(ref.raw), 0
@@ -375,7 +385,8 @@ class Peer(pb_grpc.ImageAnalyticsServicer):
                     ref = pb.ImageRef(raw=pb.RawImage(layout=up.raw, data=bytes(data)))
                 else:
                     ref = pb.ImageRef(encoded=pb.EncodedImage(
-                        data=bytes(data), desired_channels=up.encoded.desired_channels))
+                        data=bytes(data), desired_channels=up.encoded.desired_channels,
+                        orientation=up.encoded.orientation))
             else:
                 ref = header.image
             img, decode_ns = image_of(ref)

@@ -15,38 +15,19 @@ import argparse
 import os
 import pathlib
 import re
-import struct
 import subprocess
 import sys
 import tempfile
 import time
-import zlib
 
 import cv2
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from e2e import encode, photo  # noqa: E402
+from e2e import encode, photo, tagged  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 KEEP = "glibc.malloc.mmap_threshold=2000000000:glibc.malloc.trim_threshold=4000000000"
-
-
-def exif(orientation):
-    """A little-endian TIFF block whose first IFD holds the orientation tag."""
-    return (b"II" + struct.pack("<HIH", 42, 8, 1) +
-            struct.pack("<HHIHH", 0x0112, 3, 1, orientation, 0) + struct.pack("<I", 0))
-
-
-def tagged(data, orientation):
-    """The JPEG (an APP1 segment after SOI) or PNG (an eXIf chunk after IHDR) with the tag."""
-    tiff = exif(orientation)
-    if data[:2] == b"\xff\xd8":
-        payload = b"Exif\0\0" + tiff
-        return data[:2] + b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload + data[2:]
-    chunk = (struct.pack(">I", len(tiff)) + b"eXIf" + tiff +
-             struct.pack(">I", zlib.crc32(b"eXIf" + tiff)))
-    return data[:33] + chunk + data[33:]
 
 
 def cv2_ms(data, runs):
