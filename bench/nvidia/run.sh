@@ -93,7 +93,7 @@ if want e2e; then
   # fresh host memory and the GL thread copies from it, as before staging memory existed.
   step 60 e2e_no_staging env PYTHONPATH="$PWD/.gpu/python" PYTHONUNBUFFERED=1 python3 bench/e2e.py \
     --server-binary .gpu/server/glimpse-server --seconds 1.2 --callers 4,16 --client-processes 4 \
-    --rows 'histogram (1080p JPEG|2160p|960x540)' --server-arg=--staging-bytes=0 \
+    --rows 'histogram (1080p JPEG q90$|2160p|960x540)' --server-arg=--staging-bytes=0 \
     --markdown "$work/e2e_nvidia_no_staging.md" --json "$work/e2e_nvidia_no_staging.json"
   # 3840x2160 photos with 128 MiB of staging memory, the fixed default before it grew with the
   # decoding threads: room for 4 such images at a time among 16 decoders (run 2: 0.75x the
