@@ -118,11 +118,12 @@ void Store16(uint8_t* p, Vector v) {
   std::memcpy(p, &v, sizeof v);
 }
 
-// 3-byte pixels (8-bit RGB) move as 4-byte words: one load and one store where 3 bytes take two
-// of each. The fourth byte written is the next pixel's in the output row, written after it; the
-// fourth byte read is the stored pixel's neighbour in memory. So the first and the last pixel of
-// each output row move as 3 bytes: past the last lies the next row (or the end of `dst`), and the
-// stored image's last pixel, whose fourth byte would lie past its end, is shown at a corner.
+// 3-byte pixels (8-bit RGB) of mirrored rows move as 4-byte words: one load and one store where
+// 3 bytes take two of each. The fourth byte written is the next pixel's in the output row, written
+// after it; the fourth byte read is the stored pixel's neighbour in memory. So the first and the
+// last pixel of each output row move as 3 bytes: past the last lies the next row (or the end of
+// `dst`), and the stored image's last pixel, whose fourth byte would lie past its end, is shown at
+// a corner.
 void CopyWord3(const uint8_t* from, uint8_t* to) {
   uint32_t word;
   std::memcpy(&word, from, 4);
@@ -164,32 +165,6 @@ void MirrorRows(const uint8_t* src, ptrdiff_t dy, int width, int height, uint8_t
   }
 }
 
-// The turned orientations (5-8) of 3-byte pixels: CopyPixels moving words (CopyWord3). Tiles of
-// 64 output pixels across (stored rows) by 32 down measured fastest on an AMD EPYC for 1920x1080
-// and 3840x2160 images.
-void TurnPixels3(const uint8_t* src, ptrdiff_t dx, ptrdiff_t dy, int width, int height,
-                 uint8_t* dst, size_t dst_stride) {
-  constexpr int kAcross = 64, kDown = 32;
-  for (int y0 = 0; y0 < height; y0 += kDown) {
-    const int y1 = std::min(y0 + kDown, height);
-    for (int x0 = 0; x0 < width; x0 += kAcross) {
-      const int x1 = std::min(x0 + kAcross, width);
-      const int words_from = x0 == 0 ? 1 : x0, words_to = x1 == width ? width - 1 : x1;
-      for (int y = y0; y < y1; ++y) {
-        uint8_t* out = dst + size_t(y) * dst_stride;
-        const ptrdiff_t row = ptrdiff_t(y) * dy;
-        if (x0 == 0) std::memcpy(out, src + row, 3);
-        for (int x = words_from; x < words_to; ++x) {
-          CopyWord3(src + ptrdiff_t(x) * dx + row, out + size_t(x) * 3);
-        }
-        if (x1 == width && width > 1) {
-          std::memcpy(out + size_t(width - 1) * 3, src + ptrdiff_t(width - 1) * dx + row, 3);
-        }
-      }
-    }
-  }
-}
-
 // A block of 4 x 4 pixels of 4 bytes turned: four loads along four stored rows (`in`, dx apart),
 // a transpose in registers, four stores along four output rows (`out`, row_step apart): output
 // row k holds the k-th pixel of each load.
@@ -208,6 +183,35 @@ struct QuadBlock {
     Store16(out + row_step, __builtin_shufflevector(ab_low, cd_low, 2, 3, 6, 7));
     Store16(out + 2 * row_step, __builtin_shufflevector(ab_high, cd_high, 0, 1, 4, 5));
     Store16(out + 3 * row_step, __builtin_shufflevector(ab_high, cd_high, 2, 3, 6, 7));
+  }
+};
+
+// A block of 4 x 4 pixels of 3 bytes (8-bit RGB as CPU renderers take it) turned as QuadBlock
+// turns its block, in 64- and 32-bit words: each stored row's 12 bytes loaded as one of each and
+// split into four pixels, each output row's 12 bytes put together from four and stored as one of
+// each. A word at a time per pixel took 1.5-1.8x as long (1920x1080, AMD EPYC).
+struct TriBlock {
+  static constexpr int kSize = 4;
+  static constexpr size_t kPixel = 3;
+  static constexpr int kTile = 64;
+  static void Turn(const uint8_t* in, ptrdiff_t dx, uint8_t* out, ptrdiff_t row_step) {
+    uint32_t px[4][4];  // [load][pixel along it], each in the low 3 bytes
+    for (int j = 0; j < 4; ++j) {
+      uint64_t low;
+      uint32_t high;
+      std::memcpy(&low, in + j * dx, 8);  // little-endian: the first pixel in the lowest bytes
+      std::memcpy(&high, in + j * dx + 8, 4);
+      px[j][0] = uint32_t(low) & 0xFFFFFFu;
+      px[j][1] = uint32_t(low >> 24) & 0xFFFFFFu;
+      px[j][2] = uint32_t(low >> 48) | (high & 0xFFu) << 16;
+      px[j][3] = high >> 8;
+    }
+    for (int k = 0; k < 4; ++k) {
+      const uint64_t low = uint64_t(px[0][k]) | uint64_t(px[1][k]) << 24 | uint64_t(px[2][k]) << 48;
+      const uint32_t high = px[2][k] >> 16 | px[3][k] << 8;
+      std::memcpy(out + k * row_step, &low, 8);
+      std::memcpy(out + k * row_step + 8, &high, 4);
+    }
   }
 };
 
@@ -244,8 +248,8 @@ struct ByteBlock {
 // The turned orientations (5-8) of Block's pixels: the output's pixel (x, y) is the stored one at
 // src + x * dx + y * dy, dx crossing the stored rows and dy = Block::kPixel or -Block::kPixel
 // walking along one. Blocks of kSize x kSize pixels, where a pixel at a time makes kSize^2 loads
-// and stores, each in another row; square tiles of Block::kTile pixels (128 for 4-byte pixels,
-// 256 for 1-byte ones: what measured fastest on an AMD EPYC for 1920x1080 and 3840x2160 images)
+// and stores, each in another row; square tiles of Block::kTile pixels (what measured fastest on
+// an AMD EPYC for 1920x1080 and 3840x2160 images)
 // keep the rows a tile reads in the cache; the pixels past the last whole block go one at a
 // time (CopyPixels).
 template <typename Block>
@@ -375,7 +379,7 @@ void Reorient(int orientation, const uint8_t* src, int width, int height, size_t
     TurnBlocks<ByteBlock>(src + origin, dx, dy, out_width, out_height, dst, dst_stride);
     return;
   } else if (pixel_bytes == 3) {
-    TurnPixels3(src + origin, dx, dy, out_width, out_height, dst, dst_stride);
+    TurnBlocks<TriBlock>(src + origin, dx, dy, out_width, out_height, dst, dst_stride);
     return;
   } else if (pixel_bytes == 4) {
     TurnBlocks<QuadBlock>(src + origin, dx, dy, out_width, out_height, dst, dst_stride);
