@@ -189,7 +189,8 @@ struct QuadBlock {
 // A block of 4 x 4 pixels of 3 bytes (8-bit RGB as CPU renderers take it) turned as QuadBlock
 // turns its block, in 64- and 32-bit words: each stored row's 12 bytes loaded as one of each and
 // split into four pixels, each output row's 12 bytes put together from four and stored as one of
-// each. A word at a time per pixel took 1.5-1.8x as long (1920x1080, AMD EPYC).
+// each. A 4-byte word at a time per pixel took 1.2-1.3x as long (1920x1080 and 3840x2160, AMD
+// EPYC).
 struct TriBlock {
   static constexpr int kSize = 4;
   static constexpr size_t kPixel = 3;
@@ -248,10 +249,9 @@ struct ByteBlock {
 // The turned orientations (5-8) of Block's pixels: the output's pixel (x, y) is the stored one at
 // src + x * dx + y * dy, dx crossing the stored rows and dy = Block::kPixel or -Block::kPixel
 // walking along one. Blocks of kSize x kSize pixels, where a pixel at a time makes kSize^2 loads
-// and stores, each in another row; square tiles of Block::kTile pixels (what measured fastest on
-// an AMD EPYC for 1920x1080 and 3840x2160 images)
-// keep the rows a tile reads in the cache; the pixels past the last whole block go one at a
-// time (CopyPixels).
+// and stores, each in another row. Square tiles of Block::kTile pixels (what measured fastest on
+// an AMD EPYC for 1920x1080 and 3840x2160 images) keep the rows a tile reads in the cache; the
+// pixels past the last whole block go one at a time (CopyPixels).
 template <typename Block>
 void TurnBlocks(const uint8_t* src, ptrdiff_t dx, ptrdiff_t dy, int width, int height, uint8_t* dst,
                 size_t dst_stride) {
