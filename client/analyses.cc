@@ -429,7 +429,7 @@ Options SubOptions(const std::string& analysis, const std::string& value) {
     if (item.empty()) continue;
     const size_t eq = item.find('=');
     const std::string name = item.substr(0, eq);
-    if (name == "channels" || name == "orientation") {
+    if (kDecodeFlags.count(name)) {
       Die(kExitUsage, fmt::format("--{}={}: {} is how the image is decoded, for all its analyses: "
                                   "give --{} to analyze itself",
                                   analysis, value, name, name));
@@ -455,7 +455,7 @@ int Analyze(const Options& o, const Connection& c) {
   std::vector<Planned> plan;
   for (const auto& [flag, value] : o.ordered) {
     if (flag == "keep" || flag == "label" || flag == "each" || flag == "json" ||
-        flag == "channels" || flag == "orientation") {
+        kDecodeFlags.count(flag)) {
       continue;
     }
     const std::string name = CanonicalCommand(flag);

@@ -152,7 +152,7 @@ v1::Orientation OrientationFlag(const Options& o) {
 }
 
 void RefuseDecodeFlags(const Options& o, const std::string& what) {
-  for (const char* flag : {"channels", "orientation"}) {
+  for (const std::string& flag : kDecodeFlags) {
     if (o.Has(flag)) {
       Die(kExitUsage, fmt::format("--{} applies to encoded files, not {}", flag, what));
     }

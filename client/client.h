@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +69,8 @@ Connection Connect(const Options& options);
 // The file's bytes, or Die(kExitLocalIo).
 std::string ReadFileOrDie(const std::string& path);
 
+// The flags of SetDecoding, which every command that takes a file accepts.
+inline const std::set<std::string> kDecodeFlags = {"channels", "orientation"};
 // How an encoded file is decoded: --channels (0: as stored, 1-4: converted) and --orientation
 // (file: turned as its EXIF tag says, the default; stored), set on an EncodedImage (a file sent
 // inline) or an EncodedUpload (one streamed); Die(kExitUsage) on a bad value.

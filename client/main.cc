@@ -53,6 +53,12 @@ int Upload(const Options& o, const Connection& c);
 int List(const Options& o, const Connection& c);
 int Delete(const Options& o, const Connection& c);
 
+// A file-taking command's own flags, with the decoding flags every such command accepts.
+std::set<std::string> TakesFile(std::set<std::string> flags) {
+  flags.insert(kDecodeFlags.begin(), kDecodeFlags.end());
+  return flags;
+}
+
 // Every command, once: the usage text, the dispatch and the flags each accepts come from here.
 // Analyses go by their names in gpu/ and the server; the short names stay as aliases.
 struct Command {
@@ -81,7 +87,7 @@ const std::vector<Command>& Commands() {
        "              [--raw=WxHxC --format=uint8|uint16|float32]\n"
        "                                      stores an image; prints its id (raw: FILE holds "
        "pixels)",
-       {"label", "channels", "orientation", "raw", "format"},
+       TakesFile({"label", "raw", "format"}),
        Upload},
       {"list", {}, "                          stored images, most recently used first", {}, List},
       {"delete", {}, " ID...                  frees stored images", {}, Delete},
@@ -91,28 +97,26 @@ const std::vector<Command>& Commands() {
        "              [--channel=C] [--variant=NAME] [--csv=FILE] [--json=FILE] [--png=FILE "
        "[--log]]\n"
        "                                      --png: a chart; --log: counts on a log scale",
-       {"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png", "log", "channels",
-        "orientation"},
+       TakesFile({"bins", "lo", "hi", "source", "channel", "variant", "csv", "json", "png", "log"}),
        Histogram},
       {"integral_image",
        {"integral"},
        " IMAGE [--squared] [--variant=NAME] [--npy=integral.npy] [--squared-npy=FILE]",
-       {"squared", "variant", "npy", "squared-npy", "channels", "orientation"},
+       TakesFile({"squared", "variant", "npy", "squared-npy"}),
        IntegralImage},
       {"compaction",
        {"compact"},
        " IMAGE --lo=V --hi=V [--outside] [--source=channel|luma] [--channel=C]\n"
        "              [--max-results=N] [--count-only] [--variant=NAME] [--csv=FILE]",
-       {"lo", "hi", "outside", "source", "channel", "max-results", "count-only", "variant", "csv",
-        "channels", "orientation"},
+       TakesFile({"lo", "hi", "outside", "source", "channel", "max-results", "count-only",
+                  "variant", "csv"}),
        Compaction},
       {"box_filter",
        {"box"},
        " IMAGE [--rx=1] [--ry=RX] [--border=reflect101|replicate|constant] [--border-value=V]\n"
        "              [--variant=NAME] [--out=box.png (.png: PNG, .npy: numpy, else raw bytes)]\n"
        "              [--keep] [--label=L]",
-       {"rx", "ry", "border", "border-value", "variant", "out", "keep", "label", "channels",
-        "orientation"},
+       TakesFile({"rx", "ry", "border", "border-value", "variant", "out", "keep", "label"}),
        BoxFilter},
       {"analyze",
        {},
@@ -123,8 +127,8 @@ const std::vector<Command>& Commands() {
        "              --each FILE... [--json]: the same analyses of every file (or id) in one\n"
        "              AnalyzeBatch call, one CSV row per image and analysis on stdout (--json:\n"
        "              JSON lines); a bad file gets its own error row; exit 1 if any failed",
-       {"histogram", "integral_image", "integral", "compaction", "compact", "box_filter", "box",
-        "keep", "label", "each", "json", "channels", "orientation"},
+       TakesFile({"histogram", "integral_image", "integral", "compaction", "compact", "box_filter",
+                  "box", "keep", "label", "each", "json"}),
        Analyze},
       {"load",
        {},
