@@ -224,7 +224,9 @@ void GpuWorker::Loop(std::promise<absl::Status>* started) {
   device_ = (*ctx)->info();
   if (gpu::StagingBuffer* staging = (*ctx)->staging()) staging_ = staging->arena();
   auto kernels = std::make_unique<Kernels>(**ctx);
-  if (absl::Status s = kernels->Prepare(); !s.ok()) {
+  if (absl::Status s =
+          options_.build_programs || options_.warm_up ? kernels->Prepare() : absl::OkStatus();
+      !s.ok()) {
     kernels.reset();
     started->set_value(s);
     return;
