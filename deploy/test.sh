@@ -33,10 +33,8 @@ targets=()
 # templates compiled, once a batch rather than once a file. From nothing on a 2-core VM the
 # Release build took 292 s against 555 s file by file; the ASan build, at the lowest priority
 # beside the Release tests, 653 s against 841 s. A batch also hides a file's missing #include
-# behind an earlier file's: the ThreadSanitizer build compiles the libraries, the server and the
-# CLI (what deploy/Dockerfile builds, file by file) file by file, and only its test program in
-# batches (GLIMPSE_UNITY_TESTS).
-unity=ON
+# behind an earlier file's: `deploy/check-includes.py --compile build` compiles files alone, as
+# deploy/Dockerfile and developers' builds do (CI: those a change touches).
 # The sanitizer builds: -O1 (what the sanitizers' own documentation suggests for reasonable speed)
 # with line tables only, which is all a report's stack needs. Against RelWithDebInfo's -O2 -g
 # that compiles a service file 10-15 % faster with clang's ASan and about 45 % faster with g++'s
@@ -66,9 +64,7 @@ case "${GLIMPSE_SANITIZE:-0}" in
     ;;
   thread)
     build=build-tsan
-    unity=OFF
     flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLIMPSE_TSAN=ON -DGLIMPSE_WERROR=ON
-           -DGLIMPSE_UNITY_TESTS=ON
            "${sanitizer_flags[@]/%/ -g1}")
     # Each GL context runs on one thread (its owner); the service tests hold the threads that
     # share state, the start-up warm-up's helper contexts included. ignore_noninstrumented_modules:
@@ -86,7 +82,7 @@ esac
 
 if [ "$step" != test ]; then
   [ "${GLIMPSE_SKIP_DEPS:-0}" = 1 ] || ./deploy/install-deps.sh
-  cmake -S . -B "$build" -G Ninja "${flags[@]}" -DCMAKE_UNITY_BUILD="$unity"
+  cmake -S . -B "$build" -G Ninja "${flags[@]}" -DCMAKE_UNITY_BUILD=ON
   cmake --build "$build" ${targets[@]:+--target "${targets[@]}"}
 fi
 if [ -n "${GLIMPSE_TEST_LABELS:-}" ]; then
