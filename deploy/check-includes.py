@@ -87,9 +87,17 @@ def alone_command(entry, source):
     return out + ["-fsyntax-only", str(ROOT / source)]
 
 
+def untracked_sources():
+    """New files not yet added (and not ignored): a change in progress."""
+    out = subprocess.run(["git", "ls-files", "--others", "--exclude-standard", "--", "*.h", "*.cc"],
+                         cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    return out.split()
+
+
 def compile_alone(build, since):
     commands = json.loads((pathlib.Path(build) / "compile_commands.json").read_text())
-    tracked = set(tracked_sources())
+    new = set(untracked_sources())
+    tracked = set(tracked_sources()) | new
     batch_of = {}  # source (relative to ROOT) -> its unity batch's compile command
     for entry in commands:
         if not UNITY_SOURCE.search(entry["file"]):
@@ -108,7 +116,7 @@ def compile_alone(build, since):
     else:
         diff = subprocess.run(["git", "diff", "--name-only", since, "--"], cwd=ROOT, check=True,
                               capture_output=True, text=True).stdout.split()
-        changed = set(diff)
+        changed = set(diff) | new
         cache = {}
         chosen = sorted(s for s in batch_of if s in changed or closure(s, cache) & changed)
     t0 = time.monotonic()
