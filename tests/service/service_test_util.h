@@ -36,15 +36,17 @@ struct TestServer {
   std::unique_ptr<v1::ImageAnalytics::Stub> stub;
   std::string error;  // why it could not start
 
-  // Without a warm-up unless asked, and each program built when a call first needs it: the tests
-  // start servers by the hundred (building every program took 1.8-2.4 s of each start under the
-  // sanitizers). The warm-up tests and the server binary's tests build them all at start.
-  static std::unique_ptr<TestServer> Start(server::ServerOptions options, bool warm_up = false) {
+  // Without a warm-up unless asked, and each program built when a call first needs it unless
+  // asked: the tests start servers by the hundred (building every program took 1.8-2.4 s of each
+  // start under the sanitizers). The warm-up tests and the server binary's tests build them all
+  // at start, as users' servers do.
+  static std::unique_ptr<TestServer> Start(server::ServerOptions options, bool warm_up = false,
+                                           bool build_programs = false) {
     auto t = std::make_unique<TestServer>();
     options.listen = "127.0.0.1:0";
     options.worker.device = "auto";
     options.worker.warm_up = warm_up;
-    options.worker.build_programs = false;
+    options.worker.build_programs = build_programs;
     absl::StatusOr<std::unique_ptr<server::GlimpseServer>> s =
         server::GlimpseServer::Start(options);
     if (!s.ok()) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <random>
@@ -208,6 +209,49 @@ TEST(WarmUpTest, ASampleTheServersLimitsRefuseDoesNotStopTheStart) {
 
 // The default number of warm-up contexts: one where helpers cannot help (a GPU, whose driver is
 // not Mesa's; Mesa's disk cache turned off), else the usable CPUs, at most kMaxWarmUpThreads.
+// Without the warm-up a server still builds every program a call can need before it serves, so
+// that a driver that cannot compile one fails the start rather than a call; an embedder may
+// defer each to the call that first needs it (as the other service tests' servers do), and that
+// call builds it and answers as the other server does.
+TEST(WarmUpTest, WithoutTheWarmUpProgramsAreBuiltAtStartUnlessDeferred) {
+  std::unique_ptr<TestServer> eager =
+      TestServer::Start({}, /*warm_up=*/false, /*build_programs=*/true);
+  GLIMPSE_REQUIRE_SERVER(eager);
+  std::unique_ptr<TestServer> deferred =
+      TestServer::Start({}, /*warm_up=*/false, /*build_programs=*/false);
+  GLIMPSE_REQUIRE_SERVER(deferred);
+  const uint32_t at_start = ProgramsBuilt(*eager->stub);
+  EXPECT_EQ(ProgramsBuilt(*deferred->stub), 0u);
+
+  GLIMPSE_SEED_TRACE();
+  std::mt19937_64 rng(TestSeed());
+  v1::HistogramRequest req;
+  *req.mutable_image() = InlineRaw(RandomImage({67, 45, 3, SampleType::kUint8}, rng));
+  v1::HistogramResponse from_eager, from_deferred;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(eager->stub->Histogram(&ctx, req, &from_eager).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(deferred->stub->Histogram(&ctx, req, &from_deferred).ok());
+  }
+  from_eager.clear_timing();
+  from_deferred.clear_timing();
+  EXPECT_EQ(from_deferred.SerializeAsString(), from_eager.SerializeAsString());
+  EXPECT_EQ(from_eager.total(), 3u * 67 * 45);
+  // The worker counts what a job built once the job is over, which may be just after its answer.
+  uint32_t by_the_call = 0;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       by_the_call == 0 && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    by_the_call = ProgramsBuilt(*deferred->stub);
+  }
+  EXPECT_GT(by_the_call, 0u);
+  EXPECT_EQ(ProgramsBuilt(*eager->stub), at_start);  // built at start, the call's among them
+  EXPECT_LT(by_the_call, at_start);
+}
+
 TEST(WarmUpTest, AutoThreadsFollowTheDeviceAndMesasCache) {
   ScopedEnv cache("MESA_SHADER_CACHE_DISABLE", nullptr);
   gpu::DeviceInfo gpu_device, cpu_device;
