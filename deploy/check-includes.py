@@ -5,8 +5,8 @@ never includes server/, and nothing outside gpu/ and tests/ includes gpu/interna
 
 With --compile, fails instead when a source file misses an #include that a unity build hides: a
 unity build compiles each target's files in batches, where one file may use a header that only an
-earlier file of its batch includes; compiled alone (as deploy/Dockerfile and developers' file by
-file builds compile it), that file fails.
+earlier file of its batch includes; compiled alone (as a build file by file, CMake's default,
+compiles it), that file fails.
 
     deploy/check-includes.py     prints the loops or bad includes found; exit 1 if any
     deploy/check-includes.py --compile BUILD [--since REV]

@@ -33,8 +33,8 @@ targets=()
 # templates compiled, once a batch rather than once a file. From nothing on a 2-core VM the
 # Release build took 292 s against 555 s file by file; the ASan build, at the lowest priority
 # beside the Release tests, 653 s against 841 s. A batch also hides a file's missing #include
-# behind an earlier file's: `deploy/check-includes.py --compile build` compiles files alone, as
-# deploy/Dockerfile and developers' builds do (CI: those a change touches).
+# behind an earlier file's: `deploy/check-includes.py --compile build` compiles files alone, as a
+# build file by file (CMake's default) does (CI: those a change touches).
 # The sanitizer builds: -O1 (what the sanitizers' own documentation suggests for reasonable speed)
 # with line tables only, which is all a report's stack needs. Against RelWithDebInfo's -O2 -g
 # that compiles a service file 10-15 % faster with clang's ASan and about 45 % faster with g++'s
