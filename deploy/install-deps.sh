@@ -6,8 +6,10 @@
 #   deploy/install-deps.sh --bench    build + test + run, and the peers of bench/peers.py (OpenCV)
 #   deploy/install-deps.sh --image-test  what deploy/image-test.sh needs beyond the build: podman
 #                                     (runc for cgroups v1 hosts; netavark and aardvark-dns, by
-#                                     which compose services find each other by name),
-#                                     podman-compose, debootstrap
+#                                     which compose services find each other by name, and
+#                                     iptables, which netavark runs for every network but
+#                                     Debian's netavark does not depend on), podman-compose,
+#                                     debootstrap
 set -euo pipefail
 
 build_pkgs=(
@@ -32,8 +34,8 @@ runtime_pkgs=(
 )
 
 bench_pkgs=(python3-opencv)
-image_test_pkgs=(podman runc netavark aardvark-dns podman-compose debootstrap python3-opencv
-                 python3-yaml)
+image_test_pkgs=(podman runc netavark aardvark-dns iptables podman-compose debootstrap
+                 python3-opencv python3-yaml)
 
 pkgs=("${build_pkgs[@]}")
 [ "${1:-}" = "--runtime" ] && pkgs=("${runtime_pkgs[@]}")
