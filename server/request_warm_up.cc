@@ -140,7 +140,8 @@ RequestWarmUp WarmRequestPath(GpuWorker& worker, const ServiceLimits& limits) {
   ServiceLimits sample_limits = limits;
   // The 1080p RGB sample is 6.2 MB inline, over the default message size.
   sample_limits.max_message_bytes = std::max<uint64_t>(limits.max_message_bytes, 16 << 20);
-  ImageAnalyticsService service(worker, sample_limits);
+  ImageAnalyticsService service(worker, sample_limits, /*redis=*/nullptr, /*access=*/nullptr,
+                                /*rate=*/nullptr, CallRecording::kNone);
   // The jobs its calls hand the worker read it (server.cc says why this is needed).
   worker.OrderBeforeLaterJobs();
   grpc::ServerBuilder builder;

@@ -6,9 +6,10 @@
 // sample requests that model servers run at load for the same reason.
 //
 // The calls go through a server of their own that listens on no port (an in-process channel), with
-// its own ImageAnalyticsService over the same GpuWorker: no access control, rate limit or per-call
-// metric is involved (their GPU jobs count in the worker's), no image is stored, and nothing of it
-// is reachable from outside.
+// its own ImageAnalyticsService over the same GpuWorker: no access control or rate limit is
+// involved, the calls write no log line and count in no per-call metric (CallRecording::kNone;
+// their GPU jobs count in the worker's: ServerInfo.jobs_run, glimpse_jobs_total), no image is
+// stored, and nothing of it is reachable from outside.
 #ifndef GLIMPSE_SERVER_REQUEST_WARM_UP_H_
 #define GLIMPSE_SERVER_REQUEST_WARM_UP_H_
 

@@ -33,12 +33,12 @@ int MethodIndex(std::string_view name) {
 
 ImageAnalyticsService::ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits,
                                              RedisStore* redis, const Access* access,
-                                             RateLimiter* rate)
+                                             RateLimiter* rate, CallRecording recording)
     : worker_(worker),
       limits_(limits),
       started_(std::chrono::steady_clock::now()),
       pool_(DecoderThreads(), limits.host_nice),
-      env_{worker_, limits_, pool_, redis, access, rate} {
+      env_{worker_, limits_, pool_, redis, access, rate, recording} {
   // What the generated WithRawCallbackMethod_ classes do, with the small responses still typed.
   using grpc::ByteBuffer;
   using grpc::internal::CallbackBidiHandler;

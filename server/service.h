@@ -13,6 +13,7 @@
 
 #include "glimpse/v1/image_analytics.grpc.pb.h"
 #include "server/analyses/runner.h"
+#include "server/rpc/call.h"
 #include "server/rpc/limits.h"
 #include "server/worker/gpu_worker.h"
 #include "server/worker/host_pool.h"
@@ -28,9 +29,11 @@ class ImageAnalyticsService final : public v1::ImageAnalytics::Service {
  public:
   // `redis`: the shared image store, or nullptr (each replica keeps its own images). `access`:
   // who may call (server/access/access.h), or nullptr for anyone.
-  // `rate`: the per-tenant rate limit, or nullptr for none.
+  // `rate`: the per-tenant rate limit, or nullptr for none. `recording`: kNone for a service
+  // whose callers are not users (the start-up's sample calls).
   ImageAnalyticsService(GpuWorker& worker, const ServiceLimits& limits, RedisStore* redis = nullptr,
-                        const Access* access = nullptr, RateLimiter* rate = nullptr);
+                        const Access* access = nullptr, RateLimiter* rate = nullptr,
+                        CallRecording recording = CallRecording::kLogAndCount);
   ~ImageAnalyticsService() override;
 
   // The generated synchronous methods of the same names stay unused; named here, they are not

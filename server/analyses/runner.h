@@ -47,6 +47,7 @@ struct ServiceEnv {
   RedisStore* redis = nullptr;     // the shared image store, if any
   const Access* access = nullptr;  // who may call; nullptr = anyone, as the one tenant ""
   RateLimiter* rate = nullptr;     // --tenant-rate; nullptr = no limit
+  CallRecording recording = CallRecording::kLogAndCount;
 };
 
 // Takes the call's token of its tenant's rate limit (server/access/rate_limit.h), then calls `next`
@@ -58,11 +59,12 @@ inline void TakeRateToken(ServiceEnv& service, const CallRecord& record,
   service.rate->Take(record.job_class().tenant, std::move(next));
 }
 
-// Admits the call as its tenant (set on `record`, with the class of its GPU jobs), or
-// UNAUTHENTICATED; INVALID_ARGUMENT for bad scheduling metadata (server/worker/job_class.h). Every
-// ImageAnalytics call passes here before it reads its request.
+// Admits the call as its tenant (set on `record`, with the class of its GPU jobs and whether it is
+// logged and counted), or UNAUTHENTICATED; INVALID_ARGUMENT for bad scheduling metadata
+// (server/worker/job_class.h). Every ImageAnalytics call passes here before it reads its request.
 inline absl::Status Admit(const ServiceEnv& service, const grpc::CallbackServerContext* context,
                           CallRecord& record) {
+  record.set_recording(service.recording);
   double weight = 1;
   if (service.access != nullptr) {
     absl::StatusOr<std::string> tenant = service.access->Authenticate(*context);

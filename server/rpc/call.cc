@@ -28,6 +28,7 @@ v1::Timing CallRecord::Timing() const {
 }
 
 void CallRecord::Log(const grpc::Status& status) const {
+  if (recording_ == CallRecording::kNone) return;
   const double ms = 1e-6;
   const uint64_t elapsed = elapsed_ns();
   const auto level = status.ok() ? spdlog::level::info : spdlog::level::warn;

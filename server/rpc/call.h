@@ -45,6 +45,11 @@ inline uint64_t NsSince(std::chrono::steady_clock::time_point t0) {
           .count());
 }
 
+// Whether a call is logged and counted: every user's call is (one log line, the metrics of
+// server/observability/metrics.h); the start-up's own sample calls (server/request_warm_up.h),
+// which no user made, are neither.
+enum class CallRecording { kLogAndCount, kNone };
+
 // What one call's log line says.
 class CallRecord {
  public:
@@ -71,10 +76,12 @@ class CallRecord {
     analysis_ = analysis;
     variant_ = variant;
   }
+  void set_recording(CallRecording r) { recording_ = r; }
   uint64_t elapsed_ns() const;
   // The Timing message as of now.
   v1::Timing Timing() const;
   // One log line: method, image, status, queue wait, GPU time, total; and the call's metrics.
+  // Nothing under CallRecording::kNone.
   void Log(const grpc::Status& status) const;
 
  private:
@@ -85,6 +92,7 @@ class CallRecord {
   JobClass job_class_;
   std::string analysis_, variant_;
   uint64_t queue_ns_ = 0, gpu_ns_ = 0, upload_ns_ = 0, decode_ns_ = 0;
+  CallRecording recording_ = CallRecording::kLogAndCount;
 };
 
 // Set by a reactor's OnCancel, read from any thread. Guarded by a mutex that the constructor

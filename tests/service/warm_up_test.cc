@@ -14,6 +14,7 @@
 
 #include "server/analyses/kernels.h"
 #include "tests/gpu_test_env.h"
+#include "tests/service/metrics_scrape.h"
 #include "tests/service/process_util.h"
 #include "tests/service/service_test_util.h"
 
@@ -45,11 +46,27 @@ grpc::Status Drain(Reader& reader, Message& m) {
 // dispatches every program on such shapes, and bench/peers.py's cold column times first calls.)
 // `ran` gets the names of the variants that ran; `software`, whether the device is a CPU renderer.
 void CheckNoCallBuildsAProgram(bool gpu_paths, std::set<std::string>* ran, bool* software) {
+  // The per-call metrics are process-wide: a server without a warm-up serves them, so that the
+  // warmed server's start can be seen from outside it.
+  server::ServerOptions watcher_options;
+  watcher_options.metrics_listen = "127.0.0.1:0";
+  std::unique_ptr<TestServer> watcher = TestServer::Start(watcher_options);
+  GLIMPSE_REQUIRE_SERVER(watcher);
+  const Scrape before = Scrape::Fetch(watcher->server->metrics_port());
   server::ServerOptions options;
   options.worker.warm_up_threads = 2;
   options.worker.gpu_paths = gpu_paths;
   std::unique_ptr<TestServer> ts = TestServer::Start(options, /*warm_up=*/true);
   GLIMPSE_REQUIRE_SERVER(ts);
+  {
+    // The request path's sample calls are no user's: no call counted, none logged.
+    const Scrape after = Scrape::Fetch(watcher->server->metrics_port());
+    for (const char* method : {"Histogram", "IntegralImage", "Compact", "BoxFilter"}) {
+      const Labels ok = {{"method", method}, {"code", "OK"}};
+      EXPECT_EQ(after.Get("glimpse_calls_total", ok), before.Get("glimpse_calls_total", ok))
+          << method;
+    }
+  }
   v1::ImageAnalytics::Stub& stub = *ts->stub;
   *software = ServerIsSoftware(stub);
   {
