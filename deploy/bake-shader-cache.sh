@@ -4,16 +4,15 @@
 #   bake-shader-cache.sh DIR
 # Runs glimpse-server on llvmpipe with Mesa's single-file cache (a Fossilize database) in a scratch
 # directory until it answers SERVING (its warm-up has built every program), stops it with SIGTERM,
-# and starts it again until a start adds nothing to the cache (at most 5 starts): after the first
-# start, which compiles everything, the next ones still add a few programs (124 KB and 41 KB of
-# 6 MB on 2026-11-29, the fourth none): llvmpipe's keys for a program differ between its first
-# compile and its loads from the cache, and with the context that ran it in the warm-up, which
-# varies from start to start. DIR then holds the cache directory as Mesa
-# laid it out (mesa_shader_cache_sf/<cache id>/llvmpipe/): the database, its index, and the index
-# of keys (`index`) that lets the GLSL compiler skip a shader whose program is cached. The
-# image's entry point copies it into MESA_SHADER_CACHE_DIR at start: Mesa 22.3 reads a read-only
-# database (MESA_DISK_CACHE_READ_ONLY_FOZ_DBS) but not that index, and without it compiles every
-# shader's source again (SERVING 10 s instead of 2 s on 2 CPUs).
+# and starts it again until a start adds nothing to the cache (at most 5 starts): after the
+# first start, which compiles everything, the next ones still add a few programs (124 KB and
+# 41 KB of 6 MB on 2026-11-29, the fourth none: some of llvmpipe's keys differ from start to
+# start). DIR then holds the cache directory as Mesa laid it out
+# (mesa_shader_cache_sf/<cache id>/llvmpipe/): the database, its index, and the index of keys
+# (`index`) that lets the GLSL compiler skip a shader whose program is cached. The image's entry
+# point copies it into MESA_SHADER_CACHE_DIR at start: Mesa 22.3 reads a read-only database
+# (MESA_DISK_CACHE_READ_ONLY_FOZ_DBS) but not that index, and without it compiles every shader's
+# source again (SERVING 10 s instead of 2 s on 2 CPUs).
 # llvmpipe keys its cache on the CPU's features and count: a host that differs from the builder
 # misses, compiles as it would without the cache, and runs correctly.
 set -eu

@@ -6,7 +6,7 @@
 #      debian:12 and debian:12-slim);
 #   2. build the image (timed; its size printed);
 #   3. run it --read-only --user 10001 --tmpfs /tmp on loopback ports: SERVING within
-#      GLIMPSE_IMAGE_SERVING_BOUND_S (20) seconds of `run`, the warm-up's log lines shown; a
+#      GLIMPSE_IMAGE_SERVING_BOUND_S (10) seconds of `run`, the warm-up's log lines shown; a
 #      histogram of samples/glimpse-sample.png through it equal to one counted here with numpy;
 #      `glimpse health` inside the container; /metrics with glimpse_ series and that call counted;
 #      `stop -t 30` (SIGTERM) ends it with exit code 0 within the grace;
@@ -14,14 +14,14 @@
 #      Redis; an image uploaded through one replica is analysed by id through the other.
 # Containers, pods and networks it made are removed on any exit; any failure exits non-zero.
 #   deploy/image-test.sh
-# Environment: GLIMPSE_IMAGE_SERVING_BOUND_S (20), GLIMPSE_IMAGE_TEST_CACHE
+# Environment: GLIMPSE_IMAGE_SERVING_BOUND_S (10), GLIMPSE_IMAGE_TEST_CACHE
 # (~/.cache/glimpse-image-test: the base tarball), GLIMPSE_IMAGE_TEST_ENGINE (docker | podman),
 # GLIMPSE_IMAGE (glimpse:image-test). Needs root or a working rootless engine; debootstrap only
 # when no debian:12 image is at hand; /usr/bin/python3 with numpy, OpenCV and PyYAML.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t_start=$SECONDS
-bound_s=${GLIMPSE_IMAGE_SERVING_BOUND_S:-20}
+bound_s=${GLIMPSE_IMAGE_SERVING_BOUND_S:-10}
 image=${GLIMPSE_IMAGE:-glimpse:image-test}
 cache=${GLIMPSE_IMAGE_TEST_CACHE:-$HOME/.cache/glimpse-image-test}
 sample=samples/glimpse-sample.png
