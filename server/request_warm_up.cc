@@ -12,6 +12,7 @@
 #include "gpu/image.h"
 #include "server/ingest/image_codec.h"
 #include "server/service.h"
+#include "server/worker/job_class.h"
 
 namespace glimpse::server {
 namespace {
@@ -72,6 +73,7 @@ void Call(std::string_view name, const gpu::ImageDesc& desc, const Request& requ
   grpc::ClientContext context;
   // A deadline no sample call should come near, even on a CPU renderer.
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  context.AddMetadata(kClientKeyMetadata, kWarmUpClientKey);
   ++out.calls;
   if (grpc::Status r = rpc(&context, request); !r.ok()) {
     out.refused.push_back(

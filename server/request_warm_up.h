@@ -8,8 +8,9 @@
 // The calls go through a server of their own that listens on no port (an in-process channel), with
 // its own ImageAnalyticsService over the same GpuWorker: no access control or rate limit is
 // involved, the calls write no log line and count in no per-call metric (CallRecording::kNone;
-// their GPU jobs count in the worker's: ServerInfo.jobs_run, glimpse_jobs_total), no image is
-// stored, and nothing of it is reachable from outside.
+// their GPU jobs count in the worker's: ServerInfo.jobs_run, glimpse_jobs_total, and the
+// scheduler's under the tenant kWarmUpClientKey), no image is stored, and nothing of it is
+// reachable from outside.
 #ifndef GLIMPSE_SERVER_REQUEST_WARM_UP_H_
 #define GLIMPSE_SERVER_REQUEST_WARM_UP_H_
 
@@ -21,6 +22,10 @@
 #include "server/worker/gpu_worker.h"
 
 namespace glimpse::server {
+
+// The scheduling key (metadata glimpse-client-key, server/worker/job_class.h) of the sample calls:
+// the tenant label of their jobs in the scheduler's metrics.
+inline constexpr char kWarmUpClientKey[] = "glimpse-warm-up";
 
 struct RequestWarmUp {
   std::chrono::nanoseconds took{0};

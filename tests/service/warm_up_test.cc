@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "server/analyses/kernels.h"
+#include "server/request_warm_up.h"
 #include "tests/gpu_test_env.h"
 #include "tests/service/metrics_scrape.h"
 #include "tests/service/process_util.h"
@@ -59,13 +60,21 @@ void CheckNoCallBuildsAProgram(bool gpu_paths, std::set<std::string>* ran, bool*
   std::unique_ptr<TestServer> ts = TestServer::Start(options, /*warm_up=*/true);
   GLIMPSE_REQUIRE_SERVER(ts);
   {
-    // The request path's sample calls are no user's: no call counted, none logged.
+    // The request path's sample calls are no user's: no call counted, none logged; the
+    // scheduler's metrics show their jobs under a tenant of their own.
     const Scrape after = Scrape::Fetch(watcher->server->metrics_port());
     for (const char* method : {"Histogram", "IntegralImage", "Compact", "BoxFilter"}) {
       const Labels ok = {{"method", method}, {"code", "OK"}};
       EXPECT_EQ(after.Get("glimpse_calls_total", ok), before.Get("glimpse_calls_total", ok))
           << method;
     }
+    const Labels warm_up = {{"tenant", server::kWarmUpClientKey}};
+    EXPECT_GE(after.Get("glimpse_tenant_jobs_total", warm_up) -
+                  before.Get("glimpse_tenant_jobs_total", warm_up),
+              10);
+    const Labels unknown = {{"tenant", "unknown"}};
+    EXPECT_EQ(after.Get("glimpse_tenant_jobs_total", unknown),
+              before.Get("glimpse_tenant_jobs_total", unknown));
   }
   v1::ImageAnalytics::Stub& stub = *ts->stub;
   *software = ServerIsSoftware(stub);
