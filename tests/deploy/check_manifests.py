@@ -24,6 +24,23 @@ IMAGE_BIN = "/usr/local/bin"
 VENDOR_FILE = "/usr/share/glvnd/egl_vendor.d/10_nvidia.json"
 
 
+# The last line of an entry-point script that hands PID 1 to the server installed beside it.
+EXEC_SERVER = 'exec "$(dirname "$0")/glimpse-server" "$@"'
+
+
+def entry_starts_server(entry, copies):
+  """Whether ENTRYPOINT's program is the server, or a script COPY'd from deploy/ into the same
+  directory whose last command execs the server beside it."""
+  if entry == f"{IMAGE_BIN}/glimpse-server":
+    return True
+  sources = [w[0] for w in copies if len(w) == 2 and w[1] == entry and w[0].startswith("deploy/")]
+  if len(sources) != 1 or os.path.dirname(entry) != IMAGE_BIN:
+    return False
+  with open(os.path.join(dc.REPO, sources[0])) as f:
+    lines = [l.strip() for l in f if l.strip() and not l.strip().startswith("#")]
+  return bool(lines) and lines[-1] == EXEC_SERVER
+
+
 def check_capabilities(c, where, value):
   caps = {x.strip() for x in str(value or "").split(",")}
   c.check("graphics" in caps or "all" in caps,
@@ -182,8 +199,9 @@ def check_dockerfile(c, defaults, port, services):
 
   entry = runtime.last("ENTRYPOINT")
   entry_cmd = entry.exec_form() if entry else None
-  c.check(entry_cmd is not None and entry_cmd[0] == f"{IMAGE_BIN}/glimpse-server",
-          f"Dockerfile: exec-form ENTRYPOINT starts {IMAGE_BIN}/glimpse-server (PID 1 gets SIGTERM)")
+  c.check(entry_cmd is not None and entry_starts_server(entry_cmd[0], copies),
+          f"Dockerfile: exec-form ENTRYPOINT starts {IMAGE_BIN}/glimpse-server, itself or through "
+          f"a script of deploy/ that ends by exec'ing it (PID 1 gets SIGTERM), got {entry_cmd}")
   cmd = runtime.last("CMD")
   cmd_args = cmd.exec_form() if cmd else []
   c.check(cmd_args is not None, "Dockerfile: CMD in exec form")
