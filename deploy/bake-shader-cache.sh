@@ -6,8 +6,8 @@
 # directory until it answers SERVING (its warm-up has built every program), stops it with SIGTERM,
 # and starts it again until a start adds nothing to the cache (at most 5 starts): after the
 # first start, which compiles everything, the next ones still add a few programs (124 KB and
-# 41 KB of 6 MB on 2026-11-29, the fourth none: some of llvmpipe's keys differ from start to
-# start). DIR then holds the cache directory as Mesa laid it out
+# 41 KB of 6 MB on 2026-11-29, the fourth none or 5 KB: some of llvmpipe's keys differ from
+# start to start). DIR then holds the cache directory as Mesa laid it out
 # (mesa_shader_cache_sf/<cache id>/llvmpipe/): the database, its index, and the index of keys
 # (`index`) that lets the GLSL compiler skip a shader whose program is cached. The image's entry
 # point copies it into MESA_SHADER_CACHE_DIR at start: Mesa 22.3 reads a read-only database
