@@ -11,7 +11,8 @@
 # it misses.
 seed=/opt/glimpse/shader-cache
 if [ -n "${MESA_SHADER_CACHE_DIR:-}" ] && [ -d "$seed" ]; then
-  if ! err=$(mkdir -p "$MESA_SHADER_CACHE_DIR" 2>&1 && cp -Rn "$seed/." "$MESA_SHADER_CACHE_DIR/" 2>&1); then
+  if ! err=$(mkdir -p "$MESA_SHADER_CACHE_DIR" 2>&1 &&
+    cp -Rn "$seed/." "$MESA_SHADER_CACHE_DIR/" 2>&1); then
     echo "glimpse-entrypoint: the image's shader cache was not copied to" \
       "MESA_SHADER_CACHE_DIR=$MESA_SHADER_CACHE_DIR, so llvmpipe compiles its programs: $err" >&2
   fi
